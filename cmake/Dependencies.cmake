@@ -1,0 +1,24 @@
+# Every dependency is a Debian 12 package (scripts/install-deps.sh installs them).
+# Each one is here on purpose; docs/architecture.md says why.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED)            # parallel-for over kernel tiles
+find_package(nlohmann_json 3.10 REQUIRED) # JSON (SAX parser keeps key order and number spelling)
+find_package(CLI11 REQUIRED)              # command line
+find_package(fmt REQUIRED)
+find_package(OpenSSL REQUIRED)            # SHA-256 for SHA256SUMS
+find_package(PNG REQUIRED)
+find_package(JPEG REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # tokenizer pre-tokenizer regex (JIT)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc) # NFC normalizer
+pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
+
+find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)  # cpp-httplib (header only)
+find_path(STB_INCLUDE_DIR stb/stb_image.h)
+
+if(STAVE_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(STAVE_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

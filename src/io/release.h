@@ -1,0 +1,31 @@
+// A Clef release folder as published: config.json, safetensors shards (+ index),
+// joint_head_config.json + joint_head.safetensors, tokenizer.json and the processor config.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "io/model_config.h"
+#include "io/tensor_store.h"
+
+namespace stave {
+
+struct Release {
+  std::string dir;                  // resolved folder
+  ModelConfig config;
+  JointHeadConfig head_config;
+  TensorStore weights;              // backbone, lm_head, vision
+  TensorStore head;                 // joint_head.safetensors
+  std::string tokenizer_path;       // dir/tokenizer.json
+  ImageProcessorConfig image_processor;  // present=false when the folder has none
+};
+
+// Opens a release from a folder or a Hugging Face repo id (see resolve_model_path).
+// Throws stave::Error naming the missing or broken file.
+std::unique_ptr<Release> open_release(const std::string& dir_or_repo);
+
+// A folder path is returned as is. "ORG/NAME" that is not an existing folder resolves to the
+// Hugging Face cache ($HF_HOME or ~/.cache/huggingface; hub/models--ORG--NAME/snapshots/<rev>
+// where <rev> is refs/main). When absent, the error says how to download it.
+std::string resolve_model_path(const std::string& dir_or_repo);
+
+}  // namespace stave

@@ -1,0 +1,117 @@
+#include "ops/reference.h"
+
+#include <cstring>
+#include <vector>
+
+#include "quant/mxfp4.h"
+#include "util/bf16.h"
+
+namespace stave::ref {
+
+void weight_row_f32(const LinearWeight& w, int64_t r, float* out) {
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes();
+  switch (w.format) {
+    case WeightFormat::kF32: std::memcpy(out, row, static_cast<size_t>(w.in) * 4); break;
+    case WeightFormat::kBF16:
+      for (int64_t i = 0; i < w.in; ++i) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+      }
+      break;
+    case WeightFormat::kF16:
+      for (int64_t i = 0; i < w.in; ++i) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * i, 2);
+        out[i] = f16_to_f32(h);
+      }
+      break;
+    case WeightFormat::kMXFP4:
+      mxfp4::dequantize_row(row, w.scales + static_cast<size_t>(r) * (w.in / mxfp4::kBlock), w.in, out);
+      break;
+  }
+}
+
+void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  const int64_t K = w.in, N = w.out;
+  const float* xin = x;
+  std::vector<float> xq;
+  if (w.format == WeightFormat::kMXFP4 && w.quantize_input) {
+    xq.resize(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x + m * K, K, xq.data() + m * K);
+    xin = xq.data();
+  }
+#pragma omp parallel
+  {
+    std::vector<float> wrow(static_cast<size_t>(K));
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      weight_row_f32(w, n, wrow.data());
+      const float b = w.bias ? w.bias[n] : 0.0f;
+      for (int64_t m = 0; m < M; ++m) {
+        const float* xr = xin + m * K;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < K; ++k) acc += xr[k] * wrow[k];
+        y[m * N + n] = acc + b;
+      }
+    }
+  }
+}
+
+void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    float inv = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * (1.0f + w[i]);
+  }
+}
+
+void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    float inv = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * w[i];
+  }
+}
+
+void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, const float* beta, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double mean = 0.0;
+    for (int64_t i = 0; i < dim; ++i) mean += xr[i];
+    mean /= static_cast<double>(dim);
+    double var = 0.0;
+    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<double>(dim);
+    float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+    float mu = static_cast<float>(mean);
+    for (int64_t i = 0; i < dim; ++i) {
+      float v = (xr[i] - mu) * inv;
+      if (gamma) v *= gamma[i];
+      if (beta) v += beta[i];
+      yr[i] = v;
+    }
+  }
+}
+
+void softmax_inplace(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace stave::ref

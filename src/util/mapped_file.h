@@ -1,0 +1,34 @@
+// A read-only memory map of a whole file. Weights are used in place from the map, so a model
+// costs page cache, not heap, and loading is as fast as the first touch of each page.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace stave {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path);  // throws stave::Error (kIo / kInvalidModel)
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void reset();
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Reads a whole (small) file into a string; throws stave::Error naming the path on failure.
+std::string read_file(const std::string& path);
+
+}  // namespace stave
