@@ -1,0 +1,32 @@
+// Hugging Face `tokenizers` byte-level BPE, loaded from tokenizer.json, giving the same ids as
+// `tokenizer(text, add_special_tokens=False)`: added tokens matched in the raw text first, then
+// the normalizer (NFC), the Split pre-tokenizer regex exactly as the file gives it, byte-level
+// mapping and BPE with merge ranks.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stave {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Loads tokenizer.json; throws stave::Error(kInvalidModel / kUnsupported) naming the field
+  // that is missing or unsupported.
+  static std::unique_ptr<Tokenizer> from_file(const std::string& path);
+  static std::unique_ptr<Tokenizer> from_json(const std::string& json_text, const std::string& label);
+
+  // Thread-safe. `text` must be valid UTF-8 (else stave::Error kInvalidRequest).
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  // Number of ids (vocabulary + added tokens): the largest id + 1.
+  virtual int32_t vocab_size() const = 0;
+};
+
+}  // namespace stave
