@@ -17,6 +17,13 @@ class JsonValue {
   using Member = std::pair<std::string, JsonValue>;
 
   JsonValue() = default;  // null
+  // Destruction walks the tree with an explicit stack, so a deep tree cannot overflow the call
+  // stack; copies and the other recursive helpers are bounded by the parser's depth limit.
+  ~JsonValue();
+  JsonValue(const JsonValue&) = default;
+  JsonValue(JsonValue&&) noexcept = default;
+  JsonValue& operator=(const JsonValue&) = default;
+  JsonValue& operator=(JsonValue&&) noexcept = default;
   static JsonValue null() { return JsonValue(); }
   static JsonValue boolean(bool b);
   static JsonValue integer(std::string digits);      // canonical decimal digits, optional '-'
@@ -56,14 +63,19 @@ class JsonValue {
 };
 
 struct JsonParseLimits {
-  size_t max_depth = 128;
-  size_t max_bytes = 64u << 20;
+  size_t max_depth = 128;        // nested arrays/objects; the document itself is depth 0
+  size_t max_bytes = 64u << 20;  // over it: stave::Error(kRequestTooLarge)
 };
+
+// Python (3.11+) refuses to convert integer literals with more digits than this
+// (sys.get_int_max_str_digits()), so json.loads fails on them; parse_json refuses them too.
+inline constexpr size_t kPythonIntMaxStrDigits = 4300;
 
 // Parses JSON text like Python's json.loads (duplicate keys: the first key's position, the
 // last value). Rejects what Python would turn into non-finite floats (NaN, Infinity, 1e400),
-// invalid UTF-8, lone surrogates, trailing data, and depth/size beyond the limits, with a
-// stave::Error(kInvalidRequest) whose message gives the position.
+// invalid UTF-8, lone surrogates, trailing data, integers longer than Python converts, and
+// depth beyond the limit, with a stave::Error(kInvalidRequest) whose message gives the byte
+// position ("invalid JSON at byte N: ..."); text over max_bytes is kRequestTooLarge.
 JsonValue parse_json(std::string_view text, const JsonParseLimits& limits = {});
 
 }  // namespace stave
