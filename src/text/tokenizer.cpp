@@ -25,6 +25,7 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer(tok::TokenizerSpec spec, const std::string& label)
       : nfc_(spec.nfc), model_(std::move(spec.bpe), label) {
     for (const tok::SplitSpec& s : spec.splits) splits_.emplace_back(s.pattern, s.is_regex);
+    if (nfc_) tok::prepare_nfc();
 
     // Added tokens: those with normalized=false are found in the raw text, the others in the
     // normalized text, by their normalized content (HF's two tries).

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <utf8proc.h>
 
@@ -152,23 +153,53 @@ bool is_word_char(char32_t cp) {
   }
 }
 
-bool nfc_is_trivially_stable(std::string_view s) {
-  // A lead byte >= 0xCC starts a code point >= U+0300. Below U+0300 no character changes under
-  // NFC and none composes with another (tests check this claim against utf8proc). Continuation
-  // bytes are <= 0xBF, so one byte test per byte is enough.
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  for (size_t i = 0; i < s.size(); ++i)
-    if (p[i] >= 0xCC) return false;
-  return true;
-}
-
 namespace {
+
+constexpr utf8proc_option_t kNfcOptions = utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+
+// Code points that NFC never touches and that never interact with a neighbour: combining class
+// 0, NFC of the character alone is itself, and never a non-initial character of any canonical
+// decomposition (so nothing composes with a preceding character). A string made of such
+// characters is in NFC (the Unicode quick-check rule), and a string can be normalized in pieces
+// cut just before any of them. utf8proc itself decides membership, once per process.
+class InertTable {
+ public:
+  InertTable() : not_inert_((0x110000 + 63) / 64, 0) {
+    utf8proc_int32_t buf[32];
+    for (char32_t cp = 0; cp < 0x110000; ++cp) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) {
+        mark(cp);
+        continue;
+      }
+      int boundclass = 0;
+      const utf8proc_ssize_t n =
+          utf8proc_decompose_char(utf8proc_int32_t(cp), buf, 32, kNfcOptions, &boundclass);
+      if (n < 1 || n > 32) {
+        mark(cp);
+        continue;
+      }
+      for (utf8proc_ssize_t k = 1; k < n; ++k) mark(char32_t(buf[k]));
+      if (utf8proc_get_property(utf8proc_int32_t(cp))->combining_class != 0) mark(cp);
+      const utf8proc_ssize_t m = utf8proc_normalize_utf32(buf, n, kNfcOptions);
+      if (m != 1 || buf[0] != utf8proc_int32_t(cp)) mark(cp);
+    }
+  }
+  bool inert(char32_t cp) const { return !((not_inert_[cp >> 6] >> (cp & 63)) & 1); }
+
+ private:
+  void mark(char32_t cp) { not_inert_[cp >> 6] |= uint64_t(1) << (cp & 63); }
+  std::vector<uint64_t> not_inert_;
+};
+
+const InertTable& inert_table() {
+  static const InertTable table;
+  return table;
+}
 
 void append_nfc_utf8proc(std::string_view s, std::string& out) {
   utf8proc_uint8_t* dst = nullptr;
   const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                                          utf8proc_ssize_t(s.size()), &dst,
-                                          utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+                                          utf8proc_ssize_t(s.size()), &dst, kNfcOptions);
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(dst, &std::free);
   if (n < 0)
     throw Error(ErrorKind::kInvalidRequest, std::string("NFC normalization failed: ") + utf8proc_errmsg(n));
@@ -177,11 +208,46 @@ void append_nfc_utf8proc(std::string_view s, std::string& out) {
 
 }  // namespace
 
+void prepare_nfc() { inert_table(); }
+
+bool nfc_inert(char32_t cp) { return cp < 0x80 || (cp < 0x110000 && inert_table().inert(cp)); }
+
 void append_nfc(std::string_view s, std::string& out) {
-  if (nfc_is_trivially_stable(s))
-    out.append(s);
-  else
-    append_nfc_utf8proc(s, out);
+  const InertTable& table = inert_table();
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t done = 0;        // s[0, done) is already in `out`
+  size_t last_inert = 0;  // start of the latest inert character: a safe place to cut
+  size_t i = 0;
+  while (i < n) {
+    if (p[i] < 0x80) {
+      last_inert = i++;
+      continue;
+    }
+    size_t len = 0;
+    const char32_t cp = decode_utf8_at(s, i, len);
+    if (table.inert(cp)) {
+      last_inert = i;
+      i += len;
+      continue;
+    }
+    // Normalize from the inert character before this one (it may compose with what follows)
+    // up to the next inert character.
+    const size_t begin = std::max(last_inert, done);
+    size_t end = i + len;
+    while (end < n) {
+      if (p[end] < 0x80) break;
+      const char32_t next = decode_utf8_at(s, end, len);
+      if (table.inert(next)) break;
+      end += len;
+    }
+    out.append(s.data() + done, begin - done);
+    append_nfc_utf8proc(s.substr(begin, end - begin), out);
+    done = end;
+    last_inert = end;
+    i = end;
+  }
+  out.append(s.data() + done, n - done);
 }
 
 std::string to_nfc_full(std::string_view s) {

@@ -24,13 +24,18 @@ bool is_white_space(char32_t cp);
 // Rust regex `\w`: Alphabetic, Mark, Decimal_Number, Connector_Punctuation, Join_Control.
 bool is_word_char(char32_t cp);
 
-// True when NFC certainly leaves `s` unchanged without running the full algorithm: every code
-// point is below U+0300, and none of those has a decomposition or combines with a neighbour.
-bool nfc_is_trivially_stable(std::string_view s);
-// Appends NFC(s) (valid UTF-8 in, valid UTF-8 out).
+// A code point that NFC leaves alone whatever surrounds it: combining class 0, its own NFC, and
+// never a non-initial character of a canonical decomposition (so it never composes with what
+// precedes it). Text made of these is already NFC, and NFC can work piecewise between them.
+// Most text (ASCII, precomposed Latin, CJK, kana, Hangul syllables, emoji) is inert.
+bool nfc_inert(char32_t cp);
+// Builds the inert table now (about 0.1 s, once per process) rather than on the first encode.
+void prepare_nfc();
+// Appends NFC(s) (valid UTF-8 in, valid UTF-8 out). Only the stretches around non-inert code
+// points go through utf8proc.
 void append_nfc(std::string_view s, std::string& out);
 std::string to_nfc(std::string_view s);
-// NFC through utf8proc always, without the shortcut (the oracle for the shortcut's tests).
+// NFC of the whole string through utf8proc (the oracle for append_nfc's piecewise work).
 std::string to_nfc_full(std::string_view s);
 
 // Rust's String::from_utf8_lossy: each maximal invalid subsequence becomes one U+FFFD.
