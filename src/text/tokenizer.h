@@ -16,8 +16,8 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Loads tokenizer.json; throws stave::Error(kInvalidModel / kUnsupported) naming the field
-  // that is missing or unsupported.
+  // Loads tokenizer.json (`path` may also be a folder holding one); throws
+  // stave::Error(kInvalidModel / kUnsupported) naming the field that is missing or unsupported.
   static std::unique_ptr<Tokenizer> from_file(const std::string& path);
   static std::unique_ptr<Tokenizer> from_json(const std::string& json_text, const std::string& label);
 
@@ -27,6 +27,10 @@ class Tokenizer {
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
   // Number of ids (vocabulary + added tokens): the largest id + 1.
   virtual int32_t vocab_size() const = 0;
+
+  // The pieces that BPE sees, as UTF-8 text, in order: added tokens (as their own pieces), and
+  // the rest after normalization and every pre-tokenizer split. For tests and debugging.
+  virtual std::vector<std::string> pre_tokenize(std::string_view text) const = 0;
 };
 
 }  // namespace stave

@@ -1,0 +1,201 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "text/pretokenize_regex.h"
+
+#include <pcre2.h>
+
+#include "stave/errors.h"
+
+namespace stave::tok {
+namespace {
+
+// Oniguruma's Unicode classes, spelled for a PCRE2 character class body.
+constexpr const char* kSpaceBody = R"(\t\n\x0B\f\r\x{85}\p{Z})";  // White_Space
+constexpr const char* kWordBody = R"(\p{L}\p{M}\p{N}\p{Pc})";      // Letter|Mark|Number|Connector_Punctuation
+constexpr const char* kDigit = R"(\p{Nd})";
+constexpr const char* kNotDigit = R"(\P{Nd})";
+constexpr const char* kHexBody = "0-9a-fA-F";                      // Oniguruma \h is a hex digit
+
+[[noreturn]] void refuse(std::string_view pattern, const std::string& why) {
+  throw Error(ErrorKind::kUnsupported,
+              "pre_tokenizer Split regex /" + std::string(pattern) + "/: " + why + " is not supported");
+}
+
+// Appends a class body inside a class, or a whole (possibly negated) class outside one.
+void append_class(std::string& out, const char* body, bool in_class, bool negated) {
+  if (!in_class) out += negated ? "[^" : "[";
+  out += body;
+  if (!in_class) out += ']';
+}
+
+std::string pcre2_message(int code) {
+  PCRE2_UCHAR buf[256];
+  if (pcre2_get_error_message(code, buf, sizeof(buf)) < 0) return "error " + std::to_string(code);
+  return reinterpret_cast<const char*>(buf);
+}
+
+// Per-thread match state: match data for the whole-match offsets and a JIT stack large enough
+// for long inputs (the default 32 KiB machine stack is not).
+struct MatchScratch {
+  pcre2_match_data* data = nullptr;
+  pcre2_match_context* context = nullptr;
+  pcre2_jit_stack* stack = nullptr;
+  MatchScratch() {
+    data = pcre2_match_data_create(1, nullptr);
+    context = pcre2_match_context_create(nullptr);
+    stack = pcre2_jit_stack_create(64 * 1024, 8 * 1024 * 1024, nullptr);
+    if (data == nullptr || context == nullptr || stack == nullptr)
+      throw Error(ErrorKind::kInternal, "out of memory for PCRE2 match state");
+    pcre2_jit_stack_assign(context, nullptr, stack);
+  }
+  ~MatchScratch() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(data);
+  }
+};
+
+MatchScratch& scratch() {
+  thread_local MatchScratch s;
+  return s;
+}
+
+}  // namespace
+
+std::string translate_oniguruma_pattern(std::string_view p) {
+  std::string out;
+  out.reserve(p.size() + 64);
+  bool in_class = false;
+  size_t class_start = 0;  // index just after '[' or '[^'
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      if (i + 1 >= p.size()) refuse(p, "a trailing backslash");
+      const char e = p[++i];
+      switch (e) {
+        case 's': append_class(out, kSpaceBody, in_class, false); break;
+        case 'w': append_class(out, kWordBody, in_class, false); break;
+        case 'h': append_class(out, kHexBody, in_class, false); break;
+        case 'd': out += kDigit; break;
+        case 'D': out += kNotDigit; break;
+        case 'S':
+        case 'W':
+        case 'H':
+          if (in_class) refuse(p, std::string("\\") + e + " inside a character class");
+          append_class(out, e == 'S' ? kSpaceBody : e == 'W' ? kWordBody : kHexBody, false, true);
+          break;
+        case 'b':
+        case 'B':
+          if (in_class) {  // backspace inside a class in both dialects
+            out += '\\';
+            out += e;
+            break;
+          }
+          refuse(p, std::string("\\") + e + " (word boundary)");
+        case 'K':
+          refuse(p, "\\K");
+        default:
+          out += '\\';
+          out += e;
+      }
+      continue;
+    }
+    if (in_class) {
+      if (c == ']' && i > class_start) {
+        in_class = false;
+      } else if (c == '[') {
+        refuse(p, i + 1 < p.size() && p[i + 1] == ':' ? "a POSIX bracket class" : "a nested character class");
+      } else if (c == '&' && i + 1 < p.size() && p[i + 1] == '&') {
+        refuse(p, "class intersection (&&)");
+      }
+      out += c;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      out += c;
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      class_start = i + 1;
+      continue;
+    }
+    if (c == '(' && i + 1 < p.size() && p[i + 1] == '?') {
+      // Option letters: Ruby's (?m) is PCRE2's (?s); refuse rather than guess.
+      for (size_t k = i + 2; k < p.size() && p[k] != ')' && p[k] != ':'; ++k) {
+        if (p[k] == 'm') refuse(p, "the (?m) option");
+        if (!(p[k] == 'i' || p[k] == 'x' || p[k] == '-')) break;
+      }
+    }
+    out += c;
+  }
+  if (in_class) refuse(p, "an unterminated character class");
+  return out;
+}
+
+SplitRegex::SplitRegex(std::string_view pattern, bool is_regex) {
+  std::string compiled;
+  uint32_t options = PCRE2_UTF;
+  if (is_regex) {
+    compiled = translate_oniguruma_pattern(pattern);
+    // Ruby syntax: ^ and $ are line anchors.
+    options |= PCRE2_UCP | PCRE2_MULTILINE;
+  } else {
+    compiled = std::string(pattern);
+    options |= PCRE2_LITERAL;
+  }
+  int err = 0;
+  PCRE2_SIZE err_offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(), options, &err,
+                                   &err_offset, nullptr);
+  if (code == nullptr)
+    throw Error(ErrorKind::kUnsupported, "pre_tokenizer Split pattern /" + std::string(pattern) +
+                                             "/ does not compile with PCRE2: " + pcre2_message(err) + " at offset " +
+                                             std::to_string(err_offset));
+  uint32_t min_length = 0;
+  pcre2_pattern_info(code, PCRE2_INFO_MINLENGTH, &min_length);
+  if (min_length == 0) {
+    pcre2_code_free(code);
+    refuse(pattern, "a pattern that can match the empty string");
+  }
+  code_ = code;
+  jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+}
+
+SplitRegex::~SplitRegex() {
+  if (code_ != nullptr) pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
+
+SplitRegex::SplitRegex(SplitRegex&& other) noexcept : code_(other.code_), jit_(other.jit_) {
+  other.code_ = nullptr;
+}
+
+void SplitRegex::split(std::string_view text, size_t base, std::vector<std::pair<size_t, size_t>>& out) const {
+  const auto* code = static_cast<const pcre2_code*>(code_);
+  MatchScratch& s = scratch();
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  const size_t n = text.size();
+  size_t prev = 0;  // end of the last match: where the next gap starts
+  size_t pos = 0;   // where the next search starts
+  while (pos < n) {
+    const int rc = jit_ ? pcre2_jit_match(code, subject, n, pos, 0, s.data, s.context)
+                        : pcre2_match(code, subject, n, pos, PCRE2_NO_UTF_CHECK, s.data, s.context);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0)
+      throw Error(ErrorKind::kRequestTooLarge, "pre-tokenizer regex failed on a " + std::to_string(n) +
+                                                   "-byte piece: " + pcre2_message(rc));
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.data);
+    const size_t begin = ov[0];
+    const size_t end = ov[1];
+    if (begin > prev) out.emplace_back(base + prev, base + begin);
+    if (end > begin) {
+      out.emplace_back(base + begin, base + end);
+      pos = end;
+    } else {
+      // Cannot happen for patterns with a minimum length; step over one character anyway.
+      pos = begin + 1;
+      while (pos < n && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
+    }
+    prev = end;
+  }
+  if (prev < n) out.emplace_back(base + prev, base + n);
+}
+
+}  // namespace stave::tok

@@ -1,0 +1,39 @@
+// The Split pre-tokenizer (behavior Isolated): every regex match and every gap between matches
+// becomes its own piece. Hugging Face runs these patterns with Oniguruma; stave compiles them
+// with PCRE2 (UTF + UCP + JIT) after translating the escapes whose meaning differs.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stave::tok {
+
+// Rewrites an Oniguruma (Ruby syntax) pattern into a PCRE2 pattern with the same matches:
+// `\s` `\S` `\d` `\D` `\w` `\W` `\h` `\H` become explicit Unicode classes with Oniguruma's
+// meaning (PCRE2's \s adds U+180E, its \w lacks marks, its \h is horizontal space). Throws
+// stave::Error(kUnsupported) for what it cannot translate faithfully.
+std::string translate_oniguruma_pattern(std::string_view pattern);
+
+class SplitRegex {
+ public:
+  // `pattern` in Oniguruma syntax when `is_regex`, else a literal string. Throws
+  // stave::Error(kUnsupported) when PCRE2 refuses it or when it can match the empty string.
+  SplitRegex(std::string_view pattern, bool is_regex);
+  ~SplitRegex();
+  SplitRegex(SplitRegex&& other) noexcept;
+  SplitRegex& operator=(SplitRegex&&) = delete;
+  SplitRegex(const SplitRegex&) = delete;
+  SplitRegex& operator=(const SplitRegex&) = delete;
+
+  // Appends the Isolated pieces of `text` (valid UTF-8) as [begin, end) byte offsets relative
+  // to `text`, plus `base`. Thread-safe.
+  void split(std::string_view text, size_t base, std::vector<std::pair<size_t, size_t>>& out) const;
+
+ private:
+  void* code_ = nullptr;  // pcre2_code*
+  bool jit_ = false;
+};
+
+}  // namespace stave::tok
