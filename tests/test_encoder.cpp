@@ -26,6 +26,7 @@ class ByteTokenizer : public Tokenizer {
   }
   std::optional<int32_t> token_to_id(std::string_view) const override { return std::nullopt; }
   int32_t vocab_size() const override { return 256; }
+  std::vector<std::string> pre_tokenize(std::string_view text) const override { return {std::string(text)}; }
 };
 
 // clef-decision.md §4.6, verbatim; ⟦Q⟧…⟦/Q⟧ mark question spans and ⟦O⟧…⟦/O⟧ option spans.
