@@ -199,7 +199,7 @@ TEST_F(QwenTokenizer, DecodePrintsAddedTokensAndRefusesUnknownIds) {
 }
 
 TEST_F(QwenTokenizer, InvalidUtf8IsAnInvalidRequest) {
-  for (const std::string bad : {std::string("\xFF"), std::string("abc\xC3"), std::string("\xED\xA0\x80"),
+  for (const std::string& bad : {std::string("\xFF"), std::string("abc\xC3"), std::string("\xED\xA0\x80"),
                                 std::string("\xC0\xAF"), std::string("\xF4\x90\x80\x80"), std::string("ok\x80")}) {
     try {
       tokenizer_->encode(bad);
@@ -357,6 +357,31 @@ TEST(TokenizerRefusals, UnsupportedPartsAreNamed) {
     j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "[[:alpha:]]+";
     expect_refused(j, "POSIX", ErrorKind::kUnsupported);
   }
+  {
+    auto j = base;
+    j["model"]["vocab"]["bad"] = -1;
+    expect_refused(j, "model.vocab[\"bad\"]", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"]["vocab"] = nlohmann::json::array();
+    expect_refused(j, "model.vocab", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"]["merges"] = nlohmann::json::array({nlohmann::json::array({"a"})});
+    expect_refused(j, "model.merges[0]", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"]["merges"] = nlohmann::json::array({"a b c"});
+    expect_refused(j, "model.merges[0]", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"].erase("merges");
+    expect_refused(j, "model.merges", ErrorKind::kInvalidModel);
+  }
   expect_refused(nlohmann::json::array(), "top level", ErrorKind::kInvalidModel);
   EXPECT_THROW(Tokenizer::from_json("{not json", "bad.json"), Error);
   EXPECT_THROW(Tokenizer::from_file("/nonexistent/tokenizer.json"), Error);
@@ -369,7 +394,7 @@ TEST(TokenizerMerges, BothMergeSpellingsGiveTheSameIds) {
   pairs["model"]["vocab"]["abc"] = 258;
   auto strings = pairs;
   pairs["model"]["merges"] = nlohmann::json::array({nlohmann::json::array({"a", "b"}), nlohmann::json::array({"ab", "c"})});
-  strings["model"]["merges"] = nlohmann::json::array({"a b", "ab c"});
+  strings["model"]["merges"] = nlohmann::json::array({"#version: 0.2", "a b", "ab c"});  // header skipped
   const std::vector<int32_t> expected{258, 257};  // "abc" then "ab"
   EXPECT_EQ(load(pairs)->encode("abcab"), expected);
   EXPECT_EQ(load(strings)->encode("abcab"), expected);
