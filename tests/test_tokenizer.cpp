@@ -400,6 +400,34 @@ TEST(TokenizerMerges, BothMergeSpellingsGiveTheSameIds) {
   EXPECT_EQ(load(strings)->encode("abcab"), expected);
 }
 
+TEST(TokenizerMerges, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
+  auto j = small_tokenizer_json(qwen3_pattern());
+  j["model"]["vocab"]["ab"] = 257;
+  j["model"]["vocab"]["abc"] = 258;  // a token that no merge produces
+  j["model"]["merges"] = nlohmann::json::array({"a b"});
+  const int32_t c = load(j)->token_to_id("c").value();
+  EXPECT_EQ(load(j)->encode("abc"), (std::vector<int32_t>{257, c}));
+  j["model"]["ignore_merges"] = true;
+  EXPECT_EQ(load(j)->encode("abc"), (std::vector<int32_t>{258}));
+  EXPECT_EQ(load(j)->encode("abcab"), (std::vector<int32_t>{257, c, 257}));  // not a token: merges
+}
+
+TEST(TokenizerMerges, BytesWithoutATokenBecomeUnkOrVanish) {
+  // HF's merge_word: a character missing from the vocabulary becomes unk_token (consecutive ones
+  // fused into one with fuse_unk), or is dropped when there is no unk_token.
+  auto j = small_tokenizer_json(qwen3_pattern());
+  j["model"]["vocab"].erase("z");
+  j["model"]["vocab"]["<unk>"] = 300;
+  const int32_t a = load(j)->token_to_id("a").value();
+  EXPECT_EQ(load(j)->encode("azza"), (std::vector<int32_t>{a, a}));  // no unk_token: dropped
+  j["model"]["unk_token"] = "<unk>";
+  EXPECT_EQ(load(j)->encode("azza"), (std::vector<int32_t>{a, 300, 300, a}));
+  j["model"]["fuse_unk"] = true;
+  EXPECT_EQ(load(j)->encode("azza"), (std::vector<int32_t>{a, 300, a}));
+  j["model"]["unk_token"] = "<missing>";
+  EXPECT_THROW(load(j), Error);
+}
+
 TEST(TokenizerAddedTokens, FlagsFollowHuggingFace) {
   auto j = small_tokenizer_json(qwen3_pattern());
   j["added_tokens"] = {
