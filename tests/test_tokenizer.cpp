@@ -199,7 +199,7 @@ TEST_F(QwenTokenizer, DecodePrintsAddedTokensAndRefusesUnknownIds) {
 }
 
 TEST_F(QwenTokenizer, InvalidUtf8IsAnInvalidRequest) {
-  for (const std::string bad : {std::string("\xFF"), std::string("abc\xC3"), std::string("\xED\xA0\x80"),
+  for (const std::string& bad : {std::string("\xFF"), std::string("abc\xC3"), std::string("\xED\xA0\x80"),
                                 std::string("\xC0\xAF"), std::string("\xF4\x90\x80\x80"), std::string("ok\x80")}) {
     try {
       tokenizer_->encode(bad);
@@ -357,6 +357,31 @@ TEST(TokenizerRefusals, UnsupportedPartsAreNamed) {
     j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "[[:alpha:]]+";
     expect_refused(j, "POSIX", ErrorKind::kUnsupported);
   }
+  {
+    auto j = base;
+    j["model"]["vocab"]["bad"] = -1;
+    expect_refused(j, "model.vocab[\"bad\"]", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"]["vocab"] = nlohmann::json::array();
+    expect_refused(j, "model.vocab", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"]["merges"] = nlohmann::json::array({nlohmann::json::array({"a"})});
+    expect_refused(j, "model.merges[0]", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"]["merges"] = nlohmann::json::array({"a b c"});
+    expect_refused(j, "model.merges[0]", ErrorKind::kInvalidModel);
+  }
+  {
+    auto j = base;
+    j["model"].erase("merges");
+    expect_refused(j, "model.merges", ErrorKind::kInvalidModel);
+  }
   expect_refused(nlohmann::json::array(), "top level", ErrorKind::kInvalidModel);
   EXPECT_THROW(Tokenizer::from_json("{not json", "bad.json"), Error);
   EXPECT_THROW(Tokenizer::from_file("/nonexistent/tokenizer.json"), Error);
@@ -369,10 +394,38 @@ TEST(TokenizerMerges, BothMergeSpellingsGiveTheSameIds) {
   pairs["model"]["vocab"]["abc"] = 258;
   auto strings = pairs;
   pairs["model"]["merges"] = nlohmann::json::array({nlohmann::json::array({"a", "b"}), nlohmann::json::array({"ab", "c"})});
-  strings["model"]["merges"] = nlohmann::json::array({"a b", "ab c"});
+  strings["model"]["merges"] = nlohmann::json::array({"#version: 0.2", "a b", "ab c"});  // header skipped
   const std::vector<int32_t> expected{258, 257};  // "abc" then "ab"
   EXPECT_EQ(load(pairs)->encode("abcab"), expected);
   EXPECT_EQ(load(strings)->encode("abcab"), expected);
+}
+
+TEST(TokenizerMerges, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
+  auto j = small_tokenizer_json(qwen3_pattern());
+  j["model"]["vocab"]["ab"] = 257;
+  j["model"]["vocab"]["abc"] = 258;  // a token that no merge produces
+  j["model"]["merges"] = nlohmann::json::array({"a b"});
+  const int32_t c = load(j)->token_to_id("c").value();
+  EXPECT_EQ(load(j)->encode("abc"), (std::vector<int32_t>{257, c}));
+  j["model"]["ignore_merges"] = true;
+  EXPECT_EQ(load(j)->encode("abc"), (std::vector<int32_t>{258}));
+  EXPECT_EQ(load(j)->encode("abcab"), (std::vector<int32_t>{257, c, 257}));  // not a token: merges
+}
+
+TEST(TokenizerMerges, BytesWithoutATokenBecomeUnkOrVanish) {
+  // HF's merge_word: a character missing from the vocabulary becomes unk_token (consecutive ones
+  // fused into one with fuse_unk), or is dropped when there is no unk_token.
+  auto j = small_tokenizer_json(qwen3_pattern());
+  j["model"]["vocab"].erase("z");
+  j["model"]["vocab"]["<unk>"] = 300;
+  const int32_t a = load(j)->token_to_id("a").value();
+  EXPECT_EQ(load(j)->encode("azza"), (std::vector<int32_t>{a, a}));  // no unk_token: dropped
+  j["model"]["unk_token"] = "<unk>";
+  EXPECT_EQ(load(j)->encode("azza"), (std::vector<int32_t>{a, 300, 300, a}));
+  j["model"]["fuse_unk"] = true;
+  EXPECT_EQ(load(j)->encode("azza"), (std::vector<int32_t>{a, 300, a}));
+  j["model"]["unk_token"] = "<missing>";
+  EXPECT_THROW(load(j), Error);
 }
 
 TEST(TokenizerAddedTokens, FlagsFollowHuggingFace) {

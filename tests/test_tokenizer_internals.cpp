@@ -96,7 +96,9 @@ TEST(TokenizerUnicode, PiecewiseNfcEqualsWholeStringNfc) {
     if (cp >= 0xD800 && cp <= 0xDFFF) continue;
     const std::string s = utf8(cp);
     ASSERT_EQ(to_nfc(s), to_nfc_full(s)) << "U+" << std::hex << uint32_t(cp);
-    if (nfc_inert(cp)) ASSERT_EQ(to_nfc_full(s), s) << "U+" << std::hex << uint32_t(cp);
+    if (nfc_inert(cp)) {
+      ASSERT_EQ(to_nfc_full(s), s) << "U+" << std::hex << uint32_t(cp);
+    }
   }
   // Random strings over every non-inert code point and a spread of inert ones (letters that
   // compose with marks, Hangul syllables and jamo, kana and their voicing marks, CJK, emoji).
@@ -230,22 +232,47 @@ TEST(TokenizerRegexTranslation, OnigurumaClassesKeepTheirMeaning) {
   EXPECT_THROW(SplitRegex(R"((a)", true), Error);       // does not compile
 }
 
-TEST(TokenizerWordCache, StaysBoundedAndReturnsWhatWasStored) {
+TEST(TokenizerWordCache, ReturnsWhatWasStoredAndNothingElse) {
   BpeWordCache cache(64, 16);
   std::vector<int32_t> out;
   for (int i = 0; i < 5000; ++i) {
-    const std::string w = "w" + std::to_string(i);
+    const std::string w = std::to_string(i) + "w";
     const int32_t ids[2] = {i, -i};
-    cache.insert(w, ids, 2);
-    EXPECT_LE(cache.size(), 64u);
+    cache.insert(w, BpeWordCache::hash(w), ids, 2);
+    EXPECT_LE(cache.size(), 64u + 16u);
+    out.clear();
+    ASSERT_TRUE(cache.find(w, BpeWordCache::hash(w), out));  // the latest insert is always there
+    EXPECT_EQ(out, (std::vector<int32_t>{i, -i}));
   }
-  const int32_t ids[3] = {7, 8, 9};
-  cache.insert("fresh", ids, 3);
+  // Whatever survived the collisions is exact: a word finds only its own ids.
+  size_t hits = 0;
+  for (int i = 0; i < 5000; ++i) {
+    const std::string w = std::to_string(i) + "w";
+    out.clear();
+    if (cache.find(w, BpeWordCache::hash(w), out)) {
+      ++hits;
+      EXPECT_EQ(out, (std::vector<int32_t>{i, -i}));
+    }
+  }
+  EXPECT_GT(hits, 0u);
+  EXPECT_LE(hits, 64u);
+  // Long words go to the other table and work the same.
+  const std::string long_ok(100, 'y');
+  const int32_t three[3] = {1, 2, 3};
+  cache.insert(long_ok, BpeWordCache::hash(long_ok), three, 3);
   out.clear();
-  ASSERT_TRUE(cache.find("fresh", out));
-  EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 9}));
-  cache.insert("a word longer than sixteen bytes", ids, 3);
-  EXPECT_FALSE(cache.find("a word longer than sixteen bytes", out));
+  ASSERT_TRUE(cache.find(long_ok, BpeWordCache::hash(long_ok), out));
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 3}));
+  // Too long, or too many ids: not stored.
+  const std::string long_word(BpeWordCache::kMaxWordBytes + 1, 'x');
+  const int32_t ids[BpeWordCache::kMaxIds + 1] = {};
+  cache.insert(long_word, BpeWordCache::hash(long_word), ids, 1);
+  EXPECT_FALSE(cache.find(long_word, BpeWordCache::hash(long_word), out));
+  cache.insert("many", BpeWordCache::hash("many"), ids, BpeWordCache::kMaxIds + 1);
+  EXPECT_FALSE(cache.find("many", BpeWordCache::hash("many"), out));
+  // A word that is a prefix of a cached one, or shares its hash slot, is a miss.
+  cache.insert("prefix", BpeWordCache::hash("prefix"), ids, 1);
+  EXPECT_FALSE(cache.find("prefi", BpeWordCache::hash("prefi"), out));
 }
 
 }  // namespace

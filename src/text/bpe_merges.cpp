@@ -19,6 +19,7 @@ void merge_short(const BpeMergeTable& merges, std::vector<int32_t>& sym) {
     rank[i] = m ? m->rank : kNoMerge;
     merged[i] = m ? m->merged : -1;
   };
+  for (size_t i = 0; i + 1 < n; ++i) merges.prefetch(sym[i], sym[i + 1]);
   for (size_t i = 0; i + 1 < n; ++i) pair_at(i);
   while (n > 1) {
     size_t best = 0;
@@ -70,6 +71,7 @@ void merge_long(const BpeMergeTable& merges, std::vector<int32_t>& sym) {
     heap.push_back({m->rank, pos, nodes[size_t(pos)].id, nodes[size_t(next)].id});
     std::push_heap(heap.begin(), heap.end(), after);
   };
+  for (size_t i = 0; i + 1 < n; ++i) merges.prefetch(sym[i], sym[i + 1]);
   for (size_t i = 0; i + 1 < n; ++i) push(int32_t(i));
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), after);

@@ -98,18 +98,19 @@ void BpeModel::encode_word_uncached(std::string_view word, std::vector<int32_t>&
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (word.size() == 1 && byte_id_[static_cast<unsigned char>(word[0])] >= 0) {
-    out.push_back(byte_id_[static_cast<unsigned char>(word[0])]);  // nothing to merge
+  // One or two bytes: at most one merge, cheaper than a cache lookup.
+  if (word.size() <= 2 || !BpeWordCache::cacheable(word)) {
+    if (word.size() == 1 && byte_id_[static_cast<unsigned char>(word[0])] >= 0)
+      out.push_back(byte_id_[static_cast<unsigned char>(word[0])]);
+    else
+      encode_word_uncached(word, out);
     return;
   }
-  if (!cache_.cacheable(word)) {
-    encode_word_uncached(word, out);
-    return;
-  }
-  if (cache_.find(word, out)) return;
+  const uint64_t h = BpeWordCache::hash(word);
+  if (cache_.find(word, h, out)) return;
   const size_t start = out.size();
   encode_word_uncached(word, out);
-  cache_.insert(word, out.data() + start, out.size() - start);
+  cache_.insert(word, h, out.data() + start, out.size() - start);
 }
 
 }  // namespace stave::tok

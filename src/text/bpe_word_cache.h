@@ -1,48 +1,67 @@
 // A bounded, thread-safe cache of BPE results per pre-tokenized word. Text repeats words, and a
-// hit skips the merge loop. Sharded by hash so that server threads rarely wait on each other;
-// a full shard is emptied (memory stays bounded, and the cache follows what the text uses now).
+// hit skips the merge loop. It is direct-mapped, like a CPU cache: fixed arrays of slots, each
+// holding one word and its ids inline, so a lookup touches one slot, never allocates, and memory
+// is fixed at construction (4 MiB of 128-byte slots for short words, 2 MiB of 512-byte slots
+// for long ones). A colliding word simply replaces the old one, so no input makes a lookup slow.
+// Slots are guarded by striped mutexes, so server threads rarely wait on each other.
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <mutex>
-#include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace stave::tok {
 
 class BpeWordCache {
  public:
-  // Words longer than `max_word_bytes` are never cached (HF caches below 256 bytes too).
-  explicit BpeWordCache(size_t capacity = 1 << 16, size_t max_word_bytes = 255);
+  static constexpr size_t kMaxWordBytes = 246;  // longer words are not cached
+  static constexpr size_t kMaxIds = 64;         // nor words that give more ids
 
-  // On a hit appends the ids to `out` and returns true.
-  bool find(std::string_view word, std::vector<int32_t>& out) const;
-  void insert(std::string_view word, const int32_t* ids, size_t count);
-  bool cacheable(std::string_view word) const { return word.size() <= max_word_bytes_; }
+  explicit BpeWordCache(size_t short_slots = size_t(1) << 15, size_t long_slots = size_t(1) << 12);
 
-  size_t size() const;  // entries now held, for tests
+  static uint64_t hash(std::string_view word);
+  static bool cacheable(std::string_view word) { return word.size() <= kMaxWordBytes; }
+
+  // On a hit appends the ids to `out` and returns true. `h` is hash(word).
+  bool find(std::string_view word, uint64_t h, std::vector<int32_t>& out) const;
+  void insert(std::string_view word, uint64_t h, const int32_t* ids, size_t count);
+
+  size_t size() const;  // occupied slots, for tests
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  template <size_t kWordBytes, size_t kIds>
+  struct alignas(64) Slot {
+    uint64_t hash = 0;  // 0 marks an empty slot (hash() never returns 0)
+    uint8_t word_len = 0;
+    uint8_t id_count = 0;
+    char word[kWordBytes];
+    int32_t ids[kIds];
   };
-  struct Equal {
-    using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-  };
-  struct Shard {
-    mutable std::mutex mutex;
-    std::unordered_map<std::string, std::vector<int32_t>, Hash, Equal> map;
-  };
-  static constexpr size_t kShards = 32;
-  static size_t shard_of(std::string_view word) { return (Hash{}(word) >> 7) % kShards; }
+  using ShortSlot = Slot<54, 16>;
+  using LongSlot = Slot<kMaxWordBytes, kMaxIds>;
+  static_assert(sizeof(ShortSlot) == 128 && sizeof(LongSlot) == 512);
 
-  std::array<Shard, kShards> shards_;
-  size_t per_shard_capacity_;
-  size_t max_word_bytes_;
+  template <typename S>
+  struct Table {
+    explicit Table(size_t slots);
+    std::unique_ptr<S[]> slots;
+    size_t mask = 0;
+    int shift = 64;
+    size_t index(uint64_t h) const { return size_t(h >> shift) & mask; }
+  };
+  template <typename S>
+  bool find_in(const Table<S>& t, std::string_view word, uint64_t h, std::vector<int32_t>& out) const;
+  template <typename S>
+  void insert_in(Table<S>& t, std::string_view word, uint64_t h, const int32_t* ids, size_t count);
+
+  static constexpr size_t kLocks = 64;
+  std::mutex& lock_for(size_t slot_index) const { return locks_[slot_index % kLocks]; }
+
+  Table<ShortSlot> short_;
+  Table<LongSlot> long_;
+  mutable std::array<std::mutex, kLocks> locks_;
 };
 
 }  // namespace stave::tok

@@ -1,6 +1,7 @@
 #include "text/tokenizer_added_tokens.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "text/tokenizer_unicode.h"
 
@@ -71,6 +72,10 @@ AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedTokenSpec> tokens, std::ve
     trie_[size_t(node)].token = int32_t(t);
     first_byte_[static_cast<unsigned char>(p[0])] = true;
   }
+  for (int b = 0; b < 256; ++b) {
+    if (!first_byte_[size_t(b)]) continue;
+    only_first_byte_ = only_first_byte_ == -1 ? b : -2;
+  }
 }
 
 int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t& len) const {
@@ -96,7 +101,11 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& o
   size_t start_offset = 0;  // end of the last accepted match (HF's start_offset)
   size_t pos = 0;           // where the non-overlapping scan resumes
   while (pos < text.size()) {
-    if (!first_byte_[static_cast<unsigned char>(text[pos])]) {
+    if (only_first_byte_ >= 0) {
+      const void* hit = std::memchr(text.data() + pos, only_first_byte_, text.size() - pos);
+      if (hit == nullptr) break;
+      pos = size_t(static_cast<const char*>(hit) - text.data());
+    } else if (!first_byte_[static_cast<unsigned char>(text[pos])]) {
       ++pos;
       continue;
     }

@@ -42,6 +42,7 @@ class AddedTokenMatcher {
   std::vector<AddedTokenSpec> tokens_;
   std::vector<Node> trie_;
   std::array<bool, 256> first_byte_{};
+  int only_first_byte_ = -1;  // when every token starts with the same byte: memchr finds it
 };
 
 }  // namespace stave::tok

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stave/errors.h"
+#include "text/tokenizer_json_sax.h"
 
 namespace stave::tok {
 
@@ -133,7 +134,7 @@ class Parser {
     }
   }
 
-  void parse_model(const json& m, TokenizerSpec& spec) const {
+  void parse_model(const json& m, StreamedTokenizerJson& streamed, TokenizerSpec& spec) const {
     const std::string type = type_of(m, "model");
     if (type != "BPE") unsupported("model type '" + type + "' is not supported; stave implements BPE");
     BpeSpec& bpe = spec.bpe;
@@ -151,43 +152,16 @@ class Parser {
     if (get_bool(m, "byte_fallback", false, "model")) unsupported("model.byte_fallback = true is not supported");
     bpe.ignore_merges = get_bool(m, "ignore_merges", false, "model");
 
-    const json* vocab = member(m, "vocab");
-    if (vocab == nullptr || !vocab->is_object()) invalid("model.vocab is missing");
-    bpe.vocab.reserve(vocab->size());
-    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > uint64_t(INT32_MAX))
-        invalid("model.vocab[\"" + it.key() + "\"] is not a non-negative 32-bit integer");
-      bpe.vocab.emplace_back(it.key(), int32_t(it.value().get<uint64_t>()));
-    }
-
-    const json* merges = member(m, "merges");
-    if (merges == nullptr || !merges->is_array()) invalid("model.merges is missing");
-    bpe.merges.reserve(merges->size());
-    for (size_t i = 0; i < merges->size(); ++i) {
-      const json& e = (*merges)[i];
-      if (e.is_string()) {
-        // Legacy "a b" form: exactly one space (HF), and "#version" header lines are skipped.
-        const std::string& line = e.get_ref<const std::string&>();
-        if (line.rfind("#version", 0) == 0) continue;
-        const size_t sp = line.find(' ');
-        if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos)
-          invalid("model.merges[" + std::to_string(i) + "] is not \"a b\"");
-        bpe.merges.emplace_back(line.substr(0, sp), line.substr(sp + 1));
-      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-        bpe.merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
-      } else {
-        invalid("model.merges[" + std::to_string(i) + "] is neither \"a b\" nor [\"a\", \"b\"]");
-      }
-    }
+    // The streamed vocab and merges arrive separately; here only their absence is reported.
+    if (!streamed.has_vocab) invalid("model.vocab is missing or not an object");
+    if (!streamed.has_merges) invalid("model.merges is missing or not an array");
+    bpe.vocab = std::move(streamed.vocab);
+    bpe.merges = std::move(streamed.merges);
   }
 
   TokenizerSpec parse(const std::string& text) const {
-    json root;
-    try {
-      root = json::parse(text);
-    } catch (const json::exception& e) {
-      invalid(std::string("not valid JSON: ") + e.what());
-    }
+    StreamedTokenizerJson streamed = read_tokenizer_json(text, label_);
+    const json& root = streamed.dom;
     if (!root.is_object()) invalid("the top level is not an object");
     TokenizerSpec spec;
     // Truncation and padding would change the ids of a single encode; stave applies neither.
@@ -202,7 +176,7 @@ class Parser {
     if (!byte_level) unsupported("pre_tokenizer has no ByteLevel step; stave implements byte-level BPE only");
     const json* model = member(root, "model");
     if (model == nullptr) invalid("model is missing");
-    parse_model(*model, spec);
+    parse_model(*model, streamed, spec);
     const json* decoder = member(root, "decoder");
     if (decoder == nullptr || decoder->is_null()) unsupported("decoder is missing; stave needs ByteLevel");
     const std::string dtype = type_of(*decoder, "decoder");

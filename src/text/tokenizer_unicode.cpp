@@ -171,6 +171,15 @@ class InertTable {
         mark(cp);
         continue;
       }
+      // Most code points have no canonical decomposition (none in the table, or only a
+      // compatibility one, which NFC ignores): they are inert unless they combine (ccc != 0)
+      // or some other character's decomposition marks them below.
+      const utf8proc_property_t* prop = utf8proc_get_property(utf8proc_int32_t(cp));
+      const bool hangul_syllable = cp >= 0xAC00 && cp <= 0xD7A3;  // decomposed algorithmically
+      if (!hangul_syllable && (prop->decomp_seqindex == UINT16_MAX || prop->decomp_type != 0)) {
+        if (prop->combining_class != 0) mark(cp);
+        continue;
+      }
       int boundclass = 0;
       const utf8proc_ssize_t n =
           utf8proc_decompose_char(utf8proc_int32_t(cp), buf, 32, kNfcOptions, &boundclass);
