@@ -71,6 +71,7 @@ QuestionAnswer answer_question(const QuestionSpec& spec, const EncodedQuestion& 
   switch (spec.type) {
     case QuestionType::kNoul:
       a.value = probability_of(encoded.option_ids, scored_p, "true", spec.id);
+      a.confidence = confidence_value(mode, a.probabilities);  // not in the response (as the reference)
       break;
     case QuestionType::kChoice: {
       // Python max(): the first option of maximal probability, in request order.

@@ -40,8 +40,8 @@ struct QuestionAnswer {
   // The answer, unrounded (the response shows each through Python round(x, 4)).
   std::string choice;       // choice: the first option of maximal probability in request order
   double value = 0.0;       // noul: P(true); score: Σ k·p_k (in level order); choice: p(choice)
-  double confidence = 0.0;  // choice and score, per the confidence mode
-  std::vector<JsonValue> legend;              // score: the request's criteria, level 0 first
+  double confidence = 0.0;  // per the confidence mode (the response shows it for choice and score)
+  std::vector<JsonValue> legend;  // score: the request's criteria, level 0 first
 };
 
 struct SystemOneResponse {
