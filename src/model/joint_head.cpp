@@ -1,0 +1,262 @@
+#include "model/joint_head.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ops/head_ops.h"
+#include "ops/multihead_attention.h"
+#include "ops/reference.h"
+#include "stave/errors.h"
+
+namespace stave {
+namespace {
+
+using Matrix = std::vector<float>;  // row-major [rows, cols]
+
+Matrix zeros(int64_t rows, int64_t cols) { return Matrix(static_cast<size_t>(rows * cols), 0.0f); }
+
+void add_inplace(Matrix& x, const Matrix& y) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+}
+
+std::string span_text(const Span& s) {
+  return "[" + std::to_string(s.first) + ", " + std::to_string(s.second) + ")";
+}
+
+void check_span(const Span& s, int64_t L, const std::string& what) {
+  if (s.first < 0 || s.second > L)
+    throw Error(ErrorKind::kInvalidRequest,
+                what + " span " + span_text(s) + " is outside the sequence of " + std::to_string(L) + " tokens");
+  if (s.first >= s.second) throw Error(ErrorKind::kInvalidRequest, what + " span " + span_text(s) + " is empty");
+}
+
+void check_inputs(int64_t L, const std::vector<int32_t>& input_ids, const std::vector<EncodedQuestion>& questions) {
+  if (L <= 0) throw Error(ErrorKind::kInvalidRequest, "joint head: the record has no tokens");
+  if (static_cast<int64_t>(input_ids.size()) != L)
+    throw Error(ErrorKind::kInvalidRequest, "joint head: " + std::to_string(input_ids.size()) +
+                                                " input ids for hidden states of " + std::to_string(L) + " rows");
+  if (questions.empty()) throw Error(ErrorKind::kInvalidRequest, "joint head: the record has no questions");
+  for (const EncodedQuestion& q : questions) {
+    const int type = static_cast<int>(q.type);
+    if (type < 0 || type > 2)
+      throw Error(ErrorKind::kInvalidRequest, "question " + q.id + ": unknown type " + std::to_string(type));
+    check_span(q.question_span, L, "question " + q.id + ": question");
+    if (q.option_spans.empty()) throw Error(ErrorKind::kInvalidRequest, "question " + q.id + " has no options");
+    if (q.option_spans.size() != q.option_ids.size())
+      throw Error(ErrorKind::kInvalidRequest, "question " + q.id + " has " + std::to_string(q.option_spans.size()) +
+                                                  " option spans but " + std::to_string(q.option_ids.size()) +
+                                                  " option ids");
+    for (size_t j = 0; j < q.option_spans.size(); ++j)
+      check_span(q.option_spans[j], L, "question " + q.id + ": option " + q.option_ids[j]);
+  }
+}
+
+// x ← x + FFN(norm(x)) with FFN = out(GELU(in(·))): the feed-forward block shared by the
+// routing layers (feedforward.0/.3) and the decoder layers (linear1/linear2).
+void feedforward_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, const HeadLinear& in,
+                          const HeadLinear& out) {
+  Matrix normed(x.size());
+  norm.apply(x.data(), rows, normed.data());
+  Matrix inner = zeros(rows, in.out);
+  in.apply(normed.data(), rows, inner.data());
+  ref::gelu_erf_inplace(inner.data(), static_cast<int64_t>(inner.size()));
+  Matrix y = zeros(rows, out.out);
+  out.apply(inner.data(), rows, y.data());
+  add_inplace(x, y);
+}
+
+// x ← x + MHA(norm(x), kv) with the keys/values already projected.
+void attention_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, const ref::MultiheadAttentionWeights& mha,
+                        const ref::ProjectedKeyValues& kv) {
+  Matrix normed(x.size());
+  norm.apply(x.data(), rows, normed.data());
+  Matrix y(x.size());
+  ref::mha_attend(mha, normed.data(), rows, kv, y.data());
+  add_inplace(x, y);
+}
+
+float capped_scale(float log_scale) {
+  // exp(min(param, ln 100)): the reference clamps in the parameter's fp32 before exp.
+  return std::exp(std::min(log_scale, static_cast<float>(std::log(100.0))));
+}
+
+}  // namespace
+
+JointHead::JointHead(const Release& release)
+    : JointHead(release.head_config, release.head, OutputEmbeddingTable::bind(release)) {
+  if (release.head_config.hidden_size != release.config.text.hidden_size)
+    throw Error(ErrorKind::kInvalidModel, "joint_head_config.json hidden_size " +
+                                              std::to_string(release.head_config.hidden_size) +
+                                              " differs from the backbone's hidden_size " +
+                                              std::to_string(release.config.text.hidden_size));
+}
+
+JointHead::JointHead(const JointHeadConfig& config, const TensorStore& head_tensors,
+                     OutputEmbeddingTable output_embedding)
+    : weights_(load_joint_head_weights(config, head_tensors)), output_embedding_(std::move(output_embedding)) {
+  if (output_embedding_.dim() != config.hidden_size)
+    throw Error(ErrorKind::kInvalidModel, "the output embedding rows have " + std::to_string(output_embedding_.dim()) +
+                                              " values, the joint head expects hidden_size " +
+                                              std::to_string(config.hidden_size));
+}
+
+std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t L, const std::vector<int32_t>& input_ids,
+                                                   const std::vector<EncodedQuestion>& questions) const {
+  check_inputs(L, input_ids, questions);
+  if (!hidden) throw Error(ErrorKind::kInternal, "joint head: no hidden states");
+  const JointHeadWeights& w = weights_;
+  const int64_t H = w.config.hidden_size, W = w.config.width, heads = w.config.heads;
+  const int64_t Q = static_cast<int64_t>(questions.size());
+
+  // 1. LayerNorm over the backbone states, the memory over all tokens, the global vector.
+  Matrix seq = zeros(L, H);
+  w.hidden_norm.apply(hidden, L, seq.data());
+  Matrix memory = zeros(L, W);
+  w.memory_projection.apply(seq.data(), L, memory.data());
+  const float* global = seq.data() + (L - 1) * H;
+
+  // 2-4. Question vectors, option context and lexical vectors (span means).
+  Matrix question_vectors = zeros(Q, H);
+  std::vector<int64_t> first_option(static_cast<size_t>(Q) + 1, 0);  // option rows of question i
+  for (int64_t i = 0; i < Q; ++i) {
+    const EncodedQuestion& q = questions[i];
+    ref::mean_rows(seq.data(), H, q.question_span.first, q.question_span.second, question_vectors.data() + i * H);
+    first_option[i + 1] = first_option[i] + static_cast<int64_t>(q.option_spans.size());
+  }
+  const int64_t N = first_option[Q];
+  std::vector<int64_t> question_of(static_cast<size_t>(N));
+  Matrix context = zeros(N, H), lexical = zeros(N, H);
+  for (int64_t i = 0; i < Q; ++i) {
+    for (size_t j = 0; j < questions[i].option_spans.size(); ++j) {
+      const Span& s = questions[i].option_spans[j];
+      const int64_t n = first_option[i] + static_cast<int64_t>(j);
+      question_of[n] = i;
+      ref::mean_rows(seq.data(), H, s.first, s.second, context.data() + n * H);
+      output_embedding_.mean_rows(input_ids.data() + s.first, s.second - s.first, lexical.data() + n * H);
+    }
+  }
+
+  // 5. Option queries R = W_oc·c + W_ol·ℓ + W_oq·q (all questions' options stacked).
+  Matrix routed = zeros(N, W), lexical_projected = zeros(N, W), question_part = zeros(Q, W);
+  w.option_context_projection.apply(context.data(), N, routed.data());
+  w.option_lexical_projection.apply(lexical.data(), N, lexical_projected.data());
+  w.option_question_projection.apply(question_vectors.data(), Q, question_part.data());
+  for (int64_t n = 0; n < N; ++n) {
+    const float* qp = question_part.data() + question_of[n] * W;
+    for (int64_t c = 0; c < W; ++c) {
+      float& r = routed[n * W + c];
+      r = (r + lexical_projected[n * W + c]) + qp[c];
+    }
+  }
+
+  // 6. Evidence routing: every option attends to the layer's normalised memory.
+  Matrix memory_normed = zeros(L, W);
+  for (const EvidenceRoutingLayerWeights& layer : w.evidence_layers) {
+    const ref::MultiheadAttentionWeights mha = layer.attention.view(W, heads);
+    layer.memory_norm.apply(memory.data(), L, memory_normed.data());
+    const ref::ProjectedKeyValues kv =
+        ref::mha_project_key_values(mha, memory_normed.data(), memory_normed.data(), L);
+    attention_residual(routed, N, layer.query_norm, mha, kv);
+    feedforward_residual(routed, N, layer.feedforward_norm, layer.feedforward_in, layer.feedforward_out);
+  }
+
+  // 7. Option summary per question: softmax_j(<R_ij, b_i> / sqrt(W)) weighted sum of R_ij.
+  Matrix base = zeros(Q, W), summary = zeros(Q, W);
+  w.question_projection.apply(question_vectors.data(), Q, base.data());
+  const float inv_sqrt_width = 1.0f / std::sqrt(static_cast<float>(W));
+  for (int64_t i = 0; i < Q; ++i) {
+    const int64_t n0 = first_option[i], count = first_option[i + 1] - n0;
+    std::vector<float> weights(static_cast<size_t>(count));
+    for (int64_t j = 0; j < count; ++j)
+      weights[j] = ref::dot(routed.data() + (n0 + j) * W, base.data() + i * W, W) * inv_sqrt_width;
+    ref::softmax_inplace(weights.data(), count);
+    for (int64_t c = 0; c < W; ++c) {
+      double s = 0.0;
+      for (int64_t j = 0; j < count; ++j) s += static_cast<double>(weights[j]) * routed[(n0 + j) * W + c];
+      summary[i * W + c] = static_cast<float>(s);
+    }
+  }
+
+  // 8. Fields F_i = b_i + LN(s_i) + W_g·g + T[type_i].
+  w.option_summary_norm.apply(summary.data(), Q, summary.data());
+  Matrix global_part = zeros(1, W);
+  w.global_projection.apply(global, 1, global_part.data());
+  Matrix fields = zeros(Q, W);
+  for (int64_t i = 0; i < Q; ++i) {
+    const float* type_row = w.type_embedding.data() + static_cast<int64_t>(questions[i].type) * W;
+    for (int64_t c = 0; c < W; ++c)
+      fields[i * W + c] = ((base[i * W + c] + summary[i * W + c]) + global_part[c]) + type_row[c];
+  }
+
+  // 9. Pre-norm decoder layers: fields attend to each other, then to the raw memory.
+  for (const FieldDecoderLayerWeights& layer : w.layers) {
+    const ref::MultiheadAttentionWeights self_mha = layer.self_attn.view(W, heads);
+    Matrix normed(fields.size());
+    layer.norm1.apply(fields.data(), Q, normed.data());
+    const ref::ProjectedKeyValues self_kv = ref::mha_project_key_values(self_mha, normed.data(), normed.data(), Q);
+    Matrix self_out(fields.size());
+    ref::mha_attend(self_mha, normed.data(), Q, self_kv, self_out.data());
+    add_inplace(fields, self_out);
+
+    const ref::MultiheadAttentionWeights cross_mha = layer.cross_attn.view(W, heads);
+    const ref::ProjectedKeyValues memory_kv = ref::mha_project_key_values(cross_mha, memory.data(), memory.data(), L);
+    attention_residual(fields, Q, layer.norm2, cross_mha, memory_kv);
+    feedforward_residual(fields, Q, layer.norm3, layer.linear1, layer.linear2);
+  }
+  w.field_norm.apply(fields.data(), Q, fields.data());
+
+  // 10. Scoring: lexical prior + gated (scaled cosine + residual scorer).
+  const float prior_scale = capped_scale(w.prior_logit_scale);
+  const float joint_scale = capped_scale(w.joint_logit_scale);
+  const float gate = ref::sigmoid(w.residual_gate);
+  Matrix options = zeros(N, W);
+  w.option_norm.apply(routed.data(), N, options.data());
+
+  std::vector<std::vector<float>> logits(static_cast<size_t>(Q));
+  std::vector<float> anchor(static_cast<size_t>(H)), lexical_anchor(static_cast<size_t>(H));
+  std::vector<float> field_unit(static_cast<size_t>(W)), option_unit(static_cast<size_t>(W));
+  for (int64_t i = 0; i < Q; ++i) {
+    const int64_t n0 = first_option[i], count = first_option[i + 1] - n0;
+    const float* field = fields.data() + i * W;
+    for (int64_t c = 0; c < H; ++c) anchor[c] = question_vectors[i * H + c] + global[c];
+    ref::l2_normalize_inplace(anchor.data(), H, 1e-12f);
+    std::copy(field, field + W, field_unit.begin());
+    ref::l2_normalize_inplace(field_unit.data(), W, 1e-8f);
+
+    Matrix features = zeros(count, 4 * W);
+    for (int64_t j = 0; j < count; ++j) {
+      const float* option = options.data() + (n0 + j) * W;
+      float* f = features.data() + j * 4 * W;
+      for (int64_t c = 0; c < W; ++c) {
+        f[c] = field[c];
+        f[W + c] = option[c];
+        f[2 * W + c] = field[c] * option[c];
+        f[3 * W + c] = std::fabs(field[c] - option[c]);
+      }
+    }
+    Matrix hidden_scores = zeros(count, W), residual = zeros(count, 1);
+    w.residual_in.apply(features.data(), count, hidden_scores.data());
+    ref::gelu_erf_inplace(hidden_scores.data(), count * W);
+    w.residual_out.apply(hidden_scores.data(), count, residual.data());
+
+    std::vector<float>& out = logits[i];
+    out.resize(static_cast<size_t>(count));
+    for (int64_t j = 0; j < count; ++j) {
+      const float* lex = lexical.data() + (n0 + j) * H;
+      std::copy(lex, lex + H, lexical_anchor.begin());
+      ref::l2_normalize_inplace(lexical_anchor.data(), H, 1e-12f);
+      const float prior = prior_scale * ref::dot(lexical_anchor.data(), anchor.data(), H);
+
+      const float* option = options.data() + (n0 + j) * W;
+      std::copy(option, option + W, option_unit.begin());
+      ref::l2_normalize_inplace(option_unit.data(), W, 1e-8f);
+      const float cosine = ref::dot(field_unit.data(), option_unit.data(), W);
+
+      out[j] = prior + gate * (joint_scale * cosine + residual[j]);
+    }
+  }
+  return logits;
+}
+
+}  // namespace stave

@@ -1,0 +1,41 @@
+// Clef's joint schema head in fp32 (../shared/spec/clef-decision.md §3): from the backbone's
+// final-normed hidden states of every position to one logit per option of every question.
+// Every dimension comes from the release's joint_head_config.json.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "decide/encoder.h"
+#include "io/release.h"
+#include "model/head_lexical.h"
+#include "model/joint_head_weights.h"
+
+namespace stave {
+
+class JointHead {
+ public:
+  // Reads joint_head.safetensors to fp32 once and binds the lm_head rows in place: the release
+  // must outlive the head. Throws stave::Error(kInvalidModel) naming what does not fit (a
+  // missing or mis-shaped tensor, a head hidden_size that is not the backbone's).
+  explicit JointHead(const Release& release);
+  // The same from parts (tests, synthetic heads). `output_embedding.dim()` must equal
+  // config.hidden_size.
+  JointHead(const JointHeadConfig& config, const TensorStore& head_tensors, OutputEmbeddingTable output_embedding);
+
+  const JointHeadConfig& config() const { return weights_.config; }
+  const JointHeadWeights& weights() const { return weights_; }
+
+  // hidden: [L, hidden_size] final-normed backbone output of the whole record (media tokens
+  // included); input_ids: the record's L ids; questions: in request order, option spans in the
+  // reference's option order. Returns per question the fp32 logits in option order.
+  // Throws stave::Error(kInvalidRequest) for spans out of range or empty, a question without
+  // options, option ids and spans of different counts, or ids outside the vocabulary.
+  std::vector<std::vector<float>> forward(const float* hidden, int64_t L, const std::vector<int32_t>& input_ids,
+                                          const std::vector<EncodedQuestion>& questions) const;
+
+ private:
+  JointHeadWeights weights_;
+  OutputEmbeddingTable output_embedding_;
+};
+
+}  // namespace stave
