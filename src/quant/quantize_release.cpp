@@ -8,6 +8,9 @@
 #include <map>
 #include <set>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "io/checksums.h"
@@ -26,6 +29,9 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 namespace {
+
+// Below this many weights a tensor is quantized on one thread (waking a team costs more).
+constexpr int64_t kParallelElements = int64_t{1} << 16;
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorKind::kInvalidRequest, what); }
 
@@ -106,7 +112,7 @@ Quantized quantize_linear(const TensorRef& w, const LinearEdit* edit, mxfp4::Sca
   q.codes.resize(static_cast<size_t>(N * K / 2));
   q.scales.resize(static_cast<size_t>(N * K / mxfp4::kBlock));
   const bool bf16 = w.dtype == DType::kBF16;
-#pragma omp parallel
+#pragma omp parallel if (N * K >= kParallelElements)
   {
     std::vector<float> row(static_cast<size_t>(K));
 #pragma omp for schedule(static)
@@ -124,7 +130,7 @@ std::vector<uint8_t> edited_float(const TensorRef& w, const LinearEdit& edit) {
   const int64_t N = w.shape[0], K = w.shape[1];
   std::vector<float> vals(static_cast<size_t>(N * K));
   const bool bf16 = w.dtype == DType::kBF16;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * K >= kParallelElements)
   for (int64_t r = 0; r < N; ++r) {
     load_row_f32(w, r, K, vals.data() + r * K);
     apply_linear_edit_row(edit, r, K, vals.data() + r * K, bf16);
@@ -132,6 +138,16 @@ std::vector<uint8_t> edited_float(const TensorRef& w, const LinearEdit& edit) {
   std::vector<uint8_t> bytes;
   store_f32(vals.data(), vals.size(), w.dtype, bytes);
   return bytes;
+}
+
+// Drops the input pages of a tensor that has been written from this process's resident set
+// (the mapping is read-only and file-backed: a later touch reads them again), so that RSS stays
+// near one tensor rather than growing to the whole checkpoint.
+void release_pages(const uint8_t* data, size_t nbytes) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + nbytes) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -317,6 +333,7 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
           for (size_t off = 0; off < t.src->nbytes; off += kChunk) {
             size_t n = std::min(kChunk, t.src->nbytes - off);
             write(t.src->data + off, n);
+            release_pages(t.src->data + off, n);
             progress.add(n);
           }
           break;
@@ -331,6 +348,7 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
         }
         case OutTensor::Kind::kEditedFloat: {
           auto bytes = edited_float(*t.src, o.edits->linears.at(t.layer));
+          release_pages(t.src->data, t.src->nbytes);
           write(bytes.data(), bytes.size());
           progress.add(t.src->nbytes);
           break;
@@ -343,6 +361,7 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
             if (o.edits)
               if (auto ed = o.edits->linears.find(t.layer); ed != o.edits->linears.end()) edit = &ed->second;
             it = pending.emplace(t.layer, quantize_linear(*t.src, edit, o.scale_mode)).first;
+            release_pages(t.src->data, t.src->nbytes);
             progress.add(t.src->nbytes);
           }
           auto& buf = t.kind == OutTensor::Kind::kCodes ? it->second.codes : it->second.scales;
