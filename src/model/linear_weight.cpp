@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "quant/quark_config.h"
 #include "stave/errors.h"
 #include "util/bf16.h"
 
@@ -52,6 +53,21 @@ LinearWeight bind_linear(const TensorStore& store, const std::string& prefix, in
       throw Error(ErrorKind::kUnsupported, t.name + " has unsupported dtype " + std::string(dtype_name(t.dtype)));
   }
   expect_shape(t, {out, in});
+  return w;
+}
+
+LinearWeight bind_linear(const TensorStore& store, const std::string& prefix, int64_t out, int64_t in,
+                         const quant::QuantPlan* plan) {
+  if (!plan) return bind_linear(store, prefix, out, in);
+  const quant::LinearQuant& q = plan->at(prefix);
+  LinearWeight w = bind_linear(store, prefix, out, in, q.input_mxfp4);
+  bool stored_mxfp4 = w.format == WeightFormat::kMXFP4;
+  if (stored_mxfp4 != q.weight_mxfp4)
+    throw Error(ErrorKind::kInvalidModel,
+                prefix + ".weight is stored as " + (stored_mxfp4 ? "MXFP4 codes" : "a float tensor") +
+                    ", but quantization_config (" + q.rule + ") " +
+                    (q.weight_mxfp4 ? "quantizes it to MXFP4" : "leaves it unquantized"));
+  w.input_scale_mode = q.input_scale_mode;
   return w;
 }
 

@@ -6,8 +6,12 @@
 #include <string>
 
 #include "io/tensor_store.h"
+#include "quant/mxfp4.h"
 
 namespace stave {
+namespace quant {
+class QuantPlan;
+}
 
 enum class WeightFormat { kF32, kBF16, kF16, kMXFP4 };
 
@@ -18,6 +22,7 @@ struct LinearWeight {
   const void* data = nullptr;       // [out, in] floats, or MXFP4 codes [out, in/2]
   const uint8_t* scales = nullptr;  // MXFP4: E8M0 bytes [out, in/32]
   bool quantize_input = false;      // W4A4: MXFP4 QDQ of the activation before the product
+  mxfp4::ScaleMode input_scale_mode = mxfp4::ScaleMode::kEven;  // scale rounding of that QDQ
   const float* bias = nullptr;      // optional [out], fp32 (owned by the model)
 
   size_t row_bytes() const;
@@ -27,6 +32,13 @@ struct LinearWeight {
 // `quantize_input` comes from the quantization config (see src/quant/quark_config.h).
 LinearWeight bind_linear(const TensorStore& store, const std::string& prefix, int64_t out, int64_t in,
                          bool quantize_input_if_mxfp4 = true);
+
+// The same, with the release's quantization plan (src/quant/quark_config.h): whether the
+// activation is quantized, and with which scale mode, comes from quantization_config, and a
+// weight stored otherwise than the plan says is an Error naming it. A null plan (a release
+// without quantization_config) behaves as the overload above.
+LinearWeight bind_linear(const TensorStore& store, const std::string& prefix, int64_t out, int64_t in,
+                         const quant::QuantPlan* plan);
 
 // Reads any float tensor (F32/BF16/F16) into fp32, checking the element count.
 std::vector<float> read_f32(const TensorRef& t, int64_t expected_numel);

@@ -1,6 +1,7 @@
 #include "model/model_check.h"
 
 #include "model/tensor_names.h"
+#include "quant/quark_config.h"
 #include "stave/errors.h"
 
 namespace stave {
@@ -45,6 +46,9 @@ void check_release_loadable(const Release& release) {
   for (const auto& e : expected_backbone_tensors(release.config)) check_one(release.weights, e, "checkpoint");
   for (const auto& e : expected_vision_tensors(release.config)) check_one(release.weights, e, "checkpoint");
   for (const auto& e : expected_head_tensors(release.head_config)) check_one(release.head, e, "joint_head.safetensors");
+  // With a quantization_config, every linear must be stored as the plan says (quantized ones
+  // as MXFP4, excluded ones as floats), and every spec that applies must be one stave runs.
+  if (auto plan = quant::QuantPlan::from_model_config(release.config)) plan->check_against(release.weights);
 }
 
 }  // namespace stave

@@ -38,7 +38,7 @@ void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
   std::vector<float> xq;
   if (w.format == WeightFormat::kMXFP4 && w.quantize_input) {
     xq.resize(static_cast<size_t>(M * K));
-    for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x + m * K, K, xq.data() + m * K);
+    for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x + m * K, K, xq.data() + m * K, w.input_scale_mode);
     xin = xq.data();
   }
 #pragma omp parallel

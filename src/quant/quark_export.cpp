@@ -2,13 +2,14 @@
 
 #include "model/tensor_names.h"
 #include "quant/mxfp4.h"
+#include "quant/quark_config.h"
 
 namespace stave::quark {
 
-void quantize_row_mxfp4(const float* row, int64_t k, uint8_t* codes, uint8_t* scales) {
+void quantize_row_mxfp4(const float* row, int64_t k, uint8_t* codes, uint8_t* scales, mxfp4::ScaleMode mode) {
   uint8_t c[mxfp4::kBlock];
   for (int64_t b = 0; b < k / mxfp4::kBlock; ++b) {
-    int e = mxfp4::quantize_block(row + b * mxfp4::kBlock, mxfp4::kBlock, c);
+    int e = mxfp4::quantize_block(row + b * mxfp4::kBlock, mxfp4::kBlock, c, mode);
     if (scales) scales[b] = mxfp4::export_scale_byte(e);
     if (codes)
       for (int j = 0; j < mxfp4::kBlock / 2; ++j)
@@ -23,9 +24,9 @@ std::vector<std::string> default_mxfp4_excludes(const ModelConfig& config) {
   return out;
 }
 
-nlohmann::ordered_json mxfp4_quantization_config(const std::vector<std::string>& exclude) {
+nlohmann::ordered_json mxfp4_quantization_config(const std::vector<std::string>& exclude, mxfp4::ScaleMode mode) {
   using ojson = nlohmann::ordered_json;
-  auto spec = [](bool dynamic) {
+  auto spec = [mode](bool dynamic) {
     return ojson{{"dtype", "fp4"},
                  {"is_dynamic", dynamic},
                  {"qscheme", "per_group"},
@@ -36,7 +37,7 @@ nlohmann::ordered_json mxfp4_quantization_config(const std::vector<std::string>&
                  {"round_method", "half_even"},
                  {"scale_type", "float"},
                  {"scale_format", "e8m0"},
-                 {"scale_calculation_mode", "even"},
+                 {"scale_calculation_mode", quant::scale_mode_name(mode)},
                  {"mx_element_dtype", nullptr},
                  {"observer_cls", "PerBlockMXObserver"},
                  {"is_scale_quant", false},

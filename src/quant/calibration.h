@@ -1,0 +1,28 @@
+// Calibration data for AWQ (`stave quantize --awq --calib FILE`): token sequences read from
+//   FILE.txt    samples separated by blank lines (paragraphs);
+//   FILE.jsonl  one JSON value per line: a string, {"text": "..."} (the pile-val layout Quark's
+//               examples use) or {"input_ids": [...]} (already tokenized).
+// Like Quark's calibration loader, the first `samples` non-empty samples are used, each
+// truncated to `seq_len` tokens.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stave::quant {
+
+struct CalibrationOptions {
+  int64_t samples = 128;
+  int64_t seq_len = 512;
+};
+
+using TokenizeFn = std::function<std::vector<int32_t>(std::string_view text)>;
+
+// Throws stave::Error(kInvalidRequest) naming the file (and line) for an unreadable or
+// malformed file, an unknown extension, or a file without any usable sample.
+std::vector<std::vector<int32_t>> read_calibration(const std::string& path, const CalibrationOptions& options,
+                                                   const TokenizeFn& tokenize);
+
+}  // namespace stave::quant
