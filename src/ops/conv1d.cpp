@@ -1,23 +1,22 @@
 #include "ops/conv1d.h"
 
+#include <cmath>
 #include <vector>
-
-#include "ops/reference.h"
 
 namespace stave::ref {
 
 void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
                         float* history, float* y) {
   const int64_t H = kernel - 1;  // history length
-#pragma omp parallel for schedule(static) if (tokens * channels > 16384)
+#pragma omp parallel for schedule(static) if (tokens * channels * kernel >= (int64_t{1} << 20))
   for (int64_t c = 0; c < channels; ++c) {
     const float* w = weight + c * kernel;
     // Input of (possibly historical) token s, s in [-H, tokens).
     auto in = [&](int64_t s) { return s < 0 ? history[(H + s) * channels + c] : x[s * channels + c]; };
     for (int64_t t = 0; t < tokens; ++t) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < kernel; ++j) acc += w[j] * in(t - H + j);
-      y[t * channels + c] = silu(acc);
+      double acc = 0.0;  // double, rounded once (see gated_delta_net.cpp on precision)
+      for (int64_t j = 0; j < kernel; ++j) acc += static_cast<double>(w[j]) * in(t - H + j);
+      y[t * channels + c] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
     }
     // New history: inputs of tokens tokens-H .. tokens-1 (read before overwriting: when
     // tokens < H the oldest entries come from the old history, which shifts left).

@@ -57,7 +57,11 @@ void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const T
   in.g = g.data();
   in.beta = beta.data();
   std::vector<float> core(T * value_dim_);
-  backend.gated_delta_rule(dims_, in, state.recurrent.data(), core.data());
+  // One token (decode, or a chunk of one) takes the per-token recurrence, as HF does.
+  if (T == 1)
+    backend.gated_delta_rule_recurrent(dims_, in, state.recurrent.data(), core.data());
+  else
+    backend.gated_delta_rule(dims_, in, state.recurrent.data(), core.data());
 
   // Gated RMSNorm per v head (z is v-head-major like the core output), reusing qkv as scratch.
   float* normed = qkv.data();
