@@ -103,6 +103,8 @@ std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<con
   if (L == 0) return h;
 
   // RoPE angles of every position, shared by all full-attention layers: O(L × rotary_dim).
+  // Computed with the reference formula on every backend: the fp32 angles are part of the
+  // model's definition (HF rounds them the same way), not an op to speed up.
   std::vector<int32_t> arange;
   const int32_t *pt, *ph, *pw;
   if (positions.empty()) {
