@@ -1,10 +1,59 @@
 #include "ops/backend.h"
 
+#include "ops/conv1d.h"
+#include "ops/elementwise.h"
 #include "ops/reference.h"
+#include "ops/rope.h"
 
 namespace stave {
 
 void Backend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const { ref::linear(w, x, M, y); }
+
+void Backend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
+                                     float* y) const {
+  ref::rms_norm_zero_centered(x, rows, dim, w, eps, y);
+}
+
+void Backend::gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
+                             float* y) const {
+  ref::gated_rms_norm(x, z, rows, dim, w, eps, y);
+}
+
+void Backend::silu_mul(const float* gate, const float* up, int64_t n, float* y) const {
+  ref::silu_mul(gate, up, n, y);
+}
+
+void Backend::sigmoid_mul(float* x, const float* gate, int64_t n) const { ref::sigmoid_mul(x, gate, n); }
+
+void Backend::causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
+                                 int64_t kernel, float* history, float* y) const {
+  ref::causal_conv1d_silu(x, tokens, channels, weight, kernel, history, y);
+}
+
+void Backend::gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,
+                        int64_t n_v, float* g, float* beta) const {
+  ref::gdn_gates(a, b, A_log, dt_bias, tokens, n_v, g, beta);
+}
+
+void Backend::gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                               float* out) const {
+  ref::gated_delta_rule_chunked(dims, in, state, out);
+}
+
+void Backend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                                         float* out) const {
+  ref::gated_delta_rule_recurrent(dims, in, state, out);
+}
+
+void Backend::apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                         const float* cos, const float* sin) const {
+  ref::apply_rope(x, tokens, heads, head_dim, rotary_dim, cos, sin);
+}
+
+void Backend::attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
+                               const float* k, const float* v, float* out) const {
+  ref::attention_causal(shape, q, tokens, q_pos0, k, v, out);
+}
 
 const Backend& reference_backend() {
   static const Backend backend;

@@ -2,14 +2,17 @@
 // the reference backend is plain fp32 loops (the oracle and `--precision exact`), the CPU
 // backend (src/backends/cpu) overrides ops with vectorized, multithreaded kernels, and the
 // CUDA backend lives apart (src/backends/cuda). An op a backend does not override falls back
-// to the reference implementation.
+// to the reference implementation (the ref:: function named in the comment).
 #pragma once
 #include <cstdint>
 
 #include "model/linear_weight.h"
-#include "stave/options.h"
+#include "ops/attention.h"
+#include "ops/gated_delta_net.h"
 
 namespace stave {
+
+enum class Precision { kExact, kFast };
 
 class Backend {
  public:
@@ -18,6 +21,36 @@ class Backend {
 
   // y[M, w.out] = x[M, w.in] · Wᵀ (+ bias); W4A4 activation quantization for MXFP4 weights.
   virtual void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const;
+
+  // --- norms (reference.h, gated_delta_net.h) ---
+  // y = x / sqrt(mean(x²) + eps) · (1 + w) per row of dim (y may alias x).
+  virtual void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
+                                      float* y) const;
+  // y = w ⊙ x / sqrt(mean(x²) + eps) · silu(z) per row of dim (ref::gated_rms_norm).
+  virtual void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
+                              float* y) const;
+
+  // --- element-wise (elementwise.h) ---
+  virtual void silu_mul(const float* gate, const float* up, int64_t n, float* y) const;
+  virtual void sigmoid_mul(float* x, const float* gate, int64_t n) const;
+
+  // --- Gated DeltaNet (conv1d.h, gated_delta_net.h) ---
+  virtual void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
+                                  int64_t kernel, float* history, float* y) const;
+  virtual void gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,
+                         int64_t n_v, float* g, float* beta) const;
+  // Prefill: the chunked form (chunk kGatedDeltaChunk). `out` must not alias the inputs.
+  virtual void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                                float* out) const;
+  // Decode / oracle: the per-token recurrence.
+  virtual void gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                                          float* out) const;
+
+  // --- full attention (rope.h, attention.h) ---
+  virtual void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                          const float* cos, const float* sin) const;
+  virtual void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
+                                const float* k, const float* v, float* out) const;
 };
 
 // fp32 reference kernels (never changes numerics; the oracle).

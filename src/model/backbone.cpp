@@ -1,0 +1,140 @@
+#include "model/backbone.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/tensor_names.h"
+#include "ops/reference.h"
+#include "stave/errors.h"
+
+namespace stave {
+namespace {
+
+RopeSpec rope_spec(const TextConfig& t) {
+  RopeSpec s;
+  s.rotary_dim = t.rotary_dim();
+  s.theta = t.rope_theta;
+  s.mrope_section = t.mrope_section;
+  if (s.rotary_dim <= 0 || s.rotary_dim % 2 != 0 || s.rotary_dim > t.head_dim)
+    throw Error(ErrorKind::kInvalidModel, "rotary dim " + std::to_string(s.rotary_dim) +
+                                              " (head_dim × partial_rotary_factor) must be even and in (0, head_dim]");
+  if (!t.mrope_interleaved)
+    throw Error(ErrorKind::kUnsupported, "rope_parameters.mrope_interleaved = false is not supported (Qwen3.5 uses "
+                                         "interleaved M-RoPE)");
+  return s;
+}
+
+void check_text_config(const TextConfig& t) {
+  auto positive = [](int64_t v, const char* name) {
+    if (v <= 0) throw Error(ErrorKind::kInvalidModel, std::string("text_config.") + name + " must be positive");
+  };
+  positive(t.hidden_size, "hidden_size");
+  positive(t.num_hidden_layers, "num_hidden_layers");
+  positive(t.linear_num_key_heads, "linear_num_key_heads");
+  positive(t.linear_conv_kernel_dim, "linear_conv_kernel_dim");
+  if (static_cast<int64_t>(t.layer_types.size()) != t.num_hidden_layers)
+    throw Error(ErrorKind::kInvalidModel, "text_config.layer_types has " + std::to_string(t.layer_types.size()) +
+                                              " entries for " + std::to_string(t.num_hidden_layers) + " layers");
+  if (t.linear_num_value_heads % t.linear_num_key_heads != 0)
+    throw Error(ErrorKind::kInvalidModel, "linear_num_value_heads (" + std::to_string(t.linear_num_value_heads) +
+                                              ") must be a multiple of linear_num_key_heads (" +
+                                              std::to_string(t.linear_num_key_heads) + ")");
+}
+
+}  // namespace
+
+bool quark_quantizes_activations(const ModelConfig& config) {
+  if (config.quantization_config_json.empty()) return false;
+  const auto q = nlohmann::json::parse(config.quantization_config_json, nullptr, false);
+  if (q.is_discarded() || !q.is_object()) return false;
+  const auto g = q.find("global_quant_config");
+  if (g == q.end() || !g->is_object()) return false;
+  const auto in = g->find("input_tensors");
+  return in != g->end() && !in->is_null();
+}
+
+Backbone::Backbone(const Release& release, const Backend& backend, BackboneOptions options)
+    : Backbone(release.config, release.weights, backend, options) {}
+
+Backbone::Backbone(const ModelConfig& config, const TensorStore& weights, const Backend& backend,
+                   BackboneOptions options)
+    : config_(config.text), backend_(backend), options_(options) {
+  check_text_config(config_);
+  if (options_.chunk_tokens <= 0) throw Error(ErrorKind::kInternal, "BackboneOptions.chunk_tokens must be positive");
+  rope_ = rope_spec(config_);
+  const bool w4a4 = quark_quantizes_activations(config);
+  // The embedding is a table, never quantized as an input; bind it like a linear to read rows.
+  embed_tokens_ = bind_linear(weights, kTextPrefix + "embed_tokens", config_.vocab_size, config_.hidden_size, false);
+  layers_.reserve(static_cast<size_t>(config_.num_hidden_layers));
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) layers_.emplace_back(weights, config_, l, w4a4);
+  final_norm_ = read_f32(weights, kTextPrefix + "norm.weight", config_.hidden_size);
+}
+
+std::vector<float> Backbone::embed(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides) const {
+  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size;
+  std::vector<float> h(static_cast<size_t>(L * H));
+  for (int64_t t = 0; t < L; ++t) {
+    const int32_t id = ids[t];
+    if (id < 0 || id >= config_.vocab_size)
+      throw Error(ErrorKind::kInvalidRequest, "token id " + std::to_string(id) + " at position " + std::to_string(t) +
+                                                  " is outside the vocabulary [0, " +
+                                                  std::to_string(config_.vocab_size) + ")");
+    ref::weight_row_f32(embed_tokens_, id, h.data() + t * H);
+  }
+  for (const EmbeddingOverride& o : overrides) {
+    if (o.position < 0 || o.position >= L || o.values == nullptr)
+      throw Error(ErrorKind::kInternal, "embedding override at position " + std::to_string(o.position) +
+                                            " is outside the sequence of " + std::to_string(L) + " tokens");
+    std::memcpy(h.data() + o.position * H, o.values, static_cast<size_t>(H) * sizeof(float));
+  }
+  return h;
+}
+
+std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                                     std::span<const EmbeddingOverride> overrides) const {
+  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size;
+  if (!positions.empty() && static_cast<int64_t>(positions.size()) != 3 * L)
+    throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(positions.size()) +
+                                          " values, expected 3 × " + std::to_string(L));
+  std::vector<float> h = embed(ids, overrides);
+  if (L == 0) return h;
+
+  // RoPE angles of every position, shared by all full-attention layers: O(L × rotary_dim).
+  // Computed with the reference formula on every backend: the fp32 angles are part of the
+  // model's definition (HF rounds them the same way), not an op to speed up.
+  std::vector<int32_t> arange;
+  const int32_t *pt, *ph, *pw;
+  if (positions.empty()) {
+    arange.resize(static_cast<size_t>(L));
+    for (int64_t t = 0; t < L; ++t) arange[t] = static_cast<int32_t>(t);
+    pt = ph = pw = arange.data();
+  } else {
+    pt = positions.data();
+    ph = pt + L;
+    pw = ph + L;
+  }
+  const int64_t half = rope_.half();
+  std::vector<float> cos(static_cast<size_t>(L * half)), sin(static_cast<size_t>(L * half));
+  ref::mrope_cos_sin(rope_, pt, ph, pw, L, cos.data(), sin.data());
+
+  const int64_t C = options_.chunk_tokens;
+  for (const DecoderLayer& layer : layers_) {
+    DecoderLayer::State state = layer.new_state(L);
+    for (int64_t c0 = 0; c0 < L; c0 += C) {
+      TokenChunk chunk;
+      chunk.begin = c0;
+      chunk.tokens = std::min(C, L - c0);
+      chunk.rope_cos = cos.data() + c0 * half;
+      chunk.rope_sin = sin.data() + c0 * half;
+      layer.forward(backend_, h.data() + c0 * H, chunk, state);
+    }
+  }
+  backend_.rms_norm_zero_centered(h.data(), L, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
+                                  h.data());
+  return h;
+}
+
+}  // namespace stave

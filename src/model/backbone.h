@@ -1,0 +1,69 @@
+// The Qwen3.5 text backbone (spec qwen35.md §3): token embedding, the decoder layers and the
+// final zero-centred RMSNorm. `forward` returns the final-normed hidden state of every
+// position, which is what the joint schema head reads (the LM head is never applied).
+//
+// The pass is layer-major: each layer runs over the whole sequence in token chunks before the
+// next layer starts, carrying its state (conv history, delta-rule state, KV cache) from chunk
+// to chunk. Temporaries are O(chunk × layer width); the residual stream is O(L × hidden), and
+// one full-attention layer's KV cache O(L × 2·n_kv·head_dim) while that layer runs.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "io/model_config.h"
+#include "io/release.h"
+#include "io/tensor_store.h"
+#include "model/linear_weight.h"
+#include "model/text_layers/decoder_layer.h"
+#include "ops/backend.h"
+#include "ops/rope.h"
+
+namespace stave {
+
+// Replaces the embedding of one position (e.g. an image token by its vision feature).
+struct EmbeddingOverride {
+  int64_t position = 0;
+  const float* values = nullptr;  // hidden_size floats, owned by the caller
+};
+
+struct BackboneOptions {
+  int64_t chunk_tokens = 256;  // tokens per layer step (a multiple of 64 keeps GDN chunks aligned)
+};
+
+class Backbone {
+ public:
+  // Binds every weight once. Linear weights stay in the mapped checkpoint, so `weights` (the
+  // release) must outlive the Backbone; small tensors are copied to fp32.
+  Backbone(const ModelConfig& config, const TensorStore& weights, const Backend& backend,
+           BackboneOptions options = {});
+  Backbone(const Release& release, const Backend& backend, BackboneOptions options = {});
+
+  const TextConfig& config() const { return config_; }
+  int64_t hidden_size() const { return config_.hidden_size; }
+
+  // ids: [L] token ids in [0, vocab_size).
+  // positions: empty (text only: arange) or 3·L M-RoPE position ids, rows T, H, W.
+  // overrides: rows of the embedding output to replace before the first layer.
+  // Returns the final-normed hidden states [L, hidden_size], fp32.
+  std::vector<float> forward(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
+                             std::span<const EmbeddingOverride> overrides = {}) const;
+
+ private:
+  std::vector<float> embed(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides) const;
+
+  TextConfig config_;
+  const Backend& backend_;
+  BackboneOptions options_;
+  RopeSpec rope_;
+  LinearWeight embed_tokens_;  // [vocab, hidden], rows read on demand
+  std::vector<DecoderLayer> layers_;
+  std::vector<float> final_norm_;
+};
+
+// Whether a release's Quark quantization_config quantizes linear inputs (W4A4: dynamic MXFP4
+// activations). False without a quantization config or when input_tensors is null.
+bool quark_quantizes_activations(const ModelConfig& config);
+
+}  // namespace stave

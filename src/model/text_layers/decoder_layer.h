@@ -1,0 +1,45 @@
+// One Qwen3.5 decoder layer (spec qwen35.md §3.1): pre-norm residual blocks
+//   h += mixer(NormZC(h; input_layernorm));  h += mlp(NormZC(h; post_attention_layernorm))
+// where the mixer is a Gated DeltaNet or a gated full attention, by layer type.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "io/model_config.h"
+#include "io/tensor_store.h"
+#include "model/text_layers/full_attention_layer.h"
+#include "model/text_layers/gated_deltanet_layer.h"
+#include "model/text_layers/swiglu_mlp.h"
+#include "model/text_layers/token_chunk.h"
+#include "ops/backend.h"
+
+namespace stave {
+
+class DecoderLayer {
+ public:
+  struct State {
+    std::optional<GatedDeltaNetLayer::State> deltanet;
+    std::optional<FullAttentionLayer::State> attention;
+  };
+
+  // index: the layer number L (names "model.language_model.layers.L.*").
+  DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index, bool w4a4);
+
+  LayerType type() const { return type_; }
+  State new_state(int64_t max_tokens) const;
+
+  // h: the residual stream rows of chunk's tokens [chunk.tokens, hidden], updated in place.
+  void forward(const Backend& backend, float* h, const TokenChunk& chunk, State& state) const;
+
+ private:
+  LayerType type_;
+  int64_t hidden_;
+  float eps_;
+  std::vector<float> input_norm_, post_norm_;  // zero-centred (1 + w)
+  std::unique_ptr<GatedDeltaNetLayer> deltanet_;
+  std::unique_ptr<FullAttentionLayer> attention_;
+  SwiGluMlp mlp_;
+};
+
+}  // namespace stave

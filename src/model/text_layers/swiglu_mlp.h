@@ -1,0 +1,25 @@
+// The decoder MLP: down(silu(gate(x)) ⊙ up(x)), no biases (spec qwen35.md §3.6).
+#pragma once
+#include <string>
+
+#include "io/model_config.h"
+#include "io/tensor_store.h"
+#include "model/linear_weight.h"
+#include "ops/backend.h"
+
+namespace stave {
+
+class SwiGluMlp {
+ public:
+  // prefix: "model.language_model.layers.L.mlp."
+  SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, bool w4a4);
+
+  // x: [tokens, hidden] -> y: [tokens, hidden]
+  void forward(const Backend& backend, const float* x, int64_t tokens, float* y) const;
+
+ private:
+  LinearWeight gate_, up_, down_;
+  int64_t intermediate_;
+};
+
+}  // namespace stave

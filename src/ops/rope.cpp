@@ -1,0 +1,51 @@
+#include "ops/rope.h"
+
+#include <cmath>
+
+namespace stave {
+
+int RopeSpec::axis_of(int64_t i) const {
+  if (i % 3 == 1 && i < 3 * mrope_section[1]) return 1;
+  if (i % 3 == 2 && i < 3 * mrope_section[2]) return 2;
+  return 0;
+}
+
+namespace ref {
+
+void mrope_cos_sin(const RopeSpec& spec, const int32_t* pos_t, const int32_t* pos_h, const int32_t* pos_w,
+                   int64_t tokens, float* cos, float* sin) {
+  const int64_t half = spec.half();
+  const int32_t* rows[3] = {pos_t, pos_h, pos_w};
+  const float theta = static_cast<float>(spec.theta);
+  for (int64_t i = 0; i < half; ++i) {
+    // HF: 1.0 / (base ** (arange(0, dim, 2).float() / dim)) in fp32.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(spec.rotary_dim);
+    const float inv_freq = 1.0f / std::pow(theta, exponent);
+    const int32_t* pos = rows[spec.axis_of(i)];
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float phi = static_cast<float>(pos[t]) * inv_freq;
+      cos[t * half + i] = static_cast<float>(std::cos(static_cast<double>(phi)));
+      sin[t * half + i] = static_cast<float>(std::sin(static_cast<double>(phi)));
+    }
+  }
+}
+
+void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
+                const float* sin) {
+  const int64_t half = rotary_dim / 2;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = v[i], b = v[i + half];
+        v[i] = static_cast<float>(a * c[i] - b * s[i]);
+        v[i + half] = static_cast<float>(b * c[i] + a * s[i]);
+      }
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace stave
