@@ -3,8 +3,8 @@
 //   1 component -> grey replicated; 3 components -> libjpeg's RGB;
 //   4 components (CMYK or YCCK) -> libjpeg's CMYK, inverted ("CMYK;I": PIL assumes Adobe's
 //   inverted convention for every 4-component JPEG), then PIL's cmyk2rgb.
-// A file that ends before the last scanline is refused like PIL's "image file is truncated";
-// a missing EOI after complete image data is tolerated.
+// A file that ends before its image data does is refused like PIL's "image file is
+// truncated"; a baseline file that only lacks its final EOI marker is decoded.
 // libjpeg reports errors through error_exit, which longjmps back into the small C-style
 // functions below; they own no C++ object, so no destructor is skipped.
 #include <cstddef>
@@ -31,7 +31,7 @@ struct JpegContext {
   int max_scans;
   bool created;
   bool in_trailer;     // all scanlines read: a missing EOI is harmless now
-  bool truncated;
+  bool eof_seen;       // the input ended (libjpeg inserted a fake EOI)
   char message[JMSG_LENGTH_MAX];
 };
 
@@ -46,16 +46,27 @@ void jpeg_on_error(j_common_ptr cinfo) {
 }
 
 void jpeg_on_message(j_common_ptr cinfo, int level) {
-  // level -1 is a warning. Premature end of data before the last scanline means the file is
-  // truncated: libjpeg would pad with grey, PIL refuses. Other warnings (corrupt entropy
-  // data) are decoded through, as PIL does.
-  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
-    JpegContext* ctx = context_of(cinfo);
-    if (!ctx->in_trailer) {
-      ctx->truncated = true;
-      std::snprintf(ctx->message, sizeof ctx->message, "file is truncated");
-      std::longjmp(ctx->jmp, 1);
-    }
+  // level -1 is a warning. libjpeg pads a file that ends early with grey; PIL refuses it
+  // ("image file is truncated"), so an end of input that loses image data is an error here:
+  //  - single-scan files: the end itself may only cut the EOI marker (all entropy data read);
+  //    data is missing when the entropy decoder then runs into that fake EOI (JWRN_HIT_MARKER);
+  //  - multi-scan (progressive) files: the whole input is absorbed up front, so an end before
+  //    the trailer means scans are missing.
+  // Other warnings (corrupt entropy data) are decoded through, as PIL does.
+  if (level != -1) return;
+  JpegContext* ctx = context_of(cinfo);
+  if (ctx->in_trailer) return;
+  const int code = cinfo->err->msg_code;
+  bool truncated = false;
+  if (code == JWRN_JPEG_EOF) {
+    if (jpeg_has_multiple_scans(&ctx->cinfo)) truncated = true;
+    else ctx->eof_seen = true;
+  } else if (code == JWRN_HIT_MARKER && ctx->eof_seen) {
+    truncated = true;
+  }
+  if (truncated) {
+    std::snprintf(ctx->message, sizeof ctx->message, "file is truncated");
+    std::longjmp(ctx->jmp, 1);
   }
 }
 
@@ -155,9 +166,17 @@ DecodedPicture decode_jpeg(std::string_view bytes, const std::string& label, con
   if (!jpeg_decode_c(ctx.get(), out_space, raw.data(), W * channels)) throw fail("image data");
   if (ci.output_width != W || ci.output_height != H || static_cast<size_t>(ci.output_components) != channels)
     throw Error(ErrorKind::kInternal, label + ": libjpeg output size differs from the header");
+  DecodedPicture pic;
+  // Saved markers live in libjpeg's image pool, which jpeg_finish_decompress frees: read the
+  // EXIF block first.
+  for (jpeg_saved_marker_ptr m = ci.marker_list; m; m = m->next) {
+    if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 && std::memcmp(m->data, "Exif\0\0", 6) == 0) {
+      pic.exif.assign(reinterpret_cast<const char*>(m->data) + 6, m->data_length - 6);
+      break;
+    }
+  }
   jpeg_finish_c(ctx.get());
 
-  DecodedPicture pic;
   pic.image.width = static_cast<int64_t>(W);
   pic.image.height = static_cast<int64_t>(H);
   if (channels == 3) {
@@ -180,12 +199,6 @@ DecodedPicture decode_jpeg(std::string_view bytes, const std::string& label, con
     }
   }
 
-  for (jpeg_saved_marker_ptr m = ci.marker_list; m; m = m->next) {
-    if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 && std::memcmp(m->data, "Exif\0\0", 6) == 0) {
-      pic.exif.assign(reinterpret_cast<const char*>(m->data) + 6, m->data_length - 6);
-      break;
-    }
-  }
   return pic;
 }
 

@@ -38,21 +38,23 @@ MropePositions mrope_position_ids(int64_t seq_len, const EncodedMedia* media, in
     if (image >= media->image_grid_thw.size())
       throw Error(ErrorKind::kInternal, "more image token groups than images");
     const auto& g = media->image_grid_thw[image++];
-    if (g[0] != 1) throw Error(ErrorKind::kUnsupported, "M-RoPE positions for grid_t > 1 (video) are not implemented");
-    const int64_t h2 = g[1] / merge, w2 = g[2] / merge, n = h2 * w2;
+    const int64_t t = g[0], h2 = g[1] / merge, w2 = g[2] / merge, n = t * h2 * w2;
     int64_t run = 0;
     while (p + run < media_end && media->mm_token_type_ids[p + run - media_begin] == 1) ++run;
     if (run < n)
       throw Error(ErrorKind::kInternal, "image " + std::to_string(image) + " has " + std::to_string(run) +
                                             " tokens, its grid needs " + std::to_string(n));
-    for (int64_t r = 0; r < h2; ++r)
-      for (int64_t c = 0; c < w2; ++c, ++p) {
-        T[p] = static_cast<int32_t>(cur);
-        H[p] = static_cast<int32_t>(cur + r);
-        W[p] = static_cast<int32_t>(cur + c);
-      }
-    max_pos = std::max(max_pos, cur + std::max(h2, w2) - 1);
-    cur += std::max(h2, w2);
+    for (int64_t f = 0; f < t; ++f)
+      for (int64_t r = 0; r < h2; ++r)
+        for (int64_t c = 0; c < w2; ++c, ++p) {
+          T[p] = static_cast<int32_t>(cur + f);
+          H[p] = static_cast<int32_t>(cur + r);
+          W[p] = static_cast<int32_t>(cur + c);
+        }
+    // The next text starts after the largest position used: cur + max(t, h2, w2).
+    const int64_t advance = std::max({t, h2, w2});
+    max_pos = std::max(max_pos, cur + advance - 1);
+    cur += advance;
   }
   if (media && image != media->image_grid_thw.size())
     throw Error(ErrorKind::kInternal, "the media segment has " + std::to_string(image) + " image token groups for " +
