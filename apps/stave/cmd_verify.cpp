@@ -1,4 +1,6 @@
 // stave verify DIR: every file matches SHA256SUMS and the folder is a loadable release.
+#include <unistd.h>
+
 #include <iostream>
 
 #include "command.h"
@@ -18,10 +20,14 @@ Register reg{{"verify", "Check a release folder: SHA256SUMS and that stave can l
                   std::string path;
                   try {
                     path = resolve_model_path(*dir);
-                    auto results = verify_sha256sums(path, [](const std::string& f, void*) {
-                      std::cerr << "checking " << f << "\r" << std::flush;
-                    });
-                    std::cerr << std::string(60, ' ') << "\r";
+                    const bool tty = isatty(2);
+                    auto results = verify_sha256sums(
+                        path,
+                        [](const std::string& f, void* is_tty) {
+                          if (*static_cast<const bool*>(is_tty)) std::cerr << "\rchecking " << f << "\033[K" << std::flush;
+                        },
+                        const_cast<bool*>(&tty));
+                    if (tty) std::cerr << "\r\033[K" << std::flush;
                     for (const auto& r : results) {
                       if (r.status == ChecksumResult::Status::kOk) {
                         std::cout << "ok        " << r.file << "\n";

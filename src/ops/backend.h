@@ -7,10 +7,9 @@
 #include <cstdint>
 
 #include "model/linear_weight.h"
+#include "stave/options.h"
 
 namespace stave {
-
-enum class Precision { kExact, kFast };
 
 class Backend {
  public:

@@ -1,0 +1,46 @@
+// Options of stave's public API.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace stave {
+
+// kExact: fp32 everywhere, the reference's numerics (matches the fixtures to 1e-4).
+// kFast: bf16/MXFP4 weights on vectorized kernels; same top choice, |Δp| ≤ 0.005 vs exact.
+enum class Precision { kExact, kFast };
+
+// How `confidence` is computed (implementations disagree; ../shared/spec/clef-decision.md §5.2).
+enum class ConfidenceMode {
+  kReference,  // max_k p_k (Cloudflare's release code)
+  kWorkersAi,  // (n·Σp² − 1)/(n − 1)
+  kJev,        // (n·p_max − 1)/(n − 1), clipped to [0, 1]
+};
+
+// What happens when the state does not fit max_length.
+enum class TruncationPolicy {
+  kTruncate,  // keep the head of the state, as the reference does (reported in usage)
+  kRefuse,    // refuse the request (stave::Error kRequestTooLarge)
+};
+
+struct EngineOptions {
+  std::string model;                 // release folder or Hugging Face repo id ("EliovpAI/clef-MXFP4")
+  Precision precision = Precision::kFast;
+  int threads = 0;                   // 0: all cores
+  bool verify_checksums = false;     // check SHA256SUMS before loading
+};
+
+struct DecideOptions {
+  int64_t max_length = 16384;        // the reference's default
+  std::optional<int64_t> max_state_tokens;
+  ConfidenceMode confidence = ConfidenceMode::kReference;
+  TruncationPolicy truncation = TruncationPolicy::kTruncate;
+  bool include_logits = false;       // adds "logits": {id: [...]} to the JSON response
+};
+
+const char* to_string(Precision p);
+const char* to_string(ConfidenceMode m);
+std::optional<Precision> parse_precision(const std::string& s);
+std::optional<ConfidenceMode> parse_confidence_mode(const std::string& s);
+
+}  // namespace stave

@@ -1,0 +1,5 @@
+// The whole public API of stave.
+#pragma once
+#include "stave/engine.h"
+#include "stave/errors.h"
+#include "stave/options.h"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what stave needs to build and test on Debian 12 (bookworm). Every package is a
+# deliberate choice; docs/architecture.md says what each one is for.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config git ca-certificates \
+  nlohmann-json3-dev libcli11-dev libfmt-dev \
+  libpcre2-dev libutf8proc-dev \
+  libssl-dev libcpp-httplib-dev \
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
+  libgtest-dev libbenchmark-dev \
+  clang libclang-rt-14-dev \
+  nodejs npm
