@@ -35,11 +35,16 @@ inline std::string base64_decode(const std::string& in) {
   return out;
 }
 
-// (content_type, bytes) of each image of a fixture case, in request order.
-inline std::vector<std::pair<std::string, std::string>> case_images(const std::string& case_name) {
-  nlohmann::json req = read_json(fixture("public/cases/" + case_name + "/request.json"));
+// (content_type, bytes) of each image of a request.json, in request order: data URL strings
+// ("data:image/png;base64,...") or {content_type, base64} objects.
+inline std::vector<std::pair<std::string, std::string>> request_images(const std::string& request_path) {
+  nlohmann::json req = read_json(request_path);
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& item : req["images"]) {
+    if (item.is_object()) {
+      out.emplace_back(item["content_type"].get<std::string>(), base64_decode(item["base64"].get<std::string>()));
+      continue;
+    }
     std::string url = item.get<std::string>();
     size_t comma = url.find(',');
     std::string head = url.substr(0, comma);  // data:image/png;base64
@@ -47,6 +52,11 @@ inline std::vector<std::pair<std::string, std::string>> case_images(const std::s
     out.emplace_back(type, base64_decode(url.substr(comma + 1)));
   }
   return out;
+}
+
+// The images of a shared fixture case.
+inline std::vector<std::pair<std::string, std::string>> case_images(const std::string& case_name) {
+  return request_images(fixture("public/cases/" + case_name + "/request.json"));
 }
 
 inline ImageProcessorConfig fixture_processor_config() {
