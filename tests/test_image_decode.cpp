@@ -186,8 +186,9 @@ TEST(ImageDecodePng, EveryColourTypeAndDepthFollowsPil) {
         unsigned char* stb = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
                                                    static_cast<int>(bytes.size()), &w, &h, &n, 3);
         ASSERT_NE(stb, nullptr);
-        if (c.color_type != PNG_COLOR_TYPE_PALETTE || c.palette_size == (1 << c.depth))
+        if (c.color_type != PNG_COLOR_TYPE_PALETTE || c.palette_size == (1 << c.depth)) {
           EXPECT_EQ(0, std::memcmp(stb, img.rgb.data(), img.rgb.size()));
+        }
         stbi_image_free(stb);
       }
     }
