@@ -278,15 +278,16 @@ TEST(ImageDecodeExif, OrientationsMatchPilTransposes) {
     for (bool be : {false, true}) {
       SCOPED_TRACE("orientation " + std::to_string(o) + (be ? " MM" : " II"));
       raw.spec.exif = exif_with_orientation(o, be);
-      RgbImage got = decode_image("image/png", write_png(raw.spec), "image");
+      ImageDecodeOptions on;
+      on.apply_exif_orientation = true;
+      RgbImage got = decode_image("image/png", write_png(raw.spec), "image", on);
       RgbImage want = expected[o](upright);
       EXPECT_EQ(got.width, want.width);
       EXPECT_EQ(got.height, want.height);
       EXPECT_EQ(got.rgb, want.rgb);
     }
   }
-  ImageDecodeOptions off;
-  off.apply_exif_orientation = false;
+  ImageDecodeOptions off;  // the default, as the reference
   raw.spec.exif = exif_with_orientation(6, false);
   EXPECT_EQ(decode_image("image/png", write_png(raw.spec), "image", off).rgb, upright.rgb);
 }
@@ -390,9 +391,12 @@ TEST(ImageDecodeJpeg, ExifOrientationIsApplied) {
   const int w = 24, h = 16;
   const std::vector<uint8_t> px = smooth_rgb(w, h);
   RgbImage plain = decode_image("image/jpeg", write_jpeg(w, h, 3, JCS_RGB, px, 95), "image");
-  RgbImage turned = decode_image("image/jpeg", write_jpeg(w, h, 3, JCS_RGB, px, 95, exif_with_orientation(6, true)),
-                                 "image");
+  ImageDecodeOptions on;
+  on.apply_exif_orientation = true;
+  const std::string rotated = write_jpeg(w, h, 3, JCS_RGB, px, 95, exif_with_orientation(6, true));
+  RgbImage turned = decode_image("image/jpeg", rotated, "image", on);
   EXPECT_EQ(turned.rgb, rot90cw(plain).rgb);
+  EXPECT_EQ(decode_image("image/jpeg", rotated, "image").rgb, plain.rgb);  // default: ignored, as the reference
   EXPECT_EQ(turned.width, h);
 }
 

@@ -3,46 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 
 #include "stave/errors.h"
 #include "test_vision_util.h"
+#include "text/tokenizer.h"
 #include "vision/media_tokens.h"
 #include "vision/mrope_positions.h"
 
 namespace stave {
 namespace {
 
-// Enough of a tokenizer for the media segment, read from the fixture's tokenizer.json: the
-// added tokens by content, and "\n" as its byte-level vocabulary entry "Ċ" (U+010A).
-class TokenizerJsonStub : public Tokenizer {
- public:
-  explicit TokenizerJsonStub(const std::string& path) {
-    nlohmann::json j = test::read_json(path);
-    for (const auto& t : j["added_tokens"]) added_[t["content"].get<std::string>()] = t["id"].get<int32_t>();
-    newline_ = j["model"]["vocab"]["\xC4\x8A"].get<int32_t>();
-  }
-  std::vector<int32_t> encode(std::string_view text) const override {
-    if (text == "\n") return {newline_};
-    ADD_FAILURE() << "stub tokenizer asked for " << text;
-    return {};
-  }
-  std::string decode(const std::vector<int32_t>&) const override { return {}; }
-  std::optional<int32_t> token_to_id(std::string_view token) const override {
-    auto it = added_.find(std::string(token));
-    if (it == added_.end()) return std::nullopt;
-    return it->second;
-  }
-  int32_t vocab_size() const override { return 0; }
-
- private:
-  std::map<std::string, int32_t> added_;
-  int32_t newline_ = -1;
-};
-
-// tokenizer.json is large: parse it once for the whole binary.
-const TokenizerJsonStub& fixture_tokenizer() {
-  static const TokenizerJsonStub tok(test::fixture("public/model-bf16/tokenizer.json"));
-  return tok;
+// tokenizer.json is large: load it once for the whole binary.
+const Tokenizer& fixture_tokenizer() {
+  static const std::unique_ptr<Tokenizer> tok = Tokenizer::from_file(test::fixture("public/model-bf16/tokenizer.json"));
+  return *tok;
 }
 
 ModelConfig fixture_model_config() {

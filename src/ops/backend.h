@@ -9,10 +9,9 @@
 #include "model/linear_weight.h"
 #include "ops/attention.h"
 #include "ops/gated_delta_net.h"
+#include "stave/options.h"
 
 namespace stave {
-
-enum class Precision { kExact, kFast };
 
 class Backend {
  public:

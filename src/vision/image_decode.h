@@ -36,9 +36,10 @@ inline constexpr int64_t kDefaultMaxImagePixels = 16'000'000;
 
 struct ImageDecodeOptions {
   int64_t max_pixels = kDefaultMaxImagePixels;  // width * height, from the header
-  // PIL's ImageOps.exif_transpose, as transformers' load_image does for images given as
-  // data URLs / base64. EXIF Orientation (JPEG APP1, PNG eXIf, WebP EXIF) 2..8 is applied.
-  bool apply_exif_orientation = true;
+  // PIL's ImageOps.exif_transpose (EXIF Orientation 2..8 from JPEG APP1, PNG eXIf, WebP EXIF).
+  // Off by default: Cloudflare's release code opens request images with PIL and only calls
+  // convert("RGB"), so the reference ignores EXIF orientation.
+  bool apply_exif_orientation = false;
   // A progressive JPEG with more scans than this is refused (a hostile file could otherwise
   // take minutes of CPU; libjpeg-turbo's djpeg recommends a similar cap).
   int max_jpeg_scans = 1000;

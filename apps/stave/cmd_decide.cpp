@@ -1,0 +1,134 @@
+// stave decide: answer SystemOne requests with a Clef release (one request, or a JSONL batch).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "io/release.h"
+#include "stave/engine.h"
+#include "synth/synth_release.h"
+#include "util/mapped_file.h"
+
+namespace stave::cli {
+namespace {
+
+struct DecideArgs {
+  std::string model;
+  std::string precision = "fast";
+  int64_t max_length = 16384;
+  int64_t max_state_tokens = -1;
+  int threads = 0;
+  bool logits = false;
+  std::string confidence = "reference";
+  std::string truncate = "keep";
+  bool verify = false;
+  std::string request;
+  std::string batch;
+  std::string out;
+};
+
+std::string read_input(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  return read_file(path);
+}
+
+int run(const DecideArgs& a) {
+  if (a.request.empty() == a.batch.empty())
+    return print_error_json("give either a REQUEST.json (or - for stdin) or --batch IN.jsonl");
+  EngineOptions eo;
+  eo.model = a.model;
+  auto p = parse_precision(a.precision);
+  if (!p) return print_error_json("--precision must be exact or fast, not \"" + a.precision + "\"");
+  eo.precision = *p;
+  eo.threads = a.threads;
+  eo.verify_checksums = a.verify;
+  DecideOptions d;
+  d.max_length = a.max_length;
+  if (a.max_state_tokens >= 0) d.max_state_tokens = a.max_state_tokens;
+  d.include_logits = a.logits;
+  auto c = parse_confidence_mode(a.confidence);
+  if (!c) return print_error_json("--confidence must be reference, workers-ai or jev, not \"" + a.confidence + "\"");
+  d.confidence = *c;
+  if (a.truncate != "keep" && a.truncate != "refuse")
+    return print_error_json("--truncate must be keep or refuse, not \"" + a.truncate + "\"");
+  d.truncation = a.truncate == "refuse" ? TruncationPolicy::kRefuse : TruncationPolicy::kTruncate;
+
+  // Read the request before loading the model, so a bad path fails fast.
+  std::string single;
+  if (!a.request.empty()) single = read_input(a.request);
+  auto engine = Engine::load(eo);
+  if (synth::is_synthetic_release(engine->info().path))
+    std::cerr << "note: " << engine->info().path
+              << " was made by `stave synth`: its weights are RANDOM, so the answers are meaningless\n";
+
+  if (!a.request.empty()) {
+    Decision dec = engine->decide(single, d);
+    std::cout << dec.json << std::endl;
+    return 0;
+  }
+  // Batch: one request per line in, one response (or {"error":...}) per line out, in order.
+  std::ifstream in(a.batch);
+  if (!in) return print_error_json("cannot read " + a.batch);
+  std::ofstream file;
+  if (!a.out.empty()) {
+    file.open(a.out, std::ios::trunc);
+    if (!file) return print_error_json("cannot write " + a.out);
+  }
+  std::ostream& out = a.out.empty() ? std::cout : file;
+  std::string line;
+  int64_t n = 0, failed = 0;
+  const bool tty = isatty(2);
+  const auto start = std::chrono::steady_clock::now();
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++n;
+    try {
+      out << engine->decide(line, d).json << "\n";
+    } catch (const Error& e) {
+      ++failed;
+      nlohmann::json j = {{"error", {{"message", e.what()}, {"line", n}}}};
+      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    out.flush();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, tty ? "\rdecide: %lld done, %lld failed, %.2f/s" : "decide: %lld done, %lld failed, %.2f/s\n",
+                 static_cast<long long>(n), static_cast<long long>(failed), s > 0 ? n / s : 0.0);
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  return failed ? 1 : 0;
+}
+
+Register reg{{"decide", "Answer a SystemOne decision request with a Clef release", [](CLI::App& sub) {
+                auto a = std::make_shared<DecideArgs>();
+                sub.add_option("--model", a->model, "release folder or Hugging Face repo id (EliovpAI/clef-MXFP4)")
+                    ->required();
+                sub.add_option("--precision", a->precision, "exact (fp32, the reference's numerics) or fast")
+                    ->capture_default_str();
+                sub.add_option("--max-length", a->max_length, "token budget (the state is cut to fit)")
+                    ->capture_default_str();
+                sub.add_option("--max-state-tokens", a->max_state_tokens, "cut the state to this many tokens first");
+                sub.add_option("--threads", a->threads, "threads (default: all cores)");
+                sub.add_flag("--logits", a->logits, "add \"logits\": {question: [...]} to the response");
+                sub.add_option("--confidence", a->confidence, "reference (max p), workers-ai or jev")
+                    ->capture_default_str();
+                sub.add_option("--truncate", a->truncate, "keep (cut the state, as the reference) or refuse")
+                    ->capture_default_str();
+                sub.add_flag("--verify", a->verify, "check SHA256SUMS before loading");
+                sub.add_option("--batch", a->batch, "JSONL file: one request per line");
+                sub.add_option("--out", a->out, "with --batch: write responses here instead of stdout");
+                sub.add_option("REQUEST", a->request, "request JSON file, or - for stdin");
+                return std::function<int()>([a] { return run(*a); });
+              }, 10}};
+
+}  // namespace
+}  // namespace stave::cli

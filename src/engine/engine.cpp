@@ -1,0 +1,190 @@
+// One decision, end to end: parse → encode (+ images) → vision tower → backbone → joint head →
+// answers. Everything heavy is loaded once in Engine::load; decide() only reads shared state,
+// so it is safe to call from many threads.
+#include "stave/engine.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+
+#include "decide/answers.h"
+#include "decide/encoder.h"
+#include "decide/request.h"
+#include "io/checksums.h"
+#include "io/release.h"
+#include "model/backbone.h"
+#include "model/joint_head.h"
+#include "model/model_check.h"
+#include "ops/backend.h"
+#include "text/tokenizer.h"
+#include "vision/media_tokens.h"
+#include "vision/mrope_positions.h"
+#include "vision/vision_tower.h"
+
+namespace stave {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+std::string weight_format_of(const Release& r) {
+  if (!r.config.quantization_config_json.empty()) return "mxfp4";
+  const TensorRef* t = r.weights.find("model.language_model.layers.0.mlp.down_proj.weight");
+  if (t && t->dtype == DType::kF32) return "f32";
+  if (t && t->dtype == DType::kF16) return "f16";
+  return "bf16";
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  EngineOptions options;
+  std::unique_ptr<Release> release;
+  std::unique_ptr<Tokenizer> tokenizer;
+  const Backend* backend = nullptr;
+  std::unique_ptr<Backbone> backbone;
+  std::unique_ptr<JointHead> head;
+  std::unique_ptr<VisionTower> vision;
+  MediaTokenIds media_ids;
+  ModelInfo info;
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (options.threads > 0) omp_set_num_threads(options.threads);
+  const std::string dir = resolve_model_path(options.model);
+  if (options.verify_checksums) {
+    for (const auto& r : verify_sha256sums(dir)) {
+      if (r.status == ChecksumResult::Status::kMissing)
+        throw Error(ErrorKind::kInvalidModel, dir + ": " + r.file + " is listed in SHA256SUMS but missing");
+      if (r.status == ChecksumResult::Status::kMismatch)
+        throw Error(ErrorKind::kInvalidModel, dir + ": " + r.file + " does not match its SHA256SUMS entry");
+    }
+  }
+  impl->release = open_release(dir);
+  const Release& rel = *impl->release;
+  check_release_loadable(rel);
+  impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
+  impl->backend = &cpu_backend(options.precision);
+  impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
+  impl->head = std::make_unique<JointHead>(rel);
+  if (rel.config.vision.present) {
+    impl->vision = std::make_unique<VisionTower>(rel.config, rel.weights, *impl->backend);
+    impl->media_ids = media_token_ids(*impl->tokenizer, rel.config);
+  }
+  ModelInfo& info = impl->info;
+  info.path = dir;
+  info.weight_format = weight_format_of(rel);
+  info.hidden_size = rel.config.text.hidden_size;
+  info.num_layers = rel.config.text.num_hidden_layers;
+  info.vocab_size = rel.config.text.vocab_size;
+  info.vision = rel.config.vision.present && rel.image_processor.present;
+  info.precision = options.precision;
+  info.max_position_embeddings = rel.config.text.max_position_embeddings;
+  info.weight_bytes = rel.weights.total_bytes() + rel.head.total_bytes();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const ModelInfo& Engine::info() const { return impl_->info; }
+
+Decision Engine::decide(std::string_view request_json, const DecideOptions& options) const {
+  const Impl& m = *impl_;
+  const auto t0 = Clock::now();
+  Decision out;
+  if (options.max_length <= 0)
+    throw Error(ErrorKind::kInvalidRequest, "max_length must be positive, got " + std::to_string(options.max_length));
+  if (options.max_length > m.info.max_position_embeddings)
+    throw Error(ErrorKind::kInvalidRequest, "max_length " + std::to_string(options.max_length) +
+                                                " exceeds the model's max_position_embeddings " +
+                                                std::to_string(m.info.max_position_embeddings));
+
+  // 1. Request and encoding (images are decoded and preprocessed here).
+  const DecisionRequest request = parse_decision_request(request_json);
+  std::unique_ptr<PreparedMedia> media;
+  if (!request.images.empty()) {
+    if (!m.info.vision)
+      throw Error(ErrorKind::kUnsupported, "this model has no vision tower or processor config; images are not accepted");
+    media = std::make_unique<PreparedMedia>(request.images, m.release->image_processor, m.media_ids);
+  }
+  EncodeOptions eo;
+  eo.max_length = options.max_length;
+  eo.max_state_tokens = options.max_state_tokens;
+  const EncodedRequest enc = encode_request(request, *m.tokenizer, eo, media.get());
+  if (options.truncation == TruncationPolicy::kRefuse && enc.truncated_state_tokens > 0)
+    throw Error(ErrorKind::kRequestTooLarge,
+                "the state is " + std::to_string(enc.state_tokens + enc.truncated_state_tokens) + " tokens but only " +
+                    std::to_string(enc.state_tokens) + " fit in max_length " + std::to_string(options.max_length) +
+                    " (truncation policy: refuse)");
+  out.timings.encode_ms = ms_since(t0);
+  const int64_t L = static_cast<int64_t>(enc.input_ids.size());
+  const int64_t H = m.info.hidden_size;
+
+  // 2. Image features replace the <|image_pad|> embeddings, in order; M-RoPE positions.
+  std::vector<float> features;
+  std::vector<EmbeddingOverride> overrides;
+  std::vector<int32_t> positions;
+  if (media) {
+    const auto tv = Clock::now();
+    std::vector<float> pixels;
+    int64_t rows = 0;
+    for (const auto& img : media->images()) {
+      pixels.insert(pixels.end(), img.pixel_values.begin(), img.pixel_values.end());
+      rows += img.rows;
+    }
+    features = m.vision->forward(pixels.data(), rows, media->grids()).merged;
+    const int32_t pad = m.media_ids.image_pad;
+    for (int64_t p = 0; p < L; ++p)
+      if (enc.input_ids[p] == pad) {
+        const size_t row = overrides.size();
+        if (static_cast<int64_t>((row + 1) * H) > static_cast<int64_t>(features.size()))
+          throw Error(ErrorKind::kInternal, "more image tokens than image features");
+        overrides.push_back({p, features.data() + row * H});
+      }
+    if (static_cast<int64_t>(overrides.size() * H) != static_cast<int64_t>(features.size()))
+      throw Error(ErrorKind::kInternal, "image token count does not match the image features");
+    positions = mrope_position_ids(L, enc.media ? &*enc.media : nullptr, m.release->config.vision.spatial_merge_size).ids;
+    out.usage.image_tokens = static_cast<int64_t>(overrides.size());
+    out.timings.vision_ms = ms_since(tv);
+  }
+
+  // 3. Backbone prefill and the joint head.
+  const auto tb = Clock::now();
+  const std::vector<float> hidden = m.backbone->forward(enc.input_ids, positions, overrides);
+  out.timings.backbone_ms = ms_since(tb);
+  const auto th = Clock::now();
+  const auto logits = m.head->forward(hidden.data(), L, enc.input_ids, enc.questions);
+  out.timings.head_ms = ms_since(th);
+
+  // 4. Answers, spelled as the reference spells them.
+  AnswerOptions ao;
+  ao.confidence = options.confidence;
+  ao.include_logits = options.include_logits;
+  const SystemOneResponse resp = build_systemone_response(request, enc.questions, logits, L, ao);
+  out.json = render_systemone_response(resp);
+  out.model = resp.model;
+  out.usage.input_tokens = L;
+  out.usage.truncated_state_tokens = enc.truncated_state_tokens;
+  for (const QuestionAnswer& q : resp.answers) {
+    Answer a;
+    a.id = q.id;
+    a.type = question_type_name(q.type);
+    a.option_ids = q.option_ids;
+    a.probabilities = q.probabilities;
+    a.logits = q.logits;
+    a.logit_option_ids = q.scored_option_ids;
+    a.choice = q.choice;
+    a.value = q.value;
+    a.confidence = q.confidence;
+    out.answers.push_back(std::move(a));
+  }
+  out.timings.total_ms = ms_since(t0);
+  return out;
+}
+
+}  // namespace stave
