@@ -3,17 +3,36 @@
 
 #include <pcre2.h>
 
+#include <optional>
+
 #include "stave/errors.h"
+#include "text/pretokenize_unicode16.h"
 
 namespace stave::tok {
 namespace {
 
-// Oniguruma's Unicode classes, spelled for a PCRE2 character class body.
-constexpr const char* kSpaceBody = R"(\t\n\x0B\f\r\x{85}\p{Z})";  // White_Space
-constexpr const char* kWordBody = R"(\p{L}\p{M}\p{N}\p{Pc})";      // Letter|Mark|Number|Connector_Punctuation
-constexpr const char* kDigit = R"(\p{Nd})";
-constexpr const char* kNotDigit = R"(\P{Nd})";
+// Oniguruma's classes, spelled for a PCRE2 character class body.
+constexpr const char* kSpaceBody = R"(\t\n\x0B\f\r\x{85}\p{Z})";  // White_Space (stable since 6.3)
 constexpr const char* kHexBody = "0-9a-fA-F";                      // Oniguruma \h is a hex digit
+
+// \p{L}, \p{M}, \p{N} and \p{Nd} with the Unicode 16 code points PCRE2 10.42 lacks.
+std::string unicode_class_body(UnicodeClass c) {
+  static const char* const names[] = {"L", "M", "N", "Nd"};
+  std::string body = "\\p{";
+  body += names[int(c)];
+  body += '}';
+  body += unicode16_additions(c);
+  return body;
+}
+
+// The general categories whose Unicode version is aligned; other property names pass through.
+std::optional<UnicodeClass> aligned_class(std::string_view name) {
+  if (name == "L" || name == "Letter") return UnicodeClass::kLetter;
+  if (name == "M" || name == "Mark" || name == "Combining_Mark") return UnicodeClass::kMark;
+  if (name == "N" || name == "Number") return UnicodeClass::kNumber;
+  if (name == "Nd" || name == "Decimal_Number") return UnicodeClass::kDecimalNumber;
+  return std::nullopt;
+}
 
 [[noreturn]] void refuse(std::string_view pattern, const std::string& why) {
   throw Error(ErrorKind::kUnsupported,
@@ -73,16 +92,49 @@ std::string translate_oniguruma_pattern(std::string_view p) {
       const char e = p[++i];
       switch (e) {
         case 's': append_class(out, kSpaceBody, in_class, false); break;
-        case 'w': append_class(out, kWordBody, in_class, false); break;
         case 'h': append_class(out, kHexBody, in_class, false); break;
-        case 'd': out += kDigit; break;
-        case 'D': out += kNotDigit; break;
+        case 'd': append_class(out, unicode_class_body(UnicodeClass::kDecimalNumber).c_str(), in_class, false); break;
         case 'S':
-        case 'W':
         case 'H':
+        case 'D':
           if (in_class) refuse(p, std::string("\\") + e + " inside a character class");
-          append_class(out, e == 'S' ? kSpaceBody : e == 'W' ? kWordBody : kHexBody, false, true);
+          append_class(out,
+                       e == 'S'   ? kSpaceBody
+                       : e == 'H' ? kHexBody
+                                  : unicode_class_body(UnicodeClass::kDecimalNumber).c_str(),
+                       false, true);
           break;
+        case 'w':
+        case 'W':
+          // Oniguruma's \w is Alphabetic + Mark + Decimal_Number + Connector_Punctuation, which
+          // PCRE2 cannot spell exactly.
+          refuse(p, std::string("\\") + e);
+        case 'p':
+        case 'P': {
+          // \p{Name}, \p{^Name}, \P{Name}: the classes HF patterns use get Unicode 16 data.
+          const size_t close = p.find('}', i + 1);
+          if (i + 1 >= p.size() || p[i + 1] != '{' || close == std::string_view::npos) {
+            out += '\\';
+            out += e;
+            break;
+          }
+          std::string_view name = p.substr(i + 2, close - i - 2);
+          bool negated = e == 'P';
+          if (!name.empty() && name[0] == '^') {
+            negated = !negated;
+            name.remove_prefix(1);
+          }
+          const std::optional<UnicodeClass> cls = aligned_class(name);
+          if (!cls) {
+            out.append(p.substr(i - 1, close - i + 2));  // another property: as written
+          } else if (negated && in_class) {
+            refuse(p, "a negated \\p{" + std::string(name) + "} inside a character class");
+          } else {
+            append_class(out, unicode_class_body(*cls).c_str(), in_class, negated);
+          }
+          i = close;
+          break;
+        }
         case 'b':
         case 'B':
           if (in_class) {  // backspace inside a class in both dialects

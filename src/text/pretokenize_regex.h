@@ -11,9 +11,10 @@
 namespace stave::tok {
 
 // Rewrites an Oniguruma (Ruby syntax) pattern into a PCRE2 pattern with the same matches:
-// `\s` `\S` `\d` `\D` `\w` `\W` `\h` `\H` become explicit Unicode classes with Oniguruma's
-// meaning (PCRE2's \s adds U+180E, its \w lacks marks, its \h is horizontal space). Throws
-// stave::Error(kUnsupported) for what it cannot translate faithfully.
+// `\s` `\S` `\h` `\H` become explicit classes with Oniguruma's meaning (PCRE2's \s adds
+// U+180E, its \h is horizontal space), and `\p{L}` `\p{M}` `\p{N}` `\p{Nd}` (`\d`) gain the
+// code points Unicode 15-16 added (pretokenize_unicode16.h). Throws stave::Error(kUnsupported)
+// for what it cannot translate faithfully (`\w`, `\b`, nested classes, ...).
 std::string translate_oniguruma_pattern(std::string_view pattern);
 
 class SplitRegex {
