@@ -15,7 +15,10 @@ namespace stave::tok {
 // U+180E, its \h is horizontal space), and `\p{L}` `\p{M}` `\p{N}` `\p{Nd}` (`\d`) gain the
 // code points Unicode 15-16 added (pretokenize_unicode16.h). Throws stave::Error(kUnsupported)
 // for what it cannot translate faithfully (`\w`, `\b`, nested classes, ...).
-std::string translate_oniguruma_pattern(std::string_view pattern);
+// With `align_unicode` false the classes are PCRE2's own (enough for text without any of the
+// added code points, and faster); `uses_aligned_class` tells whether the two spellings differ.
+std::string translate_oniguruma_pattern(std::string_view pattern, bool align_unicode = true,
+                                        bool* uses_aligned_class = nullptr);
 
 class SplitRegex {
  public:
@@ -33,8 +36,10 @@ class SplitRegex {
   void split(std::string_view text, size_t base, std::vector<std::pair<size_t, size_t>>& out) const;
 
  private:
-  void* code_ = nullptr;  // pcre2_code*
+  void* code_ = nullptr;          // pcre2_code*, PCRE2's own Unicode classes
+  void* aligned_code_ = nullptr;  // pcre2_code* with Oniguruma's Unicode 16 classes, or null
   bool jit_ = false;
+  bool aligned_jit_ = false;
 };
 
 }  // namespace stave::tok
