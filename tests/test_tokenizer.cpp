@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -239,6 +240,48 @@ TEST_F(QwenTokenizer, LongInputs) {
   const std::string spaces = std::string(100000, ' ') + "x";
   EXPECT_EQ(tokenizer_->pre_tokenize(spaces).size(), 2u);  // " "*99999 then " x"
   EXPECT_EQ(tokenizer_->decode(tokenizer_->encode(spaces)), spaces);
+}
+
+// Ids from HF tokenizers 0.23.2 (its npm binding, the same Rust code as Python's `tokenizers`)
+// on text where Unicode versions matter: HF's regex engine knows Unicode 16 (U+1C89 and CJK
+// Extension I are letters), its NFC tables are Unicode 9 (later marks neither reorder nor
+// compose), and U+180E is not white space.
+TEST_F(QwenTokenizer, MatchesHuggingFaceWhereUnicodeVersionsDiffer) {
+  const std::vector<std::pair<std::string, std::vector<int32_t>>> cases = {
+      {"!\u1C89't", {0, 128233, 231, 944}},
+      {"x\U0002EBF0'll", {87, 172, 106, 107, 108, 3278}},
+      {"\u0308\u1ABF\u0315!", {136, 230, 157, 103, 123, 136, 243, 0}},
+      {"a\u1ABF\u0308", {64, 157, 103, 123, 136, 230}},
+      {"e\u0301\u1DF6 ok", {963, 157, 115, 114, 5394}},
+      {"\U00011935\U00011930", {128240, 97, 113, 128240, 97, 108}},
+      {"\u3000\u180E!\u0085'S", {22441, 123970, 236, 0, 126, 227, 13272}},
+      {"\U00011350\u0663\U00011F50", {128240, 235, 238, 149, 96, 128240, 121, 238}},
+  };
+  for (const auto& [text, ids] : cases) EXPECT_EQ(tokenizer_->encode(text), ids) << nlohmann::json(text).dump();
+}
+
+// The real file with its pattern swapped for the Qwen3.5 one (\p{M} joins letters). Ids from
+// HF tokenizers 0.23.2 on the same swapped file; the Qwen3 ids (also HF's) differ on each.
+TEST_F(QwenTokenizer, Qwen35PatternWithTheRealVocabulary) {
+  nlohmann::json variant = *raw_json_;
+  variant["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = kQwen35Pattern;
+  const auto t35 = Tokenizer::from_json(variant.dump(), "qwen35-variant.json");
+  const std::vector<std::tuple<std::string, std::vector<int32_t>, std::vector<int32_t>>> cases = {
+      // text, Qwen3.5 ids, Qwen3 ids
+      {"\u20D9's", {158, 225, 247, 594}, {158, 225, 247, 6, 82}},
+      {"\u2007\u034F'S\u3007\u04BA", {378, 229, 137, 237, 13272, 1277, 229, 147871},
+       {378, 229, 137, 237, 6, 50, 1277, 229, 147871}},
+      {"\u0BBE\\F\u0BE7\u000B", {20026, 122, 10013, 31501, 100, 199}, {20026, 122, 59, 37, 31501, 100, 199}},
+      {"\u031C're:\u4E64'\u017Ft", {136, 250, 2299, 25, 17783, 97, 6, 144815, 83},
+       {136, 250, 6, 265, 25, 17783, 97, 6, 144815, 83}},
+  };
+  for (const auto& [text, ids35, ids3] : cases) {
+    EXPECT_EQ(t35->encode(text), ids35) << nlohmann::json(text).dump();
+    EXPECT_EQ(tokenizer_->encode(text), ids3) << nlohmann::json(text).dump();
+  }
+  // Marks stay inside words with the Qwen3.5 pattern.
+  EXPECT_EQ(t35->pre_tokenize("\u0939\u093F\u0928\u094D\u0926\u0940 x\u0301y"),
+            (std::vector<std::string>{"\u0939\u093F\u0928\u094D\u0926\u0940", " x\u0301y"}));
 }
 
 // The pre-tokenizer regex, split by hand. Both variants are loaded from JSON text built like

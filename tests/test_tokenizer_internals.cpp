@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <utf8proc.h>
 
 #include "stave/errors.h"
 #include "test_util.h"
@@ -13,6 +14,7 @@
 #include "text/bpe_word_cache.h"
 #include "text/pretokenize_regex.h"
 #include "text/tokenizer_json.h"
+#include "text/tokenizer_nfc_unicode9.h"
 #include "text/tokenizer_unicode.h"
 #include "util/mapped_file.h"
 
@@ -90,21 +92,62 @@ TEST_F(QwenBpeModel, KnownWordsAreSingleTokens) {
   EXPECT_EQ(ids, (std::vector<int32_t>{9707, 1879}));
 }
 
-TEST(TokenizerUnicode, PiecewiseNfcEqualsWholeStringNfc) {
+// HF's NFC, spelled plainly: characters that HF's Unicode 9.0 tables do not know stand alone
+// (plain starters for HF), and utf8proc normalizes the runs between them.
+std::string hf_nfc_reference(std::string_view s) {
+  std::string out, run;
+  for (size_t i = 0; i < s.size();) {
+    size_t len = 0;
+    const char32_t cp = decode_utf8_at(s, i, len);
+    if (hf_nfc_knows(cp)) {
+      run.append(s.substr(i, len));
+    } else {
+      out += to_nfc_full(run);
+      run.clear();
+      out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  return out + to_nfc_full(run);
+}
+
+TEST(TokenizerUnicode, NfcFollowsHuggingFaceUnicode9Tables) {
+  // Outputs of HF tokenizers 0.23.2 (its npm binding), read back from the ids: marks that
+  // Unicode 10-14 added are plain starters for HF, so nothing reorders or composes around them.
+  EXPECT_EQ(to_nfc("\u0308\u1ABF"), "\u0308\u1ABF");            // U+1ABF: ccc 220 since 14.0
+  EXPECT_EQ(to_nfc("a\u1ABF\u0308"), "a\u1ABF\u0308");          // blocks a + U+0308
+  EXPECT_EQ(to_nfc("a\u0308\u1ABF"), "\u00E4\u1ABF");
+  EXPECT_EQ(to_nfc("e\u0301\u1ABF"), "\u00E9\u1ABF");
+  EXPECT_EQ(to_nfc("\u0316\u1DF6"), "\u0316\u1DF6");            // U+1DF6: 10.0
+  EXPECT_EQ(to_nfc("\u1DF6\u0316"), "\u1DF6\u0316");
+  EXPECT_EQ(to_nfc("\u0301\u0898"), "\u0301\u0898");            // U+0898: 14.0
+  EXPECT_EQ(to_nfc("\U00011935\U00011930"), "\U00011935\U00011930");  // Dives Akuru O (13.0): not composed
+  EXPECT_EQ(to_nfc("\u1AB0\u0316"), "\u0316\u1AB0");            // U+1AB0 is 7.0: reordered
+  EXPECT_TRUE(hf_nfc_knows(0x301));
+  EXPECT_TRUE(hf_nfc_knows(0xE9));
+  EXPECT_TRUE(hf_nfc_knows(0xAC00));
+  EXPECT_FALSE(hf_nfc_knows(0x1ABF));
+  EXPECT_FALSE(hf_nfc_knows(0x11930));
+}
+
+TEST(TokenizerUnicode, PiecewiseNfcEqualsTheReference) {
   // Every single code point.
   for (char32_t cp = 0; cp < 0x110000; ++cp) {
     if (cp >= 0xD800 && cp <= 0xDFFF) continue;
     const std::string s = utf8(cp);
-    ASSERT_EQ(to_nfc(s), to_nfc_full(s)) << "U+" << std::hex << uint32_t(cp);
-    if (nfc_inert(cp)) {
+    ASSERT_EQ(to_nfc(s), hf_nfc_reference(s)) << "U+" << std::hex << uint32_t(cp);
+    if (nfc_inert(cp) && hf_nfc_knows(cp)) {
       ASSERT_EQ(to_nfc_full(s), s) << "U+" << std::hex << uint32_t(cp);
     }
   }
-  // Random strings over every non-inert code point and a spread of inert ones (letters that
-  // compose with marks, Hangul syllables and jamo, kana and their voicing marks, CJK, emoji).
+  // Random strings over every code point that utf8proc would touch (non-inert, or unknown to
+  // HF's tables) and a spread of inert ones (letters that compose with marks, Hangul syllables
+  // and jamo, kana and their voicing marks, CJK, emoji).
   std::vector<char32_t> pool;
   for (char32_t cp = 0; cp < 0x30000; ++cp)
-    if (!(cp >= 0xD800 && cp <= 0xDFFF) && !nfc_inert(cp)) pool.push_back(cp);
+    if (!(cp >= 0xD800 && cp <= 0xDFFF) && (!nfc_inert(cp) || to_nfc_full(utf8(cp)) != utf8(cp) ||
+                                            utf8proc_get_property(int32_t(cp))->combining_class != 0))
+      pool.push_back(cp);
   ASSERT_GT(pool.size(), 1000u);
   const size_t non_inert = pool.size();
   for (char32_t cp : {U'a', U'e', U'A', U'o', U'u', U' ', U'.', U'\n', char32_t(0xE9), char32_t(0x3B1), char32_t(0x915),
@@ -121,7 +164,7 @@ TEST(TokenizerUnicode, PiecewiseNfcEqualsWholeStringNfc) {
       const size_t idx = (rng() & 1) ? rng() % non_inert : non_inert + rng() % (pool.size() - non_inert);
       s += utf8(pool[idx]);
     }
-    ASSERT_EQ(to_nfc(s), to_nfc_full(s)) << nlohmann::json(s).dump();
+    ASSERT_EQ(to_nfc(s), hf_nfc_reference(s)) << nlohmann::json(s).dump();
   }
   EXPECT_TRUE(nfc_inert(U'e'));
   EXPECT_TRUE(nfc_inert(0xE9));     // é: precomposed, NFC keeps it
@@ -208,8 +251,16 @@ TEST(TokenizerRegexTranslation, OnigurumaClassesKeepTheirMeaning) {
     return out;
   };
   using V = std::vector<std::string>;
-  // Oniguruma \w includes marks (PCRE2's UCP \w does not, in 10.42).
-  EXPECT_EQ(pieces(R"(\w+)", "ab\u0301c d"), (V{"ab\u0301c", " ", "d"}));
+  // Letters, marks and digits that Unicode 15-16 added (Oniguruma 6.9.10 knows them).
+  EXPECT_EQ(pieces(R"(\p{L}+)", "a\u1C89b c"), (V{"a\u1C89b", " ", "c"}));           // U+1C89 (16.0)
+  EXPECT_EQ(pieces(R"(\p{L}+)", "x\U0002EBF0y!"), (V{"x\U0002EBF0y", "!"}));        // CJK Ext. I (15.1)
+  EXPECT_EQ(pieces(R"([^\p{L}]+)", "\u1C89!"), (V{"\u1C89", "!"}));
+  EXPECT_EQ(pieces(R"(\P{L}+)", "\u1C89!"), (V{"\u1C89", "!"}));
+  EXPECT_EQ(pieces(R"(\p{^L}+)", "\u1C89!"), (V{"\u1C89", "!"}));
+  EXPECT_EQ(pieces(R"(\p{M}+)", "a\u0897b"), (V{"a", "\u0897", "b"}));              // ARABIC PEPET (16.0)
+  EXPECT_EQ(pieces(R"(\p{N}+)", "a\U00011F50b"), (V{"a", "\U00011F50", "b"}));      // KAWI DIGIT ZERO (15.0)
+  EXPECT_EQ(pieces(R"(\d+)", "a\U00011F50\u0663b"), (V{"a", "\U00011F50\u0663", "b"}));
+  EXPECT_EQ(pieces(R"(\D+)", "a\U00011F50b"), (V{"a", "\U00011F50", "b"}));
   // \d is any decimal digit, Arabic-Indic included.
   EXPECT_EQ(pieces(R"(\d+)", "x\u0663\u0664y"), (V{"x", "\u0663\u0664", "y"}));
   // Oniguruma \h is a hexadecimal digit, not horizontal space.
@@ -227,6 +278,8 @@ TEST(TokenizerRegexTranslation, OnigurumaClassesKeepTheirMeaning) {
   }
   EXPECT_THROW(SplitRegex(R"([^\S])", true), Error);   // negated class inside a class
   EXPECT_THROW(SplitRegex(R"(\bx)", true), Error);      // word boundary
+  EXPECT_THROW(SplitRegex(R"(\w+)", true), Error);      // Oniguruma's \w has no exact PCRE2 spelling
+  EXPECT_THROW(SplitRegex(R"([^\P{L}])", true), Error); // negated property inside a class
   EXPECT_THROW(SplitRegex(R"((?m)a.)", true), Error);   // Ruby's (?m) is dotall
   EXPECT_THROW(SplitRegex(R"([a&&b])", true), Error);   // class intersection
   EXPECT_THROW(SplitRegex(R"((a)", true), Error);       // does not compile

@@ -11,10 +11,14 @@
 namespace stave::tok {
 
 // Rewrites an Oniguruma (Ruby syntax) pattern into a PCRE2 pattern with the same matches:
-// `\s` `\S` `\d` `\D` `\w` `\W` `\h` `\H` become explicit Unicode classes with Oniguruma's
-// meaning (PCRE2's \s adds U+180E, its \w lacks marks, its \h is horizontal space). Throws
-// stave::Error(kUnsupported) for what it cannot translate faithfully.
-std::string translate_oniguruma_pattern(std::string_view pattern);
+// `\s` `\S` `\h` `\H` become explicit classes with Oniguruma's meaning (PCRE2's \s adds
+// U+180E, its \h is horizontal space), and `\p{L}` `\p{M}` `\p{N}` `\p{Nd}` (`\d`) gain the
+// code points Unicode 15-16 added (pretokenize_unicode16.h). Throws stave::Error(kUnsupported)
+// for what it cannot translate faithfully (`\w`, `\b`, nested classes, ...).
+// With `align_unicode` false the classes are PCRE2's own (enough for text without any of the
+// added code points, and faster); `uses_aligned_class` tells whether the two spellings differ.
+std::string translate_oniguruma_pattern(std::string_view pattern, bool align_unicode = true,
+                                        bool* uses_aligned_class = nullptr);
 
 class SplitRegex {
  public:
@@ -32,8 +36,10 @@ class SplitRegex {
   void split(std::string_view text, size_t base, std::vector<std::pair<size_t, size_t>>& out) const;
 
  private:
-  void* code_ = nullptr;  // pcre2_code*
+  void* code_ = nullptr;          // pcre2_code*, PCRE2's own Unicode classes
+  void* aligned_code_ = nullptr;  // pcre2_code* with Oniguruma's Unicode 16 classes, or null
   bool jit_ = false;
+  bool aligned_jit_ = false;
 };
 
 }  // namespace stave::tok

@@ -1,7 +1,14 @@
 // Hugging Face `tokenizers` byte-level BPE, loaded from tokenizer.json, giving the same ids as
 // `tokenizer(text, add_special_tokens=False)`: added tokens matched in the raw text first, then
 // the normalizer (NFC), the Split pre-tokenizer regex exactly as the file gives it, byte-level
-// mapping and BPE with merge ranks.
+// mapping and BPE with merge ranks. Where HF's libraries carry their own Unicode data, stave
+// follows it: the regex classes are Oniguruma's (Unicode 16), NFC is unicode-normalization's
+// (Unicode 9 tables). The post_processor is not applied (it adds nothing without special
+// tokens); tokenizer_config.json is not read.
+//
+// Parts: tokenizer_json* (reading and refusing), tokenizer_added_tokens (added-token matching),
+// tokenizer_unicode / tokenizer_nfc_unicode9 (UTF-8, NFC), pretokenize_* (Split regex on PCRE2),
+// bpe_* (byte table, merge ranks, word cache, model).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,6 +30,8 @@ class Tokenizer {
 
   // Thread-safe. `text` must be valid UTF-8 (else stave::Error kInvalidRequest).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // HF's ByteLevel decoding (invalid UTF-8 becomes U+FFFD); added tokens print as their content.
+  // An id that no token has is stave::Error(kInvalidRequest).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
   // Number of ids (vocabulary + added tokens): the largest id + 1.

@@ -9,6 +9,7 @@
 #include <utf8proc.h>
 
 #include "stave/errors.h"
+#include "text/tokenizer_nfc_unicode9.h"
 
 namespace stave::tok {
 namespace {
@@ -159,7 +160,8 @@ constexpr utf8proc_option_t kNfcOptions = utf8proc_option_t(UTF8PROC_STABLE | UT
 
 // Code points that NFC never touches and that never interact with a neighbour: combining class
 // 0, NFC of the character alone is itself, and never a non-initial character of any canonical
-// decomposition (so nothing composes with a preceding character). A string made of such
+// decomposition (so nothing composes with a preceding character); and every code point that
+// HF's Unicode 9.0 normalization does not know (tokenizer_nfc_unicode9.h). A string made of such
 // characters is in NFC (the Unicode quick-check rule), and a string can be normalized in pieces
 // cut just before any of them. utf8proc itself decides membership, once per process.
 class InertTable {
@@ -171,6 +173,8 @@ class InertTable {
         mark(cp);
         continue;
       }
+      // HF's Unicode 9.0 tables do not know it: a plain starter for HF, so inert here too.
+      if (!hf_nfc_knows(cp)) continue;
       // Most code points have no canonical decomposition (none in the table, or only a
       // compatibility one, which NFC ignores): they are inert unless they combine (ccc != 0)
       // or some other character's decomposition marks them below.
@@ -241,8 +245,13 @@ void append_nfc(std::string_view s, std::string& out) {
       continue;
     }
     // Normalize from the inert character before this one (it may compose with what follows)
-    // up to the next inert character.
-    const size_t begin = std::max(last_inert, done);
+    // up to the next inert character. A character HF's tables do not know stays out: for HF
+    // it is a plain starter, while utf8proc might reorder or compose it.
+    size_t begin = std::max(last_inert, done);
+    if (begin < i) {
+      size_t before_len = 0;
+      if (!hf_nfc_knows(decode_utf8_at(s, begin, before_len))) begin = i;
+    }
     size_t end = i + len;
     while (end < n) {
       if (p[end] < 0x80) break;
