@@ -1,6 +1,6 @@
 // stave encode --model DIR [--max-length N] REQUEST.json: the reference's encode_record for a
-// SystemOne request, as JSON (input ids and the spans the joint head reads). Loads only
-// config.json and tokenizer.json, not the weights.
+// SystemOne request, as JSON (input ids, the spans the joint head reads, and for images the
+// media fields). Loads config.json, tokenizer.json and the processor config, not the weights.
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -15,6 +15,7 @@
 #include "stave/errors.h"
 #include "text/tokenizer.h"
 #include "util/mapped_file.h"
+#include "vision/media_tokens.h"
 
 namespace stave::cli {
 namespace {
@@ -35,6 +36,15 @@ nlohmann::ordered_json encoded_to_json(const EncodedRequest& e) {
     questions.push_back(std::move(j));
   }
   out["questions"] = std::move(questions);
+  if (e.media) {
+    nlohmann::ordered_json m;
+    auto grids = nlohmann::ordered_json::array();
+    for (const auto& g : e.media->image_grid_thw) grids.push_back({g[0], g[1], g[2]});
+    m["image_grid_thw"] = std::move(grids);
+    m["mm_token_type_ids"] = e.media->mm_token_type_ids;
+    m["token_offset"] = e.media->token_offset;
+    out["media"] = std::move(m);
+  }
   return out;
 }
 
@@ -57,14 +67,28 @@ int run_encode(const Options& o) {
     if (!std::filesystem::exists(d / name))
       throw Error(ErrorKind::kInvalidModel, "model folder " + dir + " has no " + name);
   }
-  parse_model_config(read_file((d / "config.json").string()), (d / "config.json").string());
+  const ModelConfig config = parse_model_config(read_file((d / "config.json").string()), (d / "config.json").string());
   auto tokenizer = Tokenizer::from_file((d / "tokenizer.json").string());
   std::string text = read_request(o.request);
   EncodeOptions options;
   options.max_length = o.max_length;
   EncodedRequest encoded;
   try {
-    encoded = encode_request(parse_decision_request(text), *tokenizer, options);
+    const DecisionRequest request = parse_decision_request(text);
+    std::unique_ptr<PreparedMedia> media;
+    if (!request.images.empty()) {
+      // Images need the processor config (either published layout) to expand their tokens.
+      ImageProcessorConfig processor;
+      for (const char* name : {"preprocessor_config.json", "processor_config.json"})
+        if (std::filesystem::exists(d / name)) {
+          processor = parse_image_processor_config(read_file((d / name).string()), (d / name).string());
+          break;
+        }
+      if (!config.vision.present || !processor.present)
+        throw Error(ErrorKind::kUnsupported, "this model has no vision tower or processor config; images are not accepted");
+      media = std::make_unique<PreparedMedia>(request.images, processor, media_token_ids(*tokenizer, config));
+    }
+    encoded = encode_request(request, *tokenizer, options, media.get());
   } catch (const Error& e) {
     // An invalid request: the reference's message, exit status 2.
     return print_error_json(e.what());

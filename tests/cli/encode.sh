@@ -37,6 +37,16 @@ dir="$cases/008-unsorted-choice-keys"
 got=$("$stave" encode --model "$model" - <"$dir/request.json")
 [ "$(printf '%s' "$got" | tr -d ' \n\t')" = "$(expected_encoding "$dir/expected-bf16.json")" ] || fail "stdin request"
 
+# An image request: ids, spans and the media fields (grid, mm_token_type_ids, token_offset).
+dir="$cases/018-image-two"
+got=$("$stave" encode --model "$model" "$dir/request.json" | tr -d ' \n\t')
+want_media=$(tr -d ' \n\t' <"$dir/expected-bf16.json" | sed -E 's/.*"media":(\{[^}]*\}).*/\1/')
+case "$got" in
+  "$(expected_encoding "$dir/expected-bf16.json" | sed 's/}$//'),\"media\":"*) ;;
+  *) fail "image request: ids/spans differ" ;;
+esac
+case "$got" in *"\"media\":$want_media}") ;; *) fail "image request: media differs ($want_media)" ;; esac
+
 # Invalid requests: the reference's message, exit status 2.
 for name in 021-err-bad-type 023-err-schema-too-long; do
   dir="$cases/$name"
