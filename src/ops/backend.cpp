@@ -1,5 +1,7 @@
 #include "ops/backend.h"
 
+#include "backends/cpu/cpu_backend.h"
+
 #include "ops/conv1d.h"
 #include "ops/elementwise.h"
 #include "ops/reference.h"
@@ -62,8 +64,7 @@ const Backend& reference_backend() {
 
 // Until the vectorized CPU backend lands, every precision uses the reference kernels.
 const Backend& cpu_backend(Precision precision) {
-  (void)precision;
-  return reference_backend();
+  return precision == Precision::kExact ? reference_backend() : cpu::fast_backend();
 }
 
 }  // namespace stave
