@@ -1,6 +1,6 @@
 // Decision latency through the public Engine at a given prompt length (batch 1): the state is
 // padded with a repeated sentence until the request encodes to about N tokens.
-//   STAVE_BENCH_MODEL=RELEASE [STAVE_BENCH_DEVICE=cuda] [STAVE_BENCH_PRECISION=fast] \
+//   STAVE_BENCH_MODEL=RELEASE [STAVE_BENCH_DEVICE=cuda] [STAVE_BENCH_PRECISION=fast]
 //     ./build/bench/bench_decide --benchmark_filter='Decide/512'
 // Counters: tokens (exact input length), backbone_ms and head_ms per decision (Engine timings),
 // prefill_tok_s = tokens / backbone time.

@@ -9,7 +9,7 @@ cd "$here"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
 steps="${STEPS:-tests bench}"
-cublas="$(find / -name 'libcublas.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)"
+cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
 export LD_LIBRARY_PATH="$here/payload/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 echo "cublas: $cublas"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv
@@ -20,20 +20,24 @@ if [ ! -d $fx/public ]; then
 fi
 export STAVE_FIXTURES=$fx
 bin="$here/payload/bin"
+ldd "$bin/stave_cuda_tests" | grep "not found" && echo "MISSING LIBRARIES"
 if [[ " $steps " == *" tests "* ]]; then
-  STAVE_PREBUILT="$bin" bash scripts/cuda_device_tests.sh 2>&1 | tee "$OUT/cuda_tests.txt" | grep -v "^\[ *\(RUN\|OK\) *\]"
+  STAVE_PREBUILT="$bin" timeout "${TEST_TIMEOUT:-90}" bash scripts/cuda_device_tests.sh 2>&1 | tee "$OUT/cuda_tests.txt" | grep -v "^\[ *\(RUN\|OK\) *\]"
 fi
 if [[ " $steps " == *" bench "* ]]; then
   rel=/tmp/clef-27b-mxfp4
   if [ ! -f $rel/config.json ]; then
-    /usr/bin/time -v "$bin/stave" synth --preset clef-27b --format mxfp4 --out $rel \
-      --tokenizer $fx/public/model-bf16/tokenizer.json 2>&1 | grep -E "wrote|Elapsed|Maximum resident" | tee "$OUT/synth.txt"
+    df -h /tmp | tail -1
+    start=$SECONDS
+    timeout 120 "$bin/stave" synth --preset clef-27b --format mxfp4 --out $rel \
+      --tokenizer $fx/public/model-bf16/tokenizer.json 2>&1 | tail -2 | tee "$OUT/synth.txt"
+    echo "synth took $((SECONDS - start)) s" | tee -a "$OUT/synth.txt"
   fi
   du -sh $rel | tee -a "$OUT/synth.txt"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/gpu_mem.txt" &
   smi=$!
   STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
-    "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 | tee "$OUT/bench_mxfp4.txt"
+    timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 | tee "$OUT/bench_mxfp4.txt"
   kill $smi
   echo "peak GPU memory used (MiB): $(sort -n "$OUT/gpu_mem.txt" | tail -1)" | tee -a "$OUT/bench_mxfp4.txt"
 fi

@@ -10,7 +10,10 @@ out="${1:-/work/main/.devsrc-cuda}"
 build="${BUILD:-$root/build}"
 fixtures="${FIXTURES:-$root/../shared/fixtures}"
 mkdir -p "$out"
-rsync -a --delete --exclude build --exclude .git --exclude payload "$root/" "$out/"
+keep="$(mktemp)"
+if [ -f "$out/payload/fixtures.tar.xz" ]; then cp "$out/payload/fixtures.tar.xz" "$keep"; fi
+rm -rf "$out" && mkdir -p "$out"
+git -C "$root" ls-files -co --exclude-standard | tar -C "$root" -cf - -T - | tar -C "$out" -xf -
 mkdir -p "$out/payload/bin" "$out/payload/lib"
 for b in "$build/stave" "$build/tests/cuda/stave_cuda_tests" "$build/bench/bench_decide"; do
   strip -o "$out/payload/bin/$(basename "$b")" "$b"
@@ -21,7 +24,10 @@ for b in "$out"/payload/bin/*; do
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudart)\.so' \
   | while read -r lib; do cp -L "$lib" "$out/payload/lib/"; done
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$keep"' EXIT
+if [ -s "$keep" ]; then  # fixtures already packed (REPACK_FIXTURES=1 to redo)
+  if [ "${REPACK_FIXTURES:-0}" != "1" ]; then cp "$keep" "$out/payload/fixtures.tar.xz"; du -sh "$out"; exit 0; fi
+fi
 cp -r "$fixtures/public" "$work/"
 chmod -R u+w "$work/public"
 rm "$work/public/model-mxfp4/model-00001-of-00002.safetensors" "$work/public/model-mxfp4/tokenizer.json"
