@@ -66,22 +66,25 @@ __global__ void __launch_bounds__(128) gdr_kernel(const double* qn, const double
       const int64_t t = t0 + tt;
       const double alpha = exp(static_cast<double>(g[t * n_v + h]));
       const double b = beta[t * n_v + h];
-      double kv = 0.0;
+      // Four independent partial sums: the per-token chain is latency-bound, not throughput-bound.
+      double kvp[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         S[r] *= alpha;
-        kv += S[r] * sk[tt][part * R + r];
+        kvp[r % 4] += S[r] * sk[tt][part * R + r];
       }
+      double kv = (kvp[0] + kvp[1]) + (kvp[2] + kvp[3]);
       kv += __shfl_xor_sync(0xffffffffu, kv, 1);
       kv += __shfl_xor_sync(0xffffffffu, kv, 2);
       const double vj = valid ? static_cast<double>(v[t * stride + h * d_v + col]) : 0.0;
       const double e = (vj - kv) * b;
-      double o = 0.0;
+      double op[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         S[r] += sk[tt][part * R + r] * e;
-        o += S[r] * sq[tt][part * R + r];
+        op[r % 4] += S[r] * sq[tt][part * R + r];
       }
+      double o = (op[0] + op[1]) + (op[2] + op[3]);
       o += __shfl_xor_sync(0xffffffffu, o, 1);
       o += __shfl_xor_sync(0xffffffffu, o, 2);
       if (valid && part == 0) out[t * n_v * d_v + h * d_v + col] = static_cast<float>(o);
