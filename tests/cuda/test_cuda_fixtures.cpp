@@ -37,7 +37,9 @@ TEST_P(CudaFixtures, BackboneHiddenStatesMatchReference) {
     const auto got = exact.forward(ids);
     const auto got_fast = fast.forward(ids);
     EXPECT_LE(test::rel_error(got, want), 1e-4) << "exact, L " << L;
-    EXPECT_LE(test::rel_error(got_fast, want), 2e-2) << "fast, L " << L;
+    // Fast W4A4: fp32 accumulation order flips an occasional activation's MXFP4 rounding in
+    // this tiny random model, which then propagates; BF16 keeps ~16 bits per activation.
+    EXPECT_LE(test::rel_error(got_fast, want), GetParam() == "mxfp4" ? 5e-2 : 1e-3) << "fast, L " << L;
     std::printf("[ cuda ] %s L %lld: exact rel %.3g, fast rel %.3g\n", GetParam().c_str(), static_cast<long long>(L),
                 test::rel_error(got, want), test::rel_error(got_fast, want));
   }

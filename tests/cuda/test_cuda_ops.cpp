@@ -94,18 +94,20 @@ HostWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t i
 TEST(CudaOps, LinearAllFormatsBothPrecisions) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(2);
-  const cuda::CudaBackend exact(Precision::kExact), fast(Precision::kFast);
   struct Case {
     WeightFormat f;
     bool w4a4;
-    double fast_tol;  // fast: BF16 activations for BF16/F32... weights; W4A4 products are exact
+    double fast_tol;  // fast: W4A4 products are exact; other activations are BF16 hi + lo
   };
-  for (const Case c : {Case{WeightFormat::kMXFP4, true, 3e-5}, Case{WeightFormat::kMXFP4, false, 1e-2},
-                       Case{WeightFormat::kBF16, false, 1e-2}, Case{WeightFormat::kF32, false, 3e-5}})
+  for (const Case c : {Case{WeightFormat::kMXFP4, true, 3e-5}, Case{WeightFormat::kMXFP4, false, 1e-4},
+                       Case{WeightFormat::kBF16, false, 1e-4}, Case{WeightFormat::kF32, false, 3e-5}})
     for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 64}, {17, 96, 160}, {130, 200, 512}})
       for (bool bias : {false, true}) {
         SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(c.f) << " w4a4 " << c.w4a4 << " M " << M
                                           << " N " << N << " K " << K << " bias " << bias);
+        // Fresh backends: the weight cache trusts host memory not to change under a pointer,
+        // and these test weights are freed and reallocated (often at the same address).
+        const cuda::CudaBackend exact(Precision::kExact), fast(Precision::kFast);
         HostWeight h = make_weight(rng, c.f, N, K, c.w4a4, bias);
         const auto x = random_floats(rng, M * K, -2.0f, 2.0f);
         std::vector<float> want(M * N), got = poisoned(M * N), got_fast = poisoned(M * N);

@@ -33,8 +33,11 @@ CudaBackend::CudaBackend(Precision precision)
 CudaBackend::~CudaBackend() = default;
 
 const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
-  auto it = weights_.find(w.data);
-  if (it == weights_.end()) it = weights_.emplace(w.data, std::make_unique<DeviceLinear>(upload_linear(w))).first;
+  const auto key = std::make_tuple(w.data, static_cast<const void*>(w.scales), static_cast<const void*>(w.bias), w.out,
+                                   w.in, static_cast<int>(w.format), w.quantize_input,
+                                   static_cast<int>(w.input_scale_mode));
+  auto it = weights_.find(key);
+  if (it == weights_.end()) it = weights_.emplace(key, std::make_unique<DeviceLinear>(upload_linear(w))).first;
   return *it->second;
 }
 

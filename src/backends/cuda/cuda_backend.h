@@ -6,7 +6,8 @@
 #pragma once
 #include <memory>
 #include <mutex>
-#include <unordered_map>
+#include <map>
+#include <tuple>
 
 #include "ops/backend.h"
 
@@ -47,7 +48,11 @@ class CudaBackend : public Backend {
   Precision precision_;
   mutable std::mutex mutex_;  // one op at a time on the shared context and caches
   std::unique_ptr<GpuContext> ctx_;
-  mutable std::unordered_map<const void*, std::unique_ptr<DeviceLinear>> weights_;
+  // Keyed by everything that describes the weight (pointers, shape, format): the memory of a
+  // LinearWeight must stay unchanged while this backend lives (model weights are mapped once).
+  mutable std::map<std::tuple<const void*, const void*, const void*, int64_t, int64_t, int, bool, int>,
+                   std::unique_ptr<DeviceLinear>>
+      weights_;
 };
 
 }  // namespace stave::cuda

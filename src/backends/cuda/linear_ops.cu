@@ -117,6 +117,16 @@ __global__ void widen_16_kernel(const uint16_t* w, int64_t n, bool is_bf16, Out*
   out[i] = static_cast<Out>(v);
 }
 
+// x ≈ hi + lo with both in BF16 (16 significant bits together): two BF16 products then carry
+// an fp32 activation almost exactly, as the CPU's fp32 × BF16 kernels do.
+__global__ void split_bf16_kernel(const float* x, int64_t n, __nv_bfloat16* hi, __nv_bfloat16* lo) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
+  hi[i] = h;
+  lo[i] = __float2bfloat16_rn(x[i] - __bfloat162float(h));
+}
+
 __global__ void finish_double_kernel(const double* acc, int64_t M, int64_t N, const float* bias, float* y) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= M * N) return;
@@ -252,18 +262,25 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
       expand_weight<__nv_bfloat16>(w, ctx.scratch_w().as<__nv_bfloat16>(), s);
       wb = ctx.scratch_w().as<__nv_bfloat16>();
     }
-    ctx.scratch_x().reserve(static_cast<size_t>(M * K) * 2);
+    // A W4A4 activation is exact in BF16 after its QDQ: one product. Any other activation is
+    // split into BF16 hi + lo: two products (BF16 alone loses too much on small models).
+    ctx.scratch_x().reserve(static_cast<size_t>(M * K) * 2 * 2);
     __nv_bfloat16* xb = ctx.scratch_x().as<__nv_bfloat16>();
+    __nv_bfloat16* xlo = xb + M * K;
     if (w.quantize_input)
       launch_qdq<__nv_bfloat16>(x, M, K, w.input_scale_mode, xb, s);
     else {
-      convert_kernel<__nv_bfloat16><<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, xb);
+      split_bf16_kernel<<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, xb, xlo);
       STAVE_CUDA_LAUNCHED();
     }
-    STAVE_CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                                    static_cast<int>(K), &one, wb, CUDA_R_16BF, static_cast<int>(K), xb, CUDA_R_16BF,
-                                    static_cast<int>(K), &zero, y, CUDA_R_32F, static_cast<int>(N),
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    auto gemm = [&](const __nv_bfloat16* xp, const float* beta) {
+      STAVE_CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                      static_cast<int>(K), &one, wb, CUDA_R_16BF, static_cast<int>(K), xp,
+                                      CUDA_R_16BF, static_cast<int>(K), beta, y, CUDA_R_32F, static_cast<int>(N),
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    gemm(xb, &zero);
+    if (!w.quantize_input) gemm(xlo, &one);
   }
   if (bias) {
     add_bias_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
