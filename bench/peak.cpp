@@ -77,7 +77,10 @@ __attribute__((target("amx-tile,amx-int8,amx-bf16"))) int amx_loop(int64_t iters
   _tile_loadconfig(&cfg);
   alignas(64) static thread_local uint8_t buf[16 * 64 * 4];
   std::memset(buf, 1, sizeof buf);
-  for (int t = 0; t < 4; ++t) _tile_zero(0), _tile_zero(1), _tile_zero(2), _tile_zero(3);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
   _tile_loadd(4, buf, 64);
   _tile_loadd(5, buf + 1024, 64);
   _tile_loadd(6, buf + 2048, 64);

@@ -5,6 +5,8 @@
 // rows) they are unpacked once into the VNNI tile layout in a per-thread scratch (K bytes per
 // row, the size of one unpacked row group, reused for every activation row pair).
 // Float weights and W4A16 use the AVX-512 kernels (linear_amx returns false).
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstring>

@@ -161,9 +161,11 @@ void quantize_activations_avx2(const float* x, int64_t M, int64_t K, mxfp4::Scal
   const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), twelve = _mm256_set1_ps(12.0f);
   const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-#pragma omp parallel for schedule(static) if (M > 1)
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t b = 0; b < q.blocks; ++b) {
+  // One task per 32-block (a few tens of ns each), so a single decode row is split too.
+#pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
+  for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
+    {
+      const int64_t m = mb / q.blocks, b = mb % q.blocks;
       const float* xb = x + m * K + b * mxfp4::kBlock;
       __m256 v[4];
       __m256 mx = _mm256_setzero_ps();

@@ -4,6 +4,8 @@
 // large M, where the AMX path is the place for it; at decode (M = 1) the product is bound by
 // weight bandwidth and fp32 FMA keeps the result equal to ref::linear up to summation order.
 // W4A4: exact-integer 32-block dots with VNNI vpdpbusd, two blocks per 512-bit register.
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstring>
@@ -177,9 +179,11 @@ void quantize_activations_avx512(const float* x, int64_t M, int64_t K, mxfp4::Sc
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), twelve = _mm512_set1_ps(12.0f);
   const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-#pragma omp parallel for schedule(static) if (M > 1)
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t b = 0; b < q.blocks; ++b) {
+  // One task per 32-block (a few tens of ns each), so a single decode row is split too.
+#pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
+  for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
+    {
+      const int64_t m = mb / q.blocks, b = mb % q.blocks;
       const float* xb = x + m * K + b * mxfp4::kBlock;
       __m512 v[2] = {_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)};
       __m512 mx = _mm512_setzero_ps();

@@ -98,9 +98,11 @@ struct GenericW4A4 {
 void quantize_activations_generic(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, int64_t row_multiple,
                                   QuantizedActivations& q) {
   q.resize(M, K, row_multiple);
-#pragma omp parallel for schedule(static) if (M > 1)
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t b = 0; b < q.blocks; ++b) {
+  // One task per 32-block (a few tens of ns each), so a single decode row is split too.
+#pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
+  for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
+    {
+      const int64_t m = mb / q.blocks, b = mb % q.blocks;
       uint8_t codes[mxfp4::kBlock];
       int e = mxfp4::quantize_block(x + m * K + b * mxfp4::kBlock, mxfp4::kBlock, codes, mode);
       int8_t* out = q.codes.data() + m * K + b * mxfp4::kBlock;
