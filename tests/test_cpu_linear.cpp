@@ -45,7 +45,6 @@ const char* kind_name(Kind k) {
   }
   return "?";
 }
-bool is_mxfp4(Kind k) { return k >= Kind::kW4A16; }
 bool is_w4a4(Kind k) { return k >= Kind::kW4A4Even; }
 
 // A weight of the given kind built from random values, owning its storage.

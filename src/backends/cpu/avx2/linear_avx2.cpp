@@ -164,38 +164,36 @@ void quantize_activations_avx2(const float* x, int64_t M, int64_t K, mxfp4::Scal
   // One task per 32-block (a few tens of ns each), so a single decode row is split too.
 #pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
   for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
-    {
-      const int64_t m = mb / q.blocks, b = mb % q.blocks;
-      const float* xb = x + m * K + b * mxfp4::kBlock;
-      __m256 v[4];
-      __m256 mx = _mm256_setzero_ps();
-      for (int t = 0; t < 4; ++t) {
-        v[t] = _mm256_loadu_ps(xb + 8 * t);
-        mx = _mm256_max_ps(_mm256_and_ps(v[t], abs_mask), mx);  // a NaN operand yields mx, as std::max
-      }
-      const int e = mxfp4::scale_exponent(hmax(mx), mode);
-      const __m256 inv = _mm256_set1_ps(mxfp4::exp2_int(-e));
-      __m256i d[4];
-      for (int t = 0; t < 4; ++t) {
-        // mxfp4::quantize_e2m1 in doubled units: grid step 0.5 / 1 / 2 below 2 / 4 / above,
-        // round half to even, saturate at 6 (doubled: 12), +0 for NaN.
-        __m256 s = _mm256_mul_ps(v[t], inv);
-        __m256 av = _mm256_and_ps(s, abs_mask);
-        __m256 lt2 = _mm256_cmp_ps(av, two, _CMP_LT_OQ), lt4 = _mm256_cmp_ps(av, four, _CMP_LT_OQ);
-        __m256 inv_step = _mm256_blendv_ps(_mm256_blendv_ps(half, one, lt4), two, lt2);
-        __m256 dbl_step = _mm256_blendv_ps(_mm256_blendv_ps(four, two, lt4), one, lt2);
-        __m256 r = _mm256_round_ps(_mm256_mul_ps(av, inv_step), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 dv = _mm256_min_ps(_mm256_mul_ps(r, dbl_step), twelve);
-        dv = _mm256_and_ps(dv, _mm256_cmp_ps(av, av, _CMP_ORD_Q));
-        d[t] = _mm256_sign_epi32(_mm256_cvttps_epi32(dv), _mm256_castps_si256(s));
-      }
-      __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(d[0], d[1]), _mm256_packs_epi32(d[2], d[3]));
-      bytes = _mm256_permutevar8x32_epi32(bytes, order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.codes.data() + m * K + b * mxfp4::kBlock), bytes);
-      const int32_t sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(d[0], d[1]), _mm256_add_epi32(d[2], d[3])));
-      q.scales[m * q.blocks + b] = mxfp4::exp2_int(e - 2);
-      q.offsets[m * q.blocks + b] = 12 * sum;
+    const int64_t m = mb / q.blocks, b = mb % q.blocks;
+    const float* xb = x + m * K + b * mxfp4::kBlock;
+    __m256 v[4];
+    __m256 mx = _mm256_setzero_ps();
+    for (int t = 0; t < 4; ++t) {
+      v[t] = _mm256_loadu_ps(xb + 8 * t);
+      mx = _mm256_max_ps(_mm256_and_ps(v[t], abs_mask), mx);  // a NaN operand yields mx, as std::max
     }
+    const int e = mxfp4::scale_exponent(hmax(mx), mode);
+    const __m256 inv = _mm256_set1_ps(mxfp4::exp2_int(-e));
+    __m256i d[4];
+    for (int t = 0; t < 4; ++t) {
+      // mxfp4::quantize_e2m1 in doubled units: grid step 0.5 / 1 / 2 below 2 / 4 / above,
+      // round half to even, saturate at 6 (doubled: 12), +0 for NaN.
+      __m256 s = _mm256_mul_ps(v[t], inv);
+      __m256 av = _mm256_and_ps(s, abs_mask);
+      __m256 lt2 = _mm256_cmp_ps(av, two, _CMP_LT_OQ), lt4 = _mm256_cmp_ps(av, four, _CMP_LT_OQ);
+      __m256 inv_step = _mm256_blendv_ps(_mm256_blendv_ps(half, one, lt4), two, lt2);
+      __m256 dbl_step = _mm256_blendv_ps(_mm256_blendv_ps(four, two, lt4), one, lt2);
+      __m256 r = _mm256_round_ps(_mm256_mul_ps(av, inv_step), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      __m256 dv = _mm256_min_ps(_mm256_mul_ps(r, dbl_step), twelve);
+      dv = _mm256_and_ps(dv, _mm256_cmp_ps(av, av, _CMP_ORD_Q));
+      d[t] = _mm256_sign_epi32(_mm256_cvttps_epi32(dv), _mm256_castps_si256(s));
+    }
+    __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(d[0], d[1]), _mm256_packs_epi32(d[2], d[3]));
+    bytes = _mm256_permutevar8x32_epi32(bytes, order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.codes.data() + m * K + b * mxfp4::kBlock), bytes);
+    const int32_t sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(d[0], d[1]), _mm256_add_epi32(d[2], d[3])));
+    q.scales[m * q.blocks + b] = mxfp4::exp2_int(e - 2);
+    q.offsets[m * q.blocks + b] = 12 * sum;
   }
 }
 

@@ -182,35 +182,33 @@ void quantize_activations_avx512(const float* x, int64_t M, int64_t K, mxfp4::Sc
   // One task per 32-block (a few tens of ns each), so a single decode row is split too.
 #pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
   for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
-    {
-      const int64_t m = mb / q.blocks, b = mb % q.blocks;
-      const float* xb = x + m * K + b * mxfp4::kBlock;
-      __m512 v[2] = {_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)};
-      __m512 mx = _mm512_setzero_ps();
-      for (int t = 0; t < 2; ++t) mx = _mm512_max_ps(_mm512_and_ps(v[t], abs_mask), mx);  // NaN operand -> mx
-      const int e = mxfp4::scale_exponent(_mm512_reduce_max_ps(mx), mode);
-      const __m512 inv = _mm512_set1_ps(mxfp4::exp2_int(-e));
-      __m512i d[2];
-      for (int t = 0; t < 2; ++t) {
-        // mxfp4::quantize_e2m1 in doubled units (see the AVX2 quantizer).
-        __m512 s = _mm512_mul_ps(v[t], inv);
-        __m512 av = _mm512_and_ps(s, abs_mask);
-        __mmask16 lt2 = _mm512_cmp_ps_mask(av, two, _CMP_LT_OQ), lt4 = _mm512_cmp_ps_mask(av, four, _CMP_LT_OQ);
-        __m512 inv_step = _mm512_mask_mov_ps(_mm512_mask_mov_ps(half, lt4, one), lt2, two);
-        __m512 dbl_step = _mm512_mask_mov_ps(_mm512_mask_mov_ps(four, lt4, two), lt2, one);
-        __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(av, inv_step), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 dv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(av, av, _CMP_ORD_Q),
-                                        _mm512_min_ps(_mm512_mul_ps(r, dbl_step), twelve));
-        __m512i di = _mm512_cvttps_epi32(dv);
-        __mmask16 neg = _mm512_cmplt_epi32_mask(_mm512_castps_si512(s), _mm512_setzero_si512());
-        d[t] = _mm512_mask_sub_epi32(di, neg, _mm512_setzero_si512(), di);
-      }
-      int8_t* out = q.codes.data() + m * K + b * mxfp4::kBlock;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(d[0]));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(d[1]));
-      q.scales[m * q.blocks + b] = mxfp4::exp2_int(e - 2);
-      q.offsets[m * q.blocks + b] = 12 * _mm512_reduce_add_epi32(_mm512_add_epi32(d[0], d[1]));
+    const int64_t m = mb / q.blocks, b = mb % q.blocks;
+    const float* xb = x + m * K + b * mxfp4::kBlock;
+    __m512 v[2] = {_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)};
+    __m512 mx = _mm512_setzero_ps();
+    for (int t = 0; t < 2; ++t) mx = _mm512_max_ps(_mm512_and_ps(v[t], abs_mask), mx);  // NaN operand -> mx
+    const int e = mxfp4::scale_exponent(_mm512_reduce_max_ps(mx), mode);
+    const __m512 inv = _mm512_set1_ps(mxfp4::exp2_int(-e));
+    __m512i d[2];
+    for (int t = 0; t < 2; ++t) {
+      // mxfp4::quantize_e2m1 in doubled units (see the AVX2 quantizer).
+      __m512 s = _mm512_mul_ps(v[t], inv);
+      __m512 av = _mm512_and_ps(s, abs_mask);
+      __mmask16 lt2 = _mm512_cmp_ps_mask(av, two, _CMP_LT_OQ), lt4 = _mm512_cmp_ps_mask(av, four, _CMP_LT_OQ);
+      __m512 inv_step = _mm512_mask_mov_ps(_mm512_mask_mov_ps(half, lt4, one), lt2, two);
+      __m512 dbl_step = _mm512_mask_mov_ps(_mm512_mask_mov_ps(four, lt4, two), lt2, one);
+      __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(av, inv_step), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      __m512 dv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(av, av, _CMP_ORD_Q),
+                                      _mm512_min_ps(_mm512_mul_ps(r, dbl_step), twelve));
+      __m512i di = _mm512_cvttps_epi32(dv);
+      __mmask16 neg = _mm512_cmplt_epi32_mask(_mm512_castps_si512(s), _mm512_setzero_si512());
+      d[t] = _mm512_mask_sub_epi32(di, neg, _mm512_setzero_si512(), di);
     }
+    int8_t* out = q.codes.data() + m * K + b * mxfp4::kBlock;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(d[0]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(d[1]));
+    q.scales[m * q.blocks + b] = mxfp4::exp2_int(e - 2);
+    q.offsets[m * q.blocks + b] = 12 * _mm512_reduce_add_epi32(_mm512_add_epi32(d[0], d[1]));
   }
 }
 

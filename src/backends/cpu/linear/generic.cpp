@@ -101,19 +101,17 @@ void quantize_activations_generic(const float* x, int64_t M, int64_t K, mxfp4::S
   // One task per 32-block (a few tens of ns each), so a single decode row is split too.
 #pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
   for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
-    {
-      const int64_t m = mb / q.blocks, b = mb % q.blocks;
-      uint8_t codes[mxfp4::kBlock];
-      int e = mxfp4::quantize_block(x + m * K + b * mxfp4::kBlock, mxfp4::kBlock, codes, mode);
-      int8_t* out = q.codes.data() + m * K + b * mxfp4::kBlock;
-      int32_t sum = 0;
-      for (int t = 0; t < mxfp4::kBlock; ++t) {
-        out[t] = mxfp4::kE2M1Doubled[codes[t]];
-        sum += out[t];
-      }
-      q.scales[m * q.blocks + b] = mxfp4::exp2_int(e - 2);
-      q.offsets[m * q.blocks + b] = 12 * sum;
+    const int64_t m = mb / q.blocks, b = mb % q.blocks;
+    uint8_t codes[mxfp4::kBlock];
+    int e = mxfp4::quantize_block(x + m * K + b * mxfp4::kBlock, mxfp4::kBlock, codes, mode);
+    int8_t* out = q.codes.data() + m * K + b * mxfp4::kBlock;
+    int32_t sum = 0;
+    for (int t = 0; t < mxfp4::kBlock; ++t) {
+      out[t] = mxfp4::kE2M1Doubled[codes[t]];
+      sum += out[t];
     }
+    q.scales[m * q.blocks + b] = mxfp4::exp2_int(e - 2);
+    q.offsets[m * q.blocks + b] = 12 * sum;
   }
 }
 
