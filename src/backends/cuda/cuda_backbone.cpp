@@ -9,6 +9,7 @@
 #include "model/tensor_names.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
+#include "quant/quark_config.h"
 
 namespace stave::cuda {
 namespace {
@@ -75,7 +76,10 @@ CudaBackbone::CudaBackbone(const Release& release, Precision precision) : impl_(
   m.rope.theta = t.rope_theta;
   m.rope.mrope_section = t.mrope_section;
   m.ctx = std::make_unique<GpuContext>(m.exact);
-  const bool w4a4 = quark_quantizes_activations(release.config);
+  // Which linears are MXFP4 and how their inputs are quantized: the release's quantization
+  // plan, resolved per layer exactly as the CPU Backbone binds them.
+  const std::optional<quant::QuantPlan> plan = quant::QuantPlan::from_model_config(release.config);
+  const quant::QuantPlan* w4a4 = plan ? &*plan : nullptr;
   m.embed = bind_linear(ws, kTextPrefix + "embed_tokens", t.vocab_size, t.hidden_size, false);
   const int64_t H = t.hidden_size, I = t.intermediate_size;
   for (int64_t l = 0; l < t.num_hidden_layers; ++l) {
