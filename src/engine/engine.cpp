@@ -115,6 +115,9 @@ Decision Engine::decide(std::string_view request_json, const DecideOptions& opti
 
 Decision Engine::decide(const DecisionRequest& request, const DecideOptions& options) const {
   const Impl& m = *impl_;
+  // The OpenMP thread count is per calling thread: a server calls decide from its own workers,
+  // not from the thread that ran load().
+  if (m.options.threads > 0 && omp_get_max_threads() != m.options.threads) omp_set_num_threads(m.options.threads);
   const auto t0 = Clock::now();
   Decision out;
   check_decide_options(m.info, options);
