@@ -387,6 +387,18 @@ TEST(ServeHttp, OverLargeBodyAndRefusedTruncation) {
   ASSERT_TRUE(too_big);
   EXPECT_EQ(too_big->status, 413);
   EXPECT_EQ(detail_of(too_big)[0]["type"], "too_large");
+  // A chunked body (no Content-Length) is cut off at the limit too, not read whole first.
+  auto chunked = srv.client()->Post(
+      "/v1/systemone",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset < big.size()) sink.write(big.data() + offset, std::min<size_t>(1024, big.size() - offset));
+        else sink.done();
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 413);
+  EXPECT_EQ(detail_of(chunked)[0]["type"], "too_large");
 
   // Case 015's state does not fit max_length 400: refused, not cut.
   const std::string long_state = read_file(test::fixture("public/cases/015-long-state-truncated/request.json"));

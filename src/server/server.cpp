@@ -40,6 +40,13 @@ bool usable_request_id(const std::string& s) {
   });
 }
 
+// A request body as read under the size limit.
+struct Payload {
+  std::string text;
+  bool too_large = false;
+  bool incomplete = false;  // the connection ended or timed out mid-body
+};
+
 // What a systemone job hands back to the connection thread that waits for it.
 struct Outcome {
   DecisionRequest request;
@@ -98,10 +105,12 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
                                                 : std::max(32, options_.max_running + options_.max_queue + 8);
   m.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
 
-  // Every routed request: an id, the reply, then metrics and one access-log line.
-  using Body = std::function<void(const httplib::Request&, httplib::Response&, AccessRecord&, Clock::time_point)>;
+  // Every routed request: an id, the reply, then metrics and one access-log line. `payload` is
+  // the body as read under the size limit (POST) or req.body (GET).
+  using Body = std::function<void(const httplib::Request&, httplib::Response&, AccessRecord&, Clock::time_point,
+                                  const Payload&)>;
   auto route = [this, &m](const std::string& endpoint, Body body) {
-    return [this, &m, endpoint, body](const httplib::Request& req, httplib::Response& res) {
+    return [this, &m, endpoint, body](const httplib::Request& req, httplib::Response& res, const Payload& payload) {
       const auto t0 = Clock::now();
       AccessRecord rec;
       const std::string given = req.get_header_value("X-Request-Id");
@@ -109,7 +118,7 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
       res.set_header("X-Request-Id", rec.request_id);
       res.status = 200;  // httplib fills it in only after the handler; the log and metrics need it now
       try {
-        body(req, res, rec, t0);
+        body(req, res, rec, t0, payload);
       } catch (const std::exception& e) {
         const ApiError err = api_error(500, "internal_error", e.what());
         res.status = err.status;
@@ -121,11 +130,14 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
       rec.remote = req.remote_addr;
       rec.status = res.status;
       rec.latency_ms = ms_between(t0, Clock::now());
-      rec.bytes_in = req.body.size();
+      rec.bytes_in = payload.text.size();
       rec.bytes_out = res.body.size();
       m.metrics.count_request(endpoint, res.status);
       m.log.write(rec);
     };
+  };
+  auto get = [](auto handler) {
+    return [handler](const httplib::Request& req, httplib::Response& res) { handler(req, res, Payload{req.body}); };
   };
   auto reply_error = [envelope](httplib::Response& res, AccessRecord& rec, const ApiError& e) {
     res.status = e.status;
@@ -147,13 +159,21 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
     return e;
   };
 
-  m.http.Post("/v1/systemone", route("/v1/systemone", [this, &m, reply_error, authorized, unauthorized, loading](
-                                                         const httplib::Request& req, httplib::Response& res,
-                                                         AccessRecord& rec, Clock::time_point t0) {
+  auto systemone = route("/v1/systemone", [this, &m, reply_error, authorized, unauthorized, loading](
+                                             const httplib::Request& req, httplib::Response& res, AccessRecord& rec,
+                                             Clock::time_point t0, const Payload& payload) {
+    if (payload.too_large)
+      return reply_error(res, rec,
+                         api_error(413, "too_large",
+                                   fmt::format("the request body is over the server's limit of {} bytes",
+                                               options_.max_body_bytes),
+                                   {"body"}));
+    if (payload.incomplete)
+      return reply_error(res, rec, api_error(400, "body_incomplete", "the request body could not be read whole", {"body"}));
     if (!authorized(req)) return reply_error(res, rec, unauthorized());
     std::shared_ptr<const Engine> engine = m.current_engine();
     if (!engine) return reply_error(res, rec, loading());
-    auto parsed = parse_systemone_body(req.body, m.names, options_.limits);
+    auto parsed = parse_systemone_body(payload.text, m.names, options_.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(res, rec, *e);
     auto outcome = std::make_shared<Outcome>();
     outcome->request = std::move(std::get<DecisionRequest>(parsed));
@@ -191,11 +211,31 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
     res.set_content(render_systemone_reply(d, latency_ms, options_.workers_ai_envelope), kJson);
     rec.input_tokens = d.usage.input_tokens;
     m.metrics.observe_decision(d.usage.input_tokens, latency_ms / 1000.0, d.timings.total_ms / 1000.0);
-  }));
+  });
+  // The body is read here, chunk by chunk, so that no body (chunked ones included, which
+  // httplib would otherwise read whole) is held beyond the limit.
+  m.http.Post("/v1/systemone", [this, systemone](const httplib::Request& req, httplib::Response& res,
+                                                 const httplib::ContentReader& reader) {
+    Payload payload;
+    const bool complete = reader([&](const char* data, size_t n) {
+      if (payload.text.size() + n > options_.max_body_bytes) {
+        payload.too_large = true;
+        return false;
+      }
+      payload.text.append(data, n);
+      return true;
+    });
+    // httplib refuses a Content-Length over the limit before reading any of it.
+    if (!complete && !payload.too_large && req.get_header_value<uint64_t>("Content-Length") > options_.max_body_bytes)
+      payload.too_large = true;
+    if (payload.too_large) res.set_header("Connection", "close");  // the rest of the body is unread
+    payload.incomplete = !complete && !payload.too_large;
+    systemone(req, res, payload);
+  });
 
-  m.http.Get("/v1/models", route("/v1/models", [this, &m, reply_error, authorized, unauthorized, loading](
-                                                   const httplib::Request& req, httplib::Response& res,
-                                                   AccessRecord& rec, Clock::time_point) {
+  m.http.Get("/v1/models", get(route("/v1/models", [this, &m, reply_error, authorized, unauthorized, loading](
+                                                       const httplib::Request& req, httplib::Response& res,
+                                                       AccessRecord& rec, Clock::time_point, const Payload&) {
     if (!authorized(req)) return reply_error(res, rec, unauthorized());
     std::shared_ptr<const Engine> engine = m.current_engine();
     if (!engine) return reply_error(res, rec, loading());
@@ -217,10 +257,10 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
     model["precision"] = to_string(info.precision);
     nlohmann::ordered_json list = {{"object", "list"}, {"data", nlohmann::ordered_json::array({model})}};
     res.set_content(list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJson);
-  }));
+  })));
 
-  m.http.Get("/health", route("/health", [this, &m](const httplib::Request&, httplib::Response& res,
-                                                     AccessRecord& rec, Clock::time_point) {
+  m.http.Get("/health", get(route("/health", [this, &m](const httplib::Request&, httplib::Response& res,
+                                                         AccessRecord& rec, Clock::time_point, const Payload&) {
     std::string status;
     {
       std::lock_guard<std::mutex> lock(m.mutex);
@@ -232,10 +272,10 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
     if (status == "loading") res.set_header("Retry-After", "1");
     if (status != "ok") rec.error_type = status;
     res.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJson);
-  }));
+  })));
 
-  m.http.Get("/metrics", route("/metrics", [&m](const httplib::Request&, httplib::Response& res, AccessRecord&,
-                                                Clock::time_point) {
+  m.http.Get("/metrics", get(route("/metrics", [&m](const httplib::Request&, httplib::Response& res, AccessRecord&,
+                                                    Clock::time_point, const Payload&) {
     GaugeSample g;
     g.queue_depth = static_cast<int64_t>(m.admission.queued());
     g.running = static_cast<int64_t>(m.admission.running());
@@ -243,7 +283,7 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
     g.workers = static_cast<int64_t>(m.admission.workers());
     g.loaded = m.current_engine() != nullptr;
     res.set_content(m.metrics.render(g), "text/plain; version=0.0.4");
-  }));
+  })));
 
   // Errors httplib answers itself (unknown path, body over the limit, unparsable request line)
   // get a JSON body in the same style, a metrics count and a log line. Replies our routes
