@@ -389,6 +389,11 @@ void Server::load_in_background() {
     try {
       std::shared_ptr<const Engine> engine = Engine::load(options_.engine);
       const std::string path = engine->info().path;
+      // Checked once here rather than refused on every request.
+      if (options_.decide.max_length <= 0 || options_.decide.max_length > engine->info().max_position_embeddings)
+        throw Error(ErrorKind::kInvalidModel,
+                    fmt::format("--max-length {} must be between 1 and the model's max_position_embeddings {}",
+                                options_.decide.max_length, engine->info().max_position_embeddings));
       set_engine(std::move(engine));
       m.log.event("loaded", {{"model", m.names.id()},
                              {"path", path},
