@@ -162,6 +162,7 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
   auto systemone = route("/v1/systemone", [this, &m, reply_error, authorized, unauthorized, loading](
                                              const httplib::Request& req, httplib::Response& res, AccessRecord& rec,
                                              Clock::time_point t0, const Payload& payload) {
+    if (!authorized(req)) return reply_error(res, rec, unauthorized());
     if (payload.too_large)
       return reply_error(res, rec,
                          api_error(413, "too_large",
@@ -170,7 +171,6 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
                                    {"body"}));
     if (payload.incomplete)
       return reply_error(res, rec, api_error(400, "body_incomplete", "the request body could not be read whole", {"body"}));
-    if (!authorized(req)) return reply_error(res, rec, unauthorized());
     std::shared_ptr<const Engine> engine = m.current_engine();
     if (!engine) return reply_error(res, rec, loading());
     auto parsed = parse_systemone_body(payload.text, m.names, options_.limits);
