@@ -216,19 +216,24 @@ Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::
   // httplib would otherwise read whole) is held beyond the limit.
   m.http.Post("/v1/systemone", [this, systemone](const httplib::Request& req, httplib::Response& res,
                                                  const httplib::ContentReader& reader) {
+    // Past the limit the rest is read and dropped (so the client, still sending, gets the 413
+    // instead of a connection reset), up to a bound after which the connection is cut.
     Payload payload;
+    size_t dropped = 0;
+    const size_t drop_limit = std::max<size_t>(options_.max_body_bytes, size_t{64} << 20);
     const bool complete = reader([&](const char* data, size_t n) {
-      if (payload.text.size() + n > options_.max_body_bytes) {
+      if (!payload.too_large && payload.text.size() + n > options_.max_body_bytes) {
         payload.too_large = true;
-        return false;
+        std::string().swap(payload.text);
       }
+      if (payload.too_large) return (dropped += n) <= drop_limit;
       payload.text.append(data, n);
       return true;
     });
-    // httplib refuses a Content-Length over the limit before reading any of it.
+    // httplib refuses a Content-Length over the limit itself (it skips the body unread).
     if (!complete && !payload.too_large && req.get_header_value<uint64_t>("Content-Length") > options_.max_body_bytes)
       payload.too_large = true;
-    if (payload.too_large) res.set_header("Connection", "close");  // the rest of the body is unread
+    if (!complete) res.set_header("Connection", "close");  // the rest of the body is unread
     payload.incomplete = !complete && !payload.too_large;
     systemone(req, res, payload);
   });
