@@ -91,7 +91,7 @@ TEST(ServeLifecycle, SigtermDrainsInFlightRequestsAndExitsZero) {
 
   // Requests computed one at a time on one thread: several are in flight at SIGTERM.
   std::string state;
-  for (int i = 0; i < 100; ++i) state += "The payment service returned error " + std::to_string(i) + ". ";
+  for (int i = 0; i < 50; ++i) state += "The payment service returned error " + std::to_string(i) + ". ";
   const std::string body = nlohmann::json({{"model", "clef"},
                                            {"state", state},
                                            {"questions", {{"outage", {{"type", "noul"}, {"instructions", "Down?"}}}}}})
