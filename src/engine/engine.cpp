@@ -73,7 +73,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
   impl->backend = &cpu_backend(options.precision);
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
-  impl->head = std::make_unique<JointHead>(rel);
+  impl->head = std::make_unique<JointHead>(rel, *impl->backend);
   if (rel.config.vision.present) {
     impl->vision = std::make_unique<VisionTower>(rel.config, rel.weights, *impl->backend);
     impl->media_ids = media_token_ids(*impl->tokenizer, rel.config);
@@ -95,6 +95,9 @@ const ModelInfo& Engine::info() const { return impl_->info; }
 
 Decision Engine::decide(std::string_view request_json, const DecideOptions& options) const {
   const Impl& m = *impl_;
+  // The OpenMP thread count is per calling thread: a server thread calling decide() would
+  // otherwise run its kernels on the default (all cores), whatever EngineOptions said.
+  if (m.options.threads > 0) omp_set_num_threads(m.options.threads);
   const auto t0 = Clock::now();
   Decision out;
   if (options.max_length <= 0)
