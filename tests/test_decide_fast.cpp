@@ -118,7 +118,9 @@ void compare_with_reference(const Outcome& fast, const ojson& expected, Worst& w
     if (resp.contains("probabilities")) {
       for (size_t i = 0; i < a->option_ids.size(); ++i)
         check(a->probabilities[i], resp["probabilities"][a->option_ids[i]].get<double>(), a->option_ids[i]);
-      if (resp.contains("choice")) EXPECT_EQ(a->choice, resp["choice"].get<std::string>());
+      if (resp.contains("choice")) {
+        EXPECT_EQ(a->choice, resp["choice"].get<std::string>());
+      }
     }
     if (resp.contains("noul")) check(a->value, resp["noul"].get<double>(), "noul");
   }

@@ -57,11 +57,21 @@ inline void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// Σx² in double: the norms' only reduction, cheap next to the row it scales, and with it the
+// fast rms_norm rounds like the reference (an MXFP4 layer's input quantization then sees the
+// same values; W4A4 rounding codes are where fp32 noise would show most).
+double sum_squares_f64(const float* x, int64_t n) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
 void rms_norm_rows(const float* x, int64_t rows, int64_t dim, const float* w, float w_offset, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
-    const float inv = 1.0f / std::sqrt(sum_squares(xr, dim) / static_cast<float>(dim) + eps);
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sum_squares_f64(xr, dim) / static_cast<double>(dim)) + eps);
 #pragma omp simd
     for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * (w[i] + w_offset);
   }
@@ -73,7 +83,7 @@ void gated_rms_norm_rows(const float* x, const float* z, int64_t rows, int64_t d
     const float* xr = x + r * dim;
     const float* zr = z + r * dim;
     float* yr = y + r * dim;
-    const float inv = 1.0f / std::sqrt(sum_squares(xr, dim) / static_cast<float>(dim) + eps);
+    const float inv = static_cast<float>(1.0 / std::sqrt(sum_squares_f64(xr, dim) / static_cast<double>(dim) + eps));
 #pragma omp simd
     for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * inv) * (zr[i] * fast_sigmoid(zr[i]));
   }

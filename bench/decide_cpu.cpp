@@ -1,7 +1,7 @@
-// One decision end to end (Engine::decide: encode, backbone prefill, joint head), exact vs fast,
+// (bench/decide.cpp is the CUDA one.) One decision end to end (Engine::decide: encode, backbone prefill, joint head), exact vs fast,
 // on the public fixture model (BF16 and MXFP4) and on a larger random release written at start
 // by the synth code, at a few prompt lengths (the docs example with its state repeated).
-//   ninja -C build bench_decide && ./build/bench/bench_decide
+//   ninja -C build bench_decide_cpu && ./build/bench/bench_decide_cpu
 // Environment: STAVE_BENCH_PRESET (synth preset, default "tiny"; e.g. clef-flash-9b),
 // STAVE_BENCH_LAYERS (its layer count, default the preset's), STAVE_BENCH_THREADS (OpenMP
 // threads, default all), STAVE_FIXTURES (fixture folder).
