@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <thread>
+
+#include <omp.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -190,6 +193,29 @@ void run_alt(const std::string& format) {
   synth::synth_release(o);
   run_all(dir, data + "/cases", format, true);
   fs::remove_all(dir);
+}
+
+// EngineOptions::threads reaches the OpenMP team of whichever thread calls decide() (a server
+// worker, not only the thread that loaded the engine).
+TEST(DecideFast, ThreadsOptionAppliesToTheCallingThread) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  EngineOptions eo;
+  eo.model = test::fixture("public/model-bf16");
+  eo.threads = 1;
+  const int before = omp_get_max_threads();
+  const auto engine = Engine::load(eo);
+  omp_set_num_threads(before);  // leave the test process as it was
+  const std::string request = read_file(test::fixture("public/cases/000-docs-example/request.json"));
+  int seen = -1, untouched = -1;
+  std::thread worker([&] {
+    untouched = omp_get_max_threads();
+    engine->decide(request);
+    seen = omp_get_max_threads();
+    omp_set_num_threads(untouched);
+  });
+  worker.join();
+  if (untouched == 1) GTEST_SKIP() << "the default team is already one thread: nothing to observe";
+  EXPECT_EQ(seen, 1);
 }
 
 TEST(DecideFast, AltBf16FastMatchesExact) { run_alt("bf16"); }
