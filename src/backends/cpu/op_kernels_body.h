@@ -5,6 +5,8 @@
 // three copies never meet at link time. No standard-library templates here (see op_kernels.h).
 //
 // Not a normal header: no include guard on purpose.
+// <cmath> for INFINITY only: math calls are __builtin_*, so no inline std:: function is
+// compiled here under ISA flags (op_kernels.h says why).
 #include <cmath>
 #include <cstdint>
 
@@ -71,7 +73,7 @@ void rms_norm_rows(const float* x, int64_t rows, int64_t dim, const float* w, fl
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
-    const float inv = 1.0f / std::sqrt(static_cast<float>(sum_squares_f64(xr, dim) / static_cast<double>(dim)) + eps);
+    const float inv = 1.0f / __builtin_sqrtf(static_cast<float>(sum_squares_f64(xr, dim) / static_cast<double>(dim)) + eps);
 #pragma omp simd
     for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * (w[i] + w_offset);
   }
@@ -83,7 +85,7 @@ void gated_rms_norm_rows(const float* x, const float* z, int64_t rows, int64_t d
     const float* xr = x + r * dim;
     const float* zr = z + r * dim;
     float* yr = y + r * dim;
-    const float inv = static_cast<float>(1.0 / std::sqrt(sum_squares_f64(xr, dim) / static_cast<double>(dim) + eps));
+    const float inv = static_cast<float>(1.0 / __builtin_sqrt(sum_squares_f64(xr, dim) / static_cast<double>(dim) + eps));
 #pragma omp simd
     for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * inv) * (zr[i] * fast_sigmoid(zr[i]));
   }
@@ -147,7 +149,7 @@ void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rot
 
 // HF l2norm: x · rsqrt(Σx² + 1e-6) · post_scale.
 void l2_normalize(const float* x, int64_t d, float post_scale, float* y) {
-  const float inv = post_scale / std::sqrt(sum_squares(x, d) + 1e-6f);
+  const float inv = post_scale / __builtin_sqrtf(sum_squares(x, d) + 1e-6f);
 #pragma omp simd
   for (int64_t i = 0; i < d; ++i) y[i] = x[i] * inv;
 }
@@ -159,7 +161,7 @@ void gated_delta_head(const GatedDeltaDims& dims, const GatedDeltaInput& in, int
                       float* S, float* out, float* scratch) {
   const int64_t dk = dims.d_k, dv = dims.d_v, nv = dims.n_v_heads, C = chunk;
   const int64_t kh = h / (nv / dims.n_k_heads);
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  const float q_scale = 1.0f / __builtin_sqrtf(static_cast<float>(dk));
   float* Q = scratch;           // [C, dk]
   float* K = Q + C * dk;        // [C, dk]
   float* W = K + C * dk;        // [C, dk]
@@ -258,7 +260,7 @@ void gated_delta_recurrent_head(const GatedDeltaDims& dims, const GatedDeltaInpu
                                 float* out, float* scratch) {
   const int64_t dk = dims.d_k, dv = dims.d_v, nv = dims.n_v_heads;
   const int64_t kh = h / (nv / dims.n_k_heads);
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  const float q_scale = 1.0f / __builtin_sqrtf(static_cast<float>(dk));
   float* q = scratch;
   float* k = q + dk;
   float* e = k + dk;
