@@ -85,7 +85,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->backend = &cpu_backend(options.precision);
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
   impl->device_backbone = make_device_backbone(rel, options);
-  impl->head = std::make_unique<JointHead>(rel);
+  impl->head = std::make_unique<JointHead>(rel, *impl->backend);
   if (rel.config.vision.present) {
     impl->vision = std::make_unique<VisionTower>(rel.config, rel.weights, *impl->backend);
     impl->media_ids = media_token_ids(*impl->tokenizer, rel.config);

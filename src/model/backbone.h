@@ -28,6 +28,11 @@ struct EmbeddingOverride {
   const float* values = nullptr;  // hidden_size floats, owned by the caller
 };
 
+// Peak working memory of a prefill of L tokens: h [L, hidden] + one layer's state at a time
+// (layers run one after another over all chunks: full attention K and V [L, n_kv, head_dim]
+// each; Gated DeltaNet conv history + state [n_v, d_k, d_v]) + one chunk's activations
+// O(chunk_tokens × widest projection) + the ops' bounded scratch (src/backends/cpu/cpu_backend.h).
+// Nothing is L×L: attention walks keys in tiles with an online softmax.
 struct BackboneOptions {
   int64_t chunk_tokens = 256;  // tokens per layer step (a multiple of 64 keeps GDN chunks aligned)
 };

@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "ops/reference.h"
+
 namespace stave::ref {
 
 // Scores, the running max/sum and the weighted sum of values are kept in double and the output
@@ -54,6 +56,33 @@ void attention_causal(const AttentionShape& shape, const float* q, int64_t token
         float* o = out + (t * nq + h) * d;
         for (int64_t i = 0; i < d; ++i) o[i] = static_cast<float>(acc[i] / running_sum);
       }
+  }
+}
+
+void attention_dense(const AttentionShape& shape, const float* q, int64_t q_stride, int64_t q_rows, const float* k,
+                     const float* v, int64_t kv_stride, int64_t kv_rows, float* out, int64_t out_stride) {
+  const int64_t H = shape.n_q_heads, D = shape.head_dim, group = shape.n_q_heads / shape.n_kv_heads;
+#pragma omp parallel for collapse(2) schedule(static) if (q_rows * kv_rows * H * D > (1 << 16))
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t qi = 0; qi < q_rows; ++qi) {
+      std::vector<float> p(static_cast<size_t>(kv_rows));
+      const float* qr = q + qi * q_stride + h * D;
+      const int64_t kvh = h / group;
+      for (int64_t kj = 0; kj < kv_rows; ++kj) {
+        const float* kr = k + kj * kv_stride + kvh * D;
+        float acc = 0.0f;
+        for (int64_t d = 0; d < D; ++d) acc += qr[d] * kr[d];
+        p[kj] = acc * shape.scale;
+      }
+      softmax_inplace(p.data(), kv_rows);
+      float* o = out + qi * out_stride + h * D;
+      std::fill(o, o + D, 0.0f);
+      for (int64_t kj = 0; kj < kv_rows; ++kj) {
+        const float* vv = v + kj * kv_stride + kvh * D;
+        const float pw = p[kj];
+        for (int64_t d = 0; d < D; ++d) o[d] += pw * vv[d];
+      }
+    }
   }
 }
 
