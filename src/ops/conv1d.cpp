@@ -14,9 +14,11 @@ void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const 
     // Input of (possibly historical) token s, s in [-H, tokens).
     auto in = [&](int64_t s) { return s < 0 ? history[(H + s) * channels + c] : x[s * channels + c]; };
     for (int64_t t = 0; t < tokens; ++t) {
-      double acc = 0.0;  // double, rounded once (see gated_delta_net.cpp on precision)
-      for (int64_t j = 0; j < kernel; ++j) acc += static_cast<double>(w[j]) * in(t - H + j);
-      y[t * channels + c] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
+      // F.conv1d (depthwise): one FMA chain over the taps from 0 (a zero-padded tap adds +0,
+      // so a zero history equals torch's padding); then silu in fp32
+      float acc = 0.0f;
+      for (int64_t j = 0; j < kernel; ++j) acc = std::fma(w[j], in(t - H + j), acc);
+      y[t * channels + c] = acc / (1.0f + std::exp(-acc));
     }
     // New history: inputs of tokens tokens-H .. tokens-1 (read before overwriting: when
     // tokens < H the oldest entries come from the old history, which shifts left).

@@ -2,18 +2,17 @@
 
 #include <cmath>
 
+#include "ops/reference.h"
+
 namespace stave::ref {
 
-// Evaluated in double and rounded once, like the other reference ops of the text model.
+// fp32 as torch: act_fn(gate) * up, and attn_output * sigmoid(gate).
 void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = gate[i];
-    y[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = silu(gate[i]) * up[i];
 }
 
 void sigmoid_mul(float* x, const float* gate, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))));
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * sigmoid(gate[i]);
 }
 
 }  // namespace stave::ref
