@@ -120,7 +120,9 @@ std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<con
   std::vector<float> cos(static_cast<size_t>(L * half)), sin(static_cast<size_t>(L * half));
   ref::mrope_cos_sin(rope_, pt, ph, pw, L, cos.data(), sin.data());
 
-  const int64_t C = options_.chunk_tokens;
+  // The exact path runs the whole sequence in one step, as the reference does: where ATen's
+  // element-wise kernels switch between vector and scalar code depends on the whole tensor.
+  const int64_t C = &backend_ == &reference_backend() ? std::max<int64_t>(L, 1) : options_.chunk_tokens;
   for (const DecoderLayer& layer : layers_) {
     DecoderLayer::State state = layer.new_state(L);
     for (int64_t c0 = 0; c0 < L; c0 += C) {

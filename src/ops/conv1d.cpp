@@ -1,6 +1,8 @@
 #include "ops/conv1d.h"
 
 #include <cmath>
+
+#include "ops/torch_cpu_order.h"
 #include <vector>
 
 namespace stave::ref {
@@ -18,7 +20,8 @@ void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const 
       // so a zero history equals torch's padding); then silu in fp32
       float acc = 0.0f;
       for (int64_t j = 0; j < kernel; ++j) acc = std::fma(w[j], in(t - H + j), acc);
-      y[t * channels + c] = acc / (1.0f + std::exp(-acc));
+      // silu over the [channels, tokens] conv output: rows of `tokens` per channel
+      y[t * channels + c] = torch_order::silu(acc, torch_order::aten_vectorized(c * tokens + t, tokens, channels * tokens));
     }
     // New history: inputs of tokens tokens-H .. tokens-1 (read before overwriting: when
     // tokens < H the oldest entries come from the old history, which shifts left).

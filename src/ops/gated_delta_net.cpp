@@ -70,7 +70,7 @@ void gdn_gates(const float* a, const float* b, const float* A_log, const float* 
       const int64_t i = t * n_v + h;
       const float neg_a = -std::exp(A_log[h]);
       g[i] = neg_a * softplus(a[i] + dt_bias[h]);
-      beta[i] = sigmoid(b[i]);
+      beta[i] = torch_order::sigmoid(b[i], torch_order::aten_vectorized(i, tokens * n_v, tokens * n_v));
     }
 }
 
@@ -193,7 +193,8 @@ void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, c
     float* yr = y + r * dim;
     const float mean = torch_order::row_sum_squares(xr, dim) / static_cast<float>(dim);
     const float inv = 1.0f / std::sqrt(mean + eps);
-    for (int64_t i = 0; i < dim; ++i) yr[i] = (w[i] * (xr[i] * inv)) * silu(zr[i]);
+    for (int64_t i = 0; i < dim; ++i)
+      yr[i] = (w[i] * (xr[i] * inv)) * torch_order::silu(zr[i], torch_order::aten_vectorized(r * dim + i, rows * dim, rows * dim));
   }
 }
 

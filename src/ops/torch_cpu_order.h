@@ -59,6 +59,60 @@ inline float lane_tree_sum(const float* x, int64_t n) {
   return acc[0];
 }
 
+// SLEEF's expf (u10, FMA build), which ATen's AVX2 Vectorized<float>::exp() calls: the kernels
+// of sigmoid and silu use it for the elements their vectorized loop covers.
+inline float sleef_expf(float d) {
+  auto pow2i = [](int q) {
+    const int32_t bits = (q + 0x7f) << 23;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+  };
+  const float R_LN2f = 1.442695040888963407359924681001892137426645954152985934135449406931f;
+  const float L2Uf = 0.693145751953125f, L2Lf = 1.428606765330187045e-06f;
+  const int q = static_cast<int>(std::nearbyint(d * R_LN2f));
+  float s = std::fma(static_cast<float>(q), -L2Uf, d);
+  s = std::fma(static_cast<float>(q), -L2Lf, s);
+  float u = 0.000198527617612853646278381f;
+  u = std::fma(u, s, 0.00139304355252534151077271f);
+  u = std::fma(u, s, 0.00833336077630519866943359f);
+  u = std::fma(u, s, 0.0416664853692054748535156f);
+  u = std::fma(u, s, 0.166666671633720397949219f);
+  u = std::fma(u, s, 0.5f);
+  u = 1.0f + std::fma(s * s, u, s);
+  u = u * pow2i(q >> 1) * pow2i(q - (q >> 1));
+  if (d < -104.0f) u = 0.0f;
+  if (d > 100.0f) u = HUGE_VALF;
+  return u;
+}
+
+// Whether ATen's element-wise loop computes element `f` of an iteration of `numel` elements in
+// rows of `row_len` contiguous floats with its vector code (else with the scalar std:: code):
+// at::parallel_for cuts [0, numel) into ⌈numel / ⌈numel / 32768⌉⌉-sized ranges (16 threads on
+// the reference machine, grain 32768), each range runs row segment by row segment, and
+// vectorized_loop covers a segment in steps of 16 (two AVX2 vectors), leaving the rest scalar.
+inline bool aten_vectorized(int64_t f, int64_t row_len, int64_t numel) {
+  constexpr int64_t kGrain = 32768, kThreads = 16, kStep = 16;
+  int64_t begin = 0, end = numel;
+  if (numel > kGrain) {
+    const int64_t tasks = std::min<int64_t>(kThreads, (numel + kGrain - 1) / kGrain);
+    const int64_t chunk = (numel + tasks - 1) / tasks;
+    begin = f / chunk * chunk;
+    end = std::min(numel, begin + chunk);
+  }
+  const int64_t row = f / row_len;
+  const int64_t seg_begin = std::max(begin, row * row_len), seg_end = std::min(end, (row + 1) * row_len);
+  const int64_t len = seg_end - seg_begin;
+  return f - seg_begin < len - len % kStep;
+}
+
+// torch.sigmoid / F.silu on fp32 CPU: 1 / (1 + exp(−x)) and x / (1 + exp(−x)), with SLEEF's exp
+// where the kernel is vectorized and libm's where it is not (see aten_vectorized).
+inline float sigmoid(float x, bool vectorized) {
+  return 1.0f / (1.0f + (vectorized ? sleef_expf(-x) : std::exp(-x)));
+}
+inline float silu(float x, bool vectorized) { return x / (1.0f + (vectorized ? sleef_expf(-x) : std::exp(-x))); }
+
 // ---- implementation
 
 namespace detail {
