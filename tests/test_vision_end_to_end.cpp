@@ -13,7 +13,6 @@
 
 #include <gtest/gtest.h>
 
-#if __has_include("model/backbone.h")
 #include "io/release.h"
 #include "io/safetensors.h"
 #include "model/backbone.h"
@@ -147,9 +146,3 @@ TEST(VisionEndToEnd, AltMxfp4MatchesReferenceHiddenStates) {
 
 }  // namespace
 }  // namespace stave
-
-#else
-
-TEST(VisionEndToEnd, NeedsBackbone) { GTEST_SKIP() << "src/model/backbone.h is not on this branch yet"; }
-
-#endif

@@ -63,7 +63,7 @@ Backbone::Backbone(const ModelConfig& config, const TensorStore& weights, const 
                    BackboneOptions options)
     : config_(config.text), backend_(backend), options_(options) {
   check_text_config(config_);
-  if (options_.chunk_tokens <= 0) throw Error(ErrorKind::kInternal, "BackboneOptions.chunk_tokens must be positive");
+  if (options_.chunk_tokens < 0) throw Error(ErrorKind::kInternal, "BackboneOptions.chunk_tokens must not be negative");
   rope_ = rope_spec(config_);
   const bool w4a4 = quark_quantizes_activations(config);
   // The embedding is a table, never quantized as an input; bind it like a linear to read rows.
@@ -122,7 +122,8 @@ std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<con
 
   // The exact path runs the whole sequence in one step, as the reference does: where ATen's
   // element-wise kernels switch between vector and scalar code depends on the whole tensor.
-  const int64_t C = &backend_ == &reference_backend() ? std::max<int64_t>(L, 1) : options_.chunk_tokens;
+  int64_t C = options_.chunk_tokens;
+  if (C == 0) C = &backend_ == &reference_backend() ? L : BackboneOptions::kDefaultChunkTokens;
   for (const DecoderLayer& layer : layers_) {
     DecoderLayer::State state = layer.new_state(L);
     for (int64_t c0 = 0; c0 < L; c0 += C) {

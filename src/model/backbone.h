@@ -29,7 +29,11 @@ struct EmbeddingOverride {
 };
 
 struct BackboneOptions {
-  int64_t chunk_tokens = 256;  // tokens per layer step (a multiple of 64 keeps GDN chunks aligned)
+  // Tokens per layer step (a multiple of 64 keeps GDN chunks aligned). 0: the whole sequence in
+  // one step on the reference backend (the exact path rounds like the reference only then, see
+  // docs/numerics.md) and kDefaultChunkTokens on the others.
+  int64_t chunk_tokens = 0;
+  static constexpr int64_t kDefaultChunkTokens = 256;
 };
 
 class Backbone {
