@@ -178,14 +178,15 @@ TEST(Backbone, ChunkSizeDoesNotChangeTheResult) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   auto release = open_release(test::fixture("public/model-bf16"));
   // 200 tokens: several GDN chunks of 64; chunk 1 is the per-token (decode-like) path. The
-  // results differ only by rounding (amplified by this model as explained above); a state not
-  // carried across chunks would differ by O(1).
+  // results differ only by rounding (other chunk boundaries round differently, amplified by this
+  // model as explained above: observed ≤ 1e-3); a state not carried across chunks would differ
+  // by O(1).
   const auto ids = some_ids(200, release->config.text.vocab_size);
   const std::vector<float> whole = Backbone(*release, reference_backend(), {1024}).forward(ids);
   for (int64_t chunk : {128, 64, 100, 37, 1}) {
     SCOPED_TRACE(chunk);
     const std::vector<float> h = Backbone(*release, reference_backend(), {chunk}).forward(ids);
-    EXPECT_LE(max_abs_diff(h, whole), 1e-4f);
+    EXPECT_LE(max_abs_diff(h, whole), 5e-3f);
   }
 }
 

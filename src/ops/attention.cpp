@@ -19,8 +19,7 @@ void attention_causal(const AttentionShape& shape, const float* q, int64_t token
   const int64_t nq = shape.n_q_heads, nkv = shape.n_kv_heads, d = shape.head_dim;
   const int64_t group = nq / nkv;
   const int64_t kv_stride = nkv * d;
-  // The Python scalar head_dim ** -0.5, rounded to fp32 when it multiplies the fp32 scores.
-  const float scale = static_cast<float>(std::pow(static_cast<double>(d), -0.5));
+  const float scale = shape.scale;
   const int64_t work = tokens * (q_pos0 + tokens) * nq * d;
 #pragma omp parallel if (work >= (int64_t{1} << 22))
   {

@@ -69,8 +69,9 @@ void gdn_gates(const float* a, const float* b, const float* A_log, const float* 
     for (int64_t h = 0; h < n_v; ++h) {
       const int64_t i = t * n_v + h;
       const float neg_a = -std::exp(A_log[h]);
-      g[i] = neg_a * softplus(a[i] + dt_bias[h]);
-      beta[i] = torch_order::sigmoid(b[i], torch_order::aten_vectorized(i, tokens * n_v, tokens * n_v));
+      const bool vec = torch_order::aten_vectorized(i, tokens * n_v, tokens * n_v);
+      g[i] = neg_a * torch_order::softplus(a[i] + dt_bias[h], vec);
+      beta[i] = torch_order::sigmoid(b[i], vec);
     }
 }
 
