@@ -12,6 +12,7 @@
 #include "decide/answers.h"
 #include "decide/encoder.h"
 #include "decide/request.h"
+#include "engine/device_backbone.h"
 #include "io/checksums.h"
 #include "io/release.h"
 #include "model/backbone.h"
@@ -45,6 +46,7 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   const Backend* backend = nullptr;
   std::unique_ptr<Backbone> backbone;
+  std::shared_ptr<DeviceForward> device_backbone;  // set when options.device is not "cpu"
   std::unique_ptr<JointHead> head;
   std::unique_ptr<VisionTower> vision;
   MediaTokenIds media_ids;
@@ -73,6 +75,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
   impl->backend = &cpu_backend(options.precision);
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
+  impl->device_backbone = make_device_backbone(rel, options);
   impl->head = std::make_unique<JointHead>(rel);
   if (rel.config.vision.present) {
     impl->vision = std::make_unique<VisionTower>(rel.config, rel.weights, *impl->backend);
@@ -155,7 +158,9 @@ Decision Engine::decide(std::string_view request_json, const DecideOptions& opti
 
   // 3. Backbone prefill and the joint head.
   const auto tb = Clock::now();
-  const std::vector<float> hidden = m.backbone->forward(enc.input_ids, positions, overrides);
+  const std::vector<float> hidden = m.device_backbone
+                                        ? (*m.device_backbone)(enc.input_ids, positions, overrides)
+                                        : m.backbone->forward(enc.input_ids, positions, overrides);
   out.timings.backbone_ms = ms_since(tb);
   const auto th = Clock::now();
   const auto logits = m.head->forward(hidden.data(), L, enc.input_ids, enc.questions);
