@@ -199,8 +199,11 @@ TEST(CpuBackendOps, GatedDeltaRuleChunked) {
       std::vector<float> s0 = p.state0, s1 = p.state0, o0(out_n), o1(out_n);
       exact().gated_delta_rule(p.dims, p.input(), s0.data(), o0.data());
       fast().gated_delta_rule(p.dims, p.input(), s1.data(), o1.data());
-      EXPECT_LE(scaled_diff(o1, o0), 2e-5);
-      EXPECT_LE(scaled_diff(s1, s0), 2e-5);
+      // The exact rule is fp32 in torch's op order (docs/numerics.md: cumsum, exp of decay
+      // differences, MKL-ordered triangular solve), no longer double: both sides now carry fp32
+      // rounding through up to 4 chunks, measured up to 2.6e-5 of the largest value.
+      EXPECT_LE(scaled_diff(o1, o0), 5e-5);
+      EXPECT_LE(scaled_diff(s1, s0), 5e-5);
     }
 }
 
