@@ -14,36 +14,13 @@ namespace stave {
 namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
+using ::stave::test::same_within_one_unit;
 
 struct CaseResult {
   double max_logit_diff = 0;
   bool response_equal = true;      // identical, every number included
   bool response_within = true;     // identical but for 4-decimal numbers one unit apart
 };
-
-// The fixtures' rule: responses are identical after 4-decimal rounding, except where a value
-// sits at a rounding edge, where a logit difference far below 1e-4 can move the rounded value
-// by one unit (0.0001). Everything else (keys, order, strings, choices) must be identical.
-bool same_within_one_unit(const ojson& a, const ojson& b) {
-  if (a.type() != b.type()) {
-    if (a.is_number() && b.is_number()) return std::fabs(a.get<double>() - b.get<double>()) <= 1.0001e-4;
-    return false;
-  }
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib)
-      if (ia.key() != ib.key() || !same_within_one_unit(ia.value(), ib.value())) return false;
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!same_within_one_unit(a[i], b[i])) return false;
-    return true;
-  }
-  if (a.is_number_float()) return std::fabs(a.get<double>() - b.get<double>()) <= 1.0001e-4;
-  return a == b;
-}
 
 // Runs one case folder (request.json + expected-<variant>.json) on `engine`.
 CaseResult run_case(const Engine& engine, const std::string& dir, const std::string& variant) {

@@ -28,6 +28,7 @@ namespace stave::server {
 namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
+using ::stave::test::same_within_one_unit;
 using namespace std::chrono_literals;
 
 // A gate that blocking jobs wait on, so tests fill the admission queue deterministically.
@@ -183,29 +184,6 @@ class LiveServer {
   std::thread thread_;
   int port_ = 0;
 };
-
-// The fixtures' rule (tests/test_decide_fixtures.cpp): identical after 4-decimal rounding, but
-// a value at a rounding edge may be one unit (1e-4) off.
-bool same_within_one_unit(const ojson& a, const ojson& b) {
-  if (a.type() != b.type()) {
-    if (a.is_number() && b.is_number()) return std::fabs(a.get<double>() - b.get<double>()) <= 1.0001e-4;
-    return false;
-  }
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib)
-      if (ia.key() != ib.key() || !same_within_one_unit(ia.value(), ib.value())) return false;
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!same_within_one_unit(a[i], b[i])) return false;
-    return true;
-  }
-  if (a.is_number_float()) return std::fabs(a.get<double>() - b.get<double>()) <= 1.0001e-4;
-  return a == b;
-}
 
 // The body the server sends minus its two usage extras, which it must carry.
 std::string strip_usage_extras(const std::string& body, int64_t* truncated) {

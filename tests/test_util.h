@@ -1,5 +1,6 @@
 // Helpers shared by the tests: where the reference fixtures are, and small readers.
 #pragma once
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -10,6 +11,30 @@
 #include "util/mapped_file.h"
 
 namespace stave::test {
+
+// The fixtures' rule: responses are identical after 4-decimal rounding, except where a value
+// sits at a rounding edge, where a logit difference far below 1e-4 can move the rounded value
+// by one unit (0.0001). Everything else (keys, order, strings, choices) must be identical.
+inline bool same_within_one_unit(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b) {
+  if (a.type() != b.type()) {
+    if (a.is_number() && b.is_number()) return std::fabs(a.get<double>() - b.get<double>()) <= 1.0001e-4;
+    return false;
+  }
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib)
+      if (ia.key() != ib.key() || !same_within_one_unit(ia.value(), ib.value())) return false;
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_within_one_unit(a[i], b[i])) return false;
+    return true;
+  }
+  if (a.is_number_float()) return std::fabs(a.get<double>() - b.get<double>()) <= 1.0001e-4;
+  return a == b;
+}
 
 // ../shared/fixtures next to the checkout, or $STAVE_FIXTURES.
 inline std::string fixtures_dir() {
