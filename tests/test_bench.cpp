@@ -23,7 +23,7 @@ TEST(BenchRequest, EncodedLengthIsExactlyTheTarget) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
   auto tok = Tokenizer::from_file(test::fixture("public/model-bf16/tokenizer.json"));
   for (int questions : {1, 3, 7}) {
-    for (int64_t target : {int64_t{128}, int64_t{129}, int64_t{333}, int64_t{512}, int64_t{2048}, int64_t{8192}}) {
+    for (int64_t target : {int64_t{400}, int64_t{401}, int64_t{512}, int64_t{777}, int64_t{2048}, int64_t{8192}}) {
       bench::SyntheticRequestSpec spec{target, questions, std::nullopt};
       int calls = 0;
       auto r = bench::synthesize_request(spec, [&](const std::string& j) {

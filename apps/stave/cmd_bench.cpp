@@ -11,7 +11,7 @@ namespace {
 
 Register reg{{"bench", "Time decisions on synthetic requests of exact token lengths (like llama-bench -p)", [](CLI::App& sub) {
                 auto o = std::make_shared<bench::BenchOptions>();
-                auto tokens = std::make_shared<std::string>("128,512,2048");
+                auto tokens = std::make_shared<std::string>("256,512,2048");
                 auto precision = std::make_shared<std::string>("fast");
                 auto image = std::make_shared<std::string>();
                 auto json_out = std::make_shared<std::string>();

@@ -17,8 +17,8 @@ namespace stave::bench {
 
 struct BenchOptions {
   std::string model;
-  std::vector<int64_t> prompt_tokens{128, 512, 2048};
-  int questions = 3;
+  std::vector<int64_t> prompt_tokens{256, 512, 2048};
+  int questions = 1;  // the Clef prompt with one question is 137 tokens: the shortest request
   int repeat = 5;
   int warmup = 1;
   int threads = 0;  // 0: all cores

@@ -83,7 +83,8 @@ std::string state_text(int64_t words) {
 std::string request_json(const SyntheticRequestSpec& spec, const std::string& state) {
   ojson questions = ojson::object();
   for (int i = 0; i < spec.questions; ++i) {
-    const std::string id = "q" + std::to_string(i + 1);
+    std::string id = "q";
+    id += std::to_string(i + 1);  // (not "q" + ...: a GCC 12 -Wrestrict false positive)
     switch (i % 3) {
       case 0:
         questions[id] = {{"type", "noul"}, {"instructions", "Is this request urgent?"}};
@@ -112,10 +113,10 @@ SyntheticRequest synthesize_request(const SyntheticRequestSpec& spec, const Enco
   SyntheticRequest out;
   out.fixed_tokens = measure(request_json(spec, ""));
   if (spec.tokens < out.fixed_tokens)
-    throw Error(ErrorKind::kInvalidRequest, "--prompt-tokens " + std::to_string(spec.tokens) + " is below the " +
-                                                std::to_string(out.fixed_tokens) + " tokens that the prompt, " +
-                                                std::to_string(spec.questions) +
-                                                " question(s) and the image take with an empty state");
+    throw Error(ErrorKind::kInvalidRequest,
+                "--prompt-tokens " + std::to_string(spec.tokens) + " is below the " + std::to_string(out.fixed_tokens) +
+                    " tokens that the Clef prompt with " + std::to_string(spec.questions) + " question(s)" +
+                    (spec.image ? " and the image" : "") + " takes with an empty state");
   const int64_t want = spec.tokens - out.fixed_tokens;
   // The state is tokenized on its own (clef-decision.md §4), so lengths add up: grow or cut the
   // word count by the remaining difference; if a step overshoots both ways, fall back to +1/-1.
