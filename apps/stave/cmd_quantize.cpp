@@ -4,6 +4,7 @@
 
 #include "command.h"
 #include "quant/awq.h"
+#include "quant/awq_release.h"
 #include "quant/calibration.h"
 #include "quant/quantize_release.h"
 #include "quant/quark_config.h"
@@ -64,17 +65,29 @@ Register reg{{"quantize", "Quantize a BF16 release to Quark MXFP4 (every languag
                                               : ProgressBar::Mode::kAuto;
                   if (!a->awq && (!a->calib.empty() || a->awq_search != "w4a4"))
                     throw Error(ErrorKind::kInvalidRequest, "--calib and --awq-search need --awq");
+                  quant::AwqReleaseResult awq;
                   if (a->awq) {
                     if (a->calib.empty()) throw Error(ErrorKind::kInvalidRequest, "--awq needs --calib FILE.txt|FILE.jsonl");
                     if (a->awq_search != "w4a4" && a->awq_search != "w4a16")
                       throw Error(ErrorKind::kInvalidRequest,
                                   "--awq-search must be w4a4 or w4a16, not \"" + a->awq_search + "\"");
-                    // The AWQ algorithm (quant::compute_awq) takes each layer's MLP inputs from an
-                    // MlpInputSource; the source that runs the BF16 backbone on the calibration
-                    // tokens needs the backbone forward and the tokenizer, not in this build yet.
-                    throw Error(ErrorKind::kUnsupported,
-                                "--awq is not available in this build yet: it needs the Qwen3.5 backbone forward "
-                                "(to capture each layer's MLP inputs on the calibration text) and the tokenizer");
+                    quant::AwqReleaseOptions ao;
+                    ao.in_dir = o.in_dir;
+                    ao.exclude = o.exclude;
+                    ao.calib_path = a->calib;
+                    ao.calibration = a->calib_options;
+                    ao.awq.scale_mode = o.scale_mode;
+                    ao.awq.quantize_inputs = a->awq_search == "w4a4";
+                    std::cerr << "AWQ: calibrating on " << a->calib << " (up to " << a->calib_options.samples
+                              << " samples of " << a->calib_options.seq_len << " tokens)" << std::endl;
+                    awq = quant::awq_release(ao);
+                    std::cerr << "AWQ: " << awq.calibration_samples << " samples, " << awq.calibration_tokens
+                              << " tokens\n  layer  ratio(gate,up)  mse plain -> best   ratio(down)  mse plain -> best\n";
+                    for (const auto& l : awq.layers)
+                      std::cerr << "  " << l.layer << "  " << l.ratio_gate_up << "  " << l.loss_gate_up_plain << " -> "
+                                << l.loss_gate_up_best << "  " << l.ratio_down << "  " << l.loss_down_plain << " -> "
+                                << l.loss_down_best << "\n";
+                    o.edits = &awq.edits;
                   }
                   quant::QuantizeSummary s = quant::quantize_release(o);
                   std::cout << "quantized " << s.quantized.size() << " linears to MXFP4 (scale mode " << a->scale_mode

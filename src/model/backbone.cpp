@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/tensor_names.h"
+#include "quant/quark_config.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
 
@@ -65,11 +66,15 @@ Backbone::Backbone(const ModelConfig& config, const TensorStore& weights, const 
   check_text_config(config_);
   if (options_.chunk_tokens <= 0) throw Error(ErrorKind::kInternal, "BackboneOptions.chunk_tokens must be positive");
   rope_ = rope_spec(config_);
-  const bool w4a4 = quark_quantizes_activations(config);
+  // Which linears are MXFP4 and which quantize their input comes from quantization_config,
+  // resolved per layer (exclude, layer_quant_config, layer_type_quant_config, global); a
+  // checkpoint stored otherwise than its config says is refused here, naming the tensor.
+  const std::optional<quant::QuantPlan> plan = quant::QuantPlan::from_model_config(config);
+  if (plan) plan->check_against(weights);
   // The embedding is a table, never quantized as an input; bind it like a linear to read rows.
   embed_tokens_ = bind_linear(weights, kTextPrefix + "embed_tokens", config_.vocab_size, config_.hidden_size, false);
   layers_.reserve(static_cast<size_t>(config_.num_hidden_layers));
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) layers_.emplace_back(weights, config_, l, w4a4);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) layers_.emplace_back(weights, config_, l, plan ? &*plan : nullptr);
   final_norm_ = read_f32(weights, kTextPrefix + "norm.weight", config_.hidden_size);
 }
 
@@ -95,12 +100,21 @@ std::vector<float> Backbone::embed(std::span<const int32_t> ids, std::span<const
 
 std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
                                      std::span<const EmbeddingOverride> overrides) const {
-  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size;
+  Sequence seq = start(ids, positions, overrides);
+  for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
+  return finish(seq);
+}
+
+Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                                   std::span<const EmbeddingOverride> overrides) const {
+  const int64_t L = static_cast<int64_t>(ids.size());
   if (!positions.empty() && static_cast<int64_t>(positions.size()) != 3 * L)
     throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(positions.size()) +
                                           " values, expected 3 × " + std::to_string(L));
-  std::vector<float> h = embed(ids, overrides);
-  if (L == 0) return h;
+  Sequence seq;
+  seq.tokens = L;
+  seq.h = embed(ids, overrides);
+  if (L == 0) return seq;
 
   // RoPE angles of every position, shared by all full-attention layers: O(L × rotary_dim).
   // Computed with the reference formula on every backend: the fp32 angles are part of the
@@ -117,24 +131,36 @@ std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<con
     pw = ph + L;
   }
   const int64_t half = rope_.half();
-  std::vector<float> cos(static_cast<size_t>(L * half)), sin(static_cast<size_t>(L * half));
-  ref::mrope_cos_sin(rope_, pt, ph, pw, L, cos.data(), sin.data());
+  seq.cos.resize(static_cast<size_t>(L * half));
+  seq.sin.resize(static_cast<size_t>(L * half));
+  ref::mrope_cos_sin(rope_, pt, ph, pw, L, seq.cos.data(), seq.sin.data());
+  return seq;
+}
 
-  const int64_t C = options_.chunk_tokens;
-  for (const DecoderLayer& layer : layers_) {
-    DecoderLayer::State state = layer.new_state(L);
-    for (int64_t c0 = 0; c0 < L; c0 += C) {
-      TokenChunk chunk;
-      chunk.begin = c0;
-      chunk.tokens = std::min(C, L - c0);
-      chunk.rope_cos = cos.data() + c0 * half;
-      chunk.rope_sin = sin.data() + c0 * half;
-      layer.forward(backend_, h.data() + c0 * H, chunk, state);
-    }
+void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpInputObserver* mlp_input) const {
+  if (index < 0 || index >= num_layers())
+    throw Error(ErrorKind::kInternal, "layer " + std::to_string(index) + " is outside the model's " +
+                                          std::to_string(num_layers()) + " layers");
+  const int64_t L = seq.tokens, H = config_.hidden_size, C = options_.chunk_tokens, half = rope_.half();
+  if (L == 0) return;
+  const DecoderLayer& layer = layers_[static_cast<size_t>(index)];
+  DecoderLayer::State state = layer.new_state(L);
+  for (int64_t c0 = 0; c0 < L; c0 += C) {
+    TokenChunk chunk;
+    chunk.begin = c0;
+    chunk.tokens = std::min(C, L - c0);
+    chunk.rope_cos = seq.cos.data() + c0 * half;
+    chunk.rope_sin = seq.sin.data() + c0 * half;
+    layer.forward(backend_, seq.h.data() + c0 * H, chunk, state, mlp_input);
   }
-  backend_.rms_norm_zero_centered(h.data(), L, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
-                                  h.data());
-  return h;
+}
+
+std::vector<float> Backbone::finish(Sequence& seq) const {
+  const int64_t H = config_.hidden_size;
+  if (seq.tokens > 0)
+    backend_.rms_norm_zero_centered(seq.h.data(), seq.tokens, H, final_norm_.data(),
+                                    static_cast<float>(config_.rms_norm_eps), seq.h.data());
+  return std::move(seq.h);
 }
 
 }  // namespace stave

@@ -50,6 +50,20 @@ class Backbone {
   std::vector<float> forward(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
                              std::span<const EmbeddingOverride> overrides = {}) const;
 
+  // Layer-by-layer stepping, for work that needs every sequence at one layer before the next
+  // (AWQ calibration). forward() is start(), run_layer() for each layer, finish().
+  struct Sequence {
+    int64_t tokens = 0;
+    std::vector<float> h;         // residual stream [tokens, hidden]
+    std::vector<float> cos, sin;  // RoPE tables [tokens, rotary_dim / 2]
+  };
+  Sequence start(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
+                 std::span<const EmbeddingOverride> overrides = {}) const;
+  void run_layer(int64_t layer, Sequence& seq, const DecoderLayer::MlpInputObserver* mlp_input = nullptr) const;
+  // Applies the final norm; returns the hidden states (seq.h, moved out).
+  std::vector<float> finish(Sequence& seq) const;
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+
  private:
   std::vector<float> embed(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides) const;
 

@@ -15,18 +15,18 @@ void add_inplace(float* h, const float* y, int64_t n) {
 
 }  // namespace
 
-DecoderLayer::DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index, bool w4a4)
+DecoderLayer::DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index, const quant::QuantPlan* plan)
     : type_(config.layer_types.at(static_cast<size_t>(index))),
       hidden_(config.hidden_size),
       eps_(static_cast<float>(config.rms_norm_eps)),
-      mlp_(store, layer_prefix(index) + "mlp.", config, w4a4) {
+      mlp_(store, layer_prefix(index) + "mlp.", config, plan) {
   const std::string p = layer_prefix(index);
   input_norm_ = read_f32(store, p + "input_layernorm.weight", hidden_);
   post_norm_ = read_f32(store, p + "post_attention_layernorm.weight", hidden_);
   if (type_ == LayerType::kLinearAttention)
-    deltanet_ = std::make_unique<GatedDeltaNetLayer>(store, p + "linear_attn.", config, w4a4);
+    deltanet_ = std::make_unique<GatedDeltaNetLayer>(store, p + "linear_attn.", config, plan);
   else
-    attention_ = std::make_unique<FullAttentionLayer>(store, p + "self_attn.", config, w4a4);
+    attention_ = std::make_unique<FullAttentionLayer>(store, p + "self_attn.", config, plan);
 }
 
 DecoderLayer::State DecoderLayer::new_state(int64_t max_tokens) const {
@@ -36,7 +36,8 @@ DecoderLayer::State DecoderLayer::new_state(int64_t max_tokens) const {
   return s;
 }
 
-void DecoderLayer::forward(const Backend& backend, float* h, const TokenChunk& chunk, State& state) const {
+void DecoderLayer::forward(const Backend& backend, float* h, const TokenChunk& chunk, State& state,
+                           const MlpInputObserver* mlp_input) const {
   const int64_t n = chunk.tokens * hidden_;
   std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
 
@@ -48,6 +49,7 @@ void DecoderLayer::forward(const Backend& backend, float* h, const TokenChunk& c
   add_inplace(h, y.data(), n);
 
   backend.rms_norm_zero_centered(h, chunk.tokens, hidden_, post_norm_.data(), eps_, x.data());
+  if (mlp_input && *mlp_input) (*mlp_input)(x.data(), chunk.tokens);
   mlp_.forward(backend, x.data(), chunk.tokens, y.data());
   add_inplace(h, y.data(), n);
 }

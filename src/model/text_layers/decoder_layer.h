@@ -2,6 +2,7 @@
 //   h += mixer(NormZC(h; input_layernorm));  h += mlp(NormZC(h; post_attention_layernorm))
 // where the mixer is a Gated DeltaNet or a gated full attention, by layer type.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -15,6 +16,9 @@
 #include "ops/backend.h"
 
 namespace stave {
+namespace quant {
+class QuantPlan;
+}
 
 class DecoderLayer {
  public:
@@ -24,13 +28,18 @@ class DecoderLayer {
   };
 
   // index: the layer number L (names "model.language_model.layers.L.*").
-  DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index, bool w4a4);
+  DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index, const quant::QuantPlan* plan);
 
   LayerType type() const { return type_; }
   State new_state(int64_t max_tokens) const;
 
+  // Sees the MLP's input (the post_attention_layernorm output) [tokens, hidden] of a chunk;
+  // AWQ calibration collects it (src/quant/awq_backbone_source.h).
+  using MlpInputObserver = std::function<void(const float* x, int64_t tokens)>;
+
   // h: the residual stream rows of chunk's tokens [chunk.tokens, hidden], updated in place.
-  void forward(const Backend& backend, float* h, const TokenChunk& chunk, State& state) const;
+  void forward(const Backend& backend, float* h, const TokenChunk& chunk, State& state,
+               const MlpInputObserver* mlp_input = nullptr) const;
 
  private:
   LayerType type_;

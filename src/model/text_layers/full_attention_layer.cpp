@@ -8,7 +8,7 @@
 namespace stave {
 
 FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
-                                       bool w4a4) {
+                                       const quant::QuantPlan* plan) {
   const int64_t H = config.hidden_size, d = config.head_dim;
   const int64_t nq = config.num_attention_heads, nkv = config.num_key_value_heads;
   if (nkv <= 0 || nq % nkv != 0)
@@ -17,10 +17,10 @@ FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const std::stri
   shape_ = {nq, nkv, d, 1.0f / std::sqrt(static_cast<float>(d))};
   rotary_dim_ = config.rotary_dim();
   eps_ = static_cast<float>(config.rms_norm_eps);
-  q_proj_ = bind_linear(store, prefix + "q_proj", 2 * nq * d, H, w4a4);
-  k_proj_ = bind_linear(store, prefix + "k_proj", nkv * d, H, w4a4);
-  v_proj_ = bind_linear(store, prefix + "v_proj", nkv * d, H, w4a4);
-  o_proj_ = bind_linear(store, prefix + "o_proj", H, nq * d, w4a4);
+  q_proj_ = bind_linear(store, prefix + "q_proj", 2 * nq * d, H, plan);
+  k_proj_ = bind_linear(store, prefix + "k_proj", nkv * d, H, plan);
+  v_proj_ = bind_linear(store, prefix + "v_proj", nkv * d, H, plan);
+  o_proj_ = bind_linear(store, prefix + "o_proj", H, nq * d, plan);
   q_norm_ = read_f32(store, prefix + "q_norm.weight", d);
   k_norm_ = read_f32(store, prefix + "k_norm.weight", d);
 }

@@ -12,6 +12,9 @@
 #include "ops/backend.h"
 
 namespace stave {
+namespace quant {
+class QuantPlan;
+}
 
 class FullAttentionLayer {
  public:
@@ -23,7 +26,7 @@ class FullAttentionLayer {
   };
 
   // prefix: "model.language_model.layers.L.self_attn."
-  FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config, bool w4a4);
+  FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan);
 
   // A cache for sequences of up to max_tokens tokens.
   State new_state(int64_t max_tokens) const;

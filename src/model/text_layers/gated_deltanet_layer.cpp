@@ -3,7 +3,7 @@
 namespace stave {
 
 GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
-                                       bool w4a4) {
+                                       const quant::QuantPlan* plan) {
   dims_ = {config.linear_num_key_heads, config.linear_num_value_heads, config.linear_key_head_dim,
            config.linear_value_head_dim};
   key_dim_ = config.linear_key_dim();
@@ -12,11 +12,11 @@ GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const std::stri
   kernel_ = config.linear_conv_kernel_dim;
   eps_ = static_cast<float>(config.rms_norm_eps);
   const int64_t H = config.hidden_size, nv = dims_.n_v_heads;
-  in_proj_qkv_ = bind_linear(store, prefix + "in_proj_qkv", conv_dim_, H, w4a4);
-  in_proj_z_ = bind_linear(store, prefix + "in_proj_z", value_dim_, H, w4a4);
-  in_proj_b_ = bind_linear(store, prefix + "in_proj_b", nv, H, w4a4);
-  in_proj_a_ = bind_linear(store, prefix + "in_proj_a", nv, H, w4a4);
-  out_proj_ = bind_linear(store, prefix + "out_proj", H, value_dim_, w4a4);
+  in_proj_qkv_ = bind_linear(store, prefix + "in_proj_qkv", conv_dim_, H, plan);
+  in_proj_z_ = bind_linear(store, prefix + "in_proj_z", value_dim_, H, plan);
+  in_proj_b_ = bind_linear(store, prefix + "in_proj_b", nv, H, plan);
+  in_proj_a_ = bind_linear(store, prefix + "in_proj_a", nv, H, plan);
+  out_proj_ = bind_linear(store, prefix + "out_proj", H, value_dim_, plan);
   conv_weight_ = read_f32(store, prefix + "conv1d.weight", conv_dim_ * kernel_);
   // A_log and norm.weight are F32 in the checkpoint; the fp32 reference keeps them as stored.
   A_log_ = read_f32(store, prefix + "A_log", nv);

@@ -12,6 +12,9 @@
 #include "ops/backend.h"
 
 namespace stave {
+namespace quant {
+class QuantPlan;
+}
 
 class GatedDeltaNetLayer {
  public:
@@ -22,7 +25,7 @@ class GatedDeltaNetLayer {
   };
 
   // prefix: "model.language_model.layers.L.linear_attn."
-  GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config, bool w4a4);
+  GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan);
 
   State new_state() const;
 

@@ -4,12 +4,12 @@
 
 namespace stave {
 
-SwiGluMlp::SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, bool w4a4)
+SwiGluMlp::SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan)
     : intermediate_(config.intermediate_size) {
   const int64_t H = config.hidden_size, I = config.intermediate_size;
-  gate_ = bind_linear(store, prefix + "gate_proj", I, H, w4a4);
-  up_ = bind_linear(store, prefix + "up_proj", I, H, w4a4);
-  down_ = bind_linear(store, prefix + "down_proj", H, I, w4a4);
+  gate_ = bind_linear(store, prefix + "gate_proj", I, H, plan);
+  up_ = bind_linear(store, prefix + "up_proj", I, H, plan);
+  down_ = bind_linear(store, prefix + "down_proj", H, I, plan);
 }
 
 void SwiGluMlp::forward(const Backend& backend, const float* x, int64_t tokens, float* y) const {

@@ -8,11 +8,14 @@
 #include "ops/backend.h"
 
 namespace stave {
+namespace quant {
+class QuantPlan;
+}
 
 class SwiGluMlp {
  public:
   // prefix: "model.language_model.layers.L.mlp."
-  SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, bool w4a4);
+  SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan);
 
   // x: [tokens, hidden] -> y: [tokens, hidden]
   void forward(const Backend& backend, const float* x, int64_t tokens, float* y) const;

@@ -1,0 +1,143 @@
+// The CPU linear kernels on Clef-27B shapes (../shared/spec/qwen35.md: hidden 5120, MLP 17408,
+// GDN in_proj_qkv / out_proj, full-attention q/k/v/o), at M = 1 (decode), 64 and 512 (prefill):
+// MXFP4 W4A4, bf16 and fp32 weights through stave::cpu::linear at the active ISA level
+// (STAVE_CPU_ISA lowers it), and ref::linear on the W4A4 weight as the baseline (M = 1 and 64
+// only: at M = 512 the scalar reference takes minutes per iteration on small machines).
+// Counters: FLOP/s = 2·M·N·K per second; WeightB/s = bytes of stored weight read per second.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/cpu_linear.h"
+#include "ops/reference.h"
+#include "quant/mxfp4.h"
+#include "util/bf16.h"
+
+namespace {
+
+using stave::LinearWeight;
+using stave::WeightFormat;
+
+struct Shape {
+  const char* name;
+  int64_t out, in;
+};
+constexpr Shape kShapes[] = {
+    {"mlp_up_5120x17408", 17408, 5120},  // gate_proj / up_proj: 5120 -> 17408
+    {"mlp_down_17408x5120", 5120, 17408},
+    {"gdn_in_proj_qkv", 10240, 5120},
+    {"gdn_out_proj", 5120, 6144},
+    {"attn_q_proj", 12288, 5120},
+    {"attn_kv_proj", 1024, 5120},
+    {"attn_o_proj", 5120, 6144},
+};
+
+enum class Kernel { kW4A4, kBF16, kF32, kRef };
+
+// Deterministic pseudo-random N(0, ~0.05)-ish values without a slow generator.
+inline float noise(uint64_t i) {
+  uint64_t z = i * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (static_cast<float>(z >> 40) / 16777216.0f - 0.5f) * 0.1f;
+}
+
+// One weight at a time is kept (fp32 27B MLP weights are 356 MB).
+struct Weight {
+  Shape shape{};
+  Kernel kind{};
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> codes, scales;
+  LinearWeight w;
+};
+
+Weight& weight_for(const Shape& s, Kernel k) {
+  static std::unique_ptr<Weight> cur;
+  const Kernel storage = k == Kernel::kRef ? Kernel::kW4A4 : k;
+  if (cur && cur->shape.out == s.out && cur->shape.in == s.in && cur->kind == storage) return *cur;
+  cur.reset();
+  cur = std::make_unique<Weight>();
+  Weight& t = *cur;
+  t.shape = s;
+  t.kind = storage;
+  const int64_t n = s.out * s.in;
+  t.w.name = s.name;
+  t.w.out = s.out;
+  t.w.in = s.in;
+  if (storage == Kernel::kF32) {
+    t.f32.resize(n);
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) t.f32[i] = noise(i);
+    t.w.format = WeightFormat::kF32;
+    t.w.data = t.f32.data();
+  } else if (storage == Kernel::kBF16) {
+    t.bf16.resize(n);
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) t.bf16[i] = stave::f32_to_bf16(noise(i));
+    t.w.format = WeightFormat::kBF16;
+    t.w.data = t.bf16.data();
+  } else {
+    t.codes.resize(n / 2);
+    t.scales.resize(n / 32);
+#pragma omp parallel for
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float v[32];
+      uint8_t c[32];
+      for (int i = 0; i < 32; ++i) v[i] = noise(b * 32 + i);
+      t.scales[b] = stave::mxfp4::export_scale_byte(stave::mxfp4::quantize_block(v, 32, c));
+      for (int j = 0; j < 16; ++j) t.codes[b * 16 + j] = static_cast<uint8_t>(c[2 * j] | (c[2 * j + 1] << 4));
+    }
+    t.w.format = WeightFormat::kMXFP4;
+    t.w.data = t.codes.data();
+    t.w.scales = t.scales.data();
+    t.w.quantize_input = true;
+  }
+  return t;
+}
+
+void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
+  const int64_t M = state.range(0);
+  Weight& t = weight_for(s, k);
+  std::vector<float> x(M * s.in), y(M * s.out);
+  for (int64_t i = 0; i < M * s.in; ++i) x[i] = noise(i + 12345) * 20.0f;
+  for (auto _ : state) {
+    if (k == Kernel::kRef)
+      stave::ref::linear(t.w, x.data(), M, y.data());
+    else
+      stave::cpu::linear(t.w, x.data(), M, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * M * s.out * s.in;
+  const double bytes = static_cast<double>(t.w.row_bytes()) * s.out + (t.w.scales ? s.out * (s.in / 32) : 0);
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["WeightB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(k == Kernel::kRef ? "ref" : stave::cpu::isa_name(stave::cpu::active_isa()));
+}
+
+int register_all() {
+  const std::pair<Kernel, const char*> kernels[] = {
+      {Kernel::kW4A4, "w4a4"}, {Kernel::kRef, "ref"}, {Kernel::kBF16, "bf16"}, {Kernel::kF32, "f32"}};
+  // Shape-major (ref reads the W4A4 weight) so each weight is built once for all its M values.
+  for (const Shape& s : kShapes)
+    for (auto [k, kname] : kernels) {
+      auto* b = benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),
+                                             [s, k = k](benchmark::State& st) { BM_Linear(st, s, k); });
+      b->Arg(1)->Arg(64);
+      if (k != Kernel::kRef) b->Arg(512);
+      b->Unit(benchmark::kMillisecond)->UseRealTime();
+    }
+  std::printf("cpu isa: detected %s, active %s\n", stave::cpu::isa_name(stave::cpu::detected_isa()),
+              stave::cpu::isa_name(stave::cpu::active_isa()));
+  return 0;
+}
+const int registered = register_all();
+
+}  // namespace

@@ -1,0 +1,172 @@
+// Peak rates of this CPU, all cores (one OpenMP thread each), so docs/benchmarks.md can say what
+// fraction of peak the linear kernels reach: fp32 FMA (AVX2, AVX-512), int8 multiply-add
+// (AVX2 vpmaddubsw+vpaddw, AVX-512 VNNI vpdpbusd), AMX int8 (tdpbssd) and bf16 (tdpbf16ps), and
+// read bandwidth from memory (what bounds M = 1). A MAC counts as 2 ops. Each kernel runs
+// independent register chains so throughput, not latency, is measured. Instruction sets the CPU
+// lacks are skipped (state.SkipWithError). Bench files get no ISA flags, so the kernels use
+// per-function target attributes and run only after a run-time check.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/cpu_features.h"
+
+namespace {
+
+using stave::cpu::Isa;
+constexpr int64_t kIters = 1 << 20;
+
+__attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(1.0f + i * 1e-3f);
+  const __m256 m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+  __m256 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+  return _mm256_cvtss_f32(s);
+}
+
+__attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
+  __m512 a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
+  const __m512 m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+  __m512 s = a[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2"))) int int8_avx2(int64_t iters) {
+  __m256i a[10];
+  const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+  for (int i = 0; i < 10; ++i) a[i] = _mm256_set1_epi16(static_cast<short>(i));
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 10; ++i) a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, s));
+  __m256i t = a[0];
+  for (int i = 1; i < 10; ++i) t = _mm256_add_epi16(t, a[i]);
+  return _mm256_extract_epi16(t, 0);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) int int8_vnni(int64_t iters) {
+  __m512i a[16];
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_epi32(i);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_dpbusd_epi32(a[i], u, s);
+  __m512i t = a[0];
+  for (int i = 1; i < 16; ++i) t = _mm512_add_epi32(t, a[i]);
+  return _mm512_reduce_add_epi32(t);
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// 4 independent C tiles (16×16 int32 / fp32), A and B tiles of 16 rows × 64 bytes.
+__attribute__((target("amx-tile,amx-int8,amx-bf16"))) int amx_loop(int64_t iters, bool bf16) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  _tile_loadconfig(&cfg);
+  alignas(64) static thread_local uint8_t buf[16 * 64 * 4];
+  std::memset(buf, 1, sizeof buf);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, buf, 64);
+  _tile_loadd(5, buf + 1024, 64);
+  _tile_loadd(6, buf + 2048, 64);
+  _tile_loadd(7, buf + 3072, 64);
+  if (bf16) {
+    for (int64_t it = 0; it < iters; ++it) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  } else {
+    for (int64_t it = 0; it < iters; ++it) {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+  }
+  _tile_stored(0, buf, 64);
+  _tile_release();
+  return buf[0];
+}
+
+template <class F>
+void run_all_threads(benchmark::State& state, Isa need, double ops_per_iter_per_thread, F body) {
+  if (stave::cpu::active_isa() < need) {
+    state.SkipWithError("instruction set not available");
+    return;
+  }
+  const int threads = omp_get_max_threads();
+  for (auto _ : state) {
+    double sink = 0;
+#pragma omp parallel reduction(+ : sink)
+    sink += body();
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["threads"] = threads;
+  state.counters["OP/s"] = benchmark::Counter(ops_per_iter_per_thread * threads, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Fp32FmaAvx2(benchmark::State& st) {
+  run_all_threads(st, Isa::kAvx2, 2.0 * 8 * 12 * kIters, [] { return fma_avx2(kIters); });
+}
+void BM_Fp32FmaAvx512(benchmark::State& st) {
+  run_all_threads(st, Isa::kAvx512, 2.0 * 16 * 16 * kIters, [] { return fma_avx512(kIters); });
+}
+void BM_Int8MaddubsAvx2(benchmark::State& st) {
+  run_all_threads(st, Isa::kAvx2, 2.0 * 32 * 10 * kIters, [] { return int8_avx2(kIters); });
+}
+void BM_Int8VnniAvx512(benchmark::State& st) {
+  run_all_threads(st, Isa::kAvx512, 2.0 * 64 * 16 * kIters, [] { return int8_vnni(kIters); });
+}
+void BM_AmxInt8(benchmark::State& st) {
+  const int64_t it = kIters / 16;
+  run_all_threads(st, Isa::kAmx, 2.0 * 4 * 16 * 16 * 64 * it, [it] { return amx_loop(it, false); });
+}
+void BM_AmxBf16(benchmark::State& st) {
+  const int64_t it = kIters / 16;
+  run_all_threads(st, Isa::kAmx, 2.0 * 4 * 16 * 16 * 32 * it, [it] { return amx_loop(it, true); });
+}
+
+// Read bandwidth: sum of a 1 GiB array (far beyond the caches), split over the threads.
+void BM_MemoryRead(benchmark::State& state) {
+  static std::vector<uint64_t> data;
+  const int64_t n = (int64_t{1} << 30) / 8;
+  if (data.empty()) {
+    data.resize(n);
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) data[i] = i;
+  }
+  for (auto _ : state) {
+    uint64_t s = 0;
+#pragma omp parallel for reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += data[i];
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["B/s"] = benchmark::Counter(static_cast<double>(n) * 8, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(BM_Fp32FmaAvx2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Fp32FmaAvx512)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Int8MaddubsAvx2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Int8VnniAvx512)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AmxInt8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AmxBf16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MemoryRead)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,26 @@
+#include <algorithm>
+
+#include "backends/cpu/linear/kernels.h"
+
+namespace stave::cpu::kern {
+
+void QuantizedActivations::resize(int64_t m, int64_t kk, int64_t row_multiple) {
+  rows = m;
+  k = kk;
+  blocks = kk / mxfp4::kBlock;
+  padded_rows = (m + row_multiple - 1) / row_multiple * row_multiple;
+  codes.assign(static_cast<size_t>(padded_rows * k), 0);
+  scales.assign(static_cast<size_t>(padded_rows * blocks), 0.0f);
+  offsets.assign(static_cast<size_t>(padded_rows * blocks), 0);
+}
+
+const float* e8m0_table() {
+  static const auto table = [] {
+    static float t[256];
+    for (int b = 0; b < 256; ++b) t[b] = mxfp4::exp2_int(b - 127);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace stave::cpu::kern
