@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "backends/cpu/cpu_features.h"
 #include "bench/process_memory.h"
 #include "decide/encoder.h"
 #include "decide/request.h"
@@ -135,7 +136,7 @@ BenchReport run_bench(const BenchOptions& o) {
   r.hidden_size = info.hidden_size;
   r.threads = omp_get_max_threads();
   r.precision = to_string(o.precision);
-  r.isa = cpu_isa();
+  r.isa = o.precision == Precision::kExact ? "reference" : cpu::isa_name(cpu::active_isa());
   r.backend = cpu_backend(o.precision).name();
   MappedBytes m = mapped_under(dir);
   r.weights_mapped_bytes = m.mapped;

@@ -58,9 +58,6 @@ BenchReport run_bench(const BenchOptions& options);
 // "128,512,2048" → {128, 512, 2048}; throws stave::Error(kInvalidRequest) naming the bad item.
 std::vector<int64_t> parse_token_list(const std::string& text);
 
-// The highest vector ISA this CPU and OS offer: "amx", "avx512", "avx2" or "x86-64".
-std::string cpu_isa();
-
 std::string markdown_table(const BenchReport& report);
 nlohmann::ordered_json to_json(const BenchReport& report);
 
