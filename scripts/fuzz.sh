@@ -8,7 +8,7 @@ set -euo pipefail
 seconds="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${STAVE_FUZZ_BUILD:-$root/build-fuzz}"
-targets="${FUZZ_TARGETS:-fuzz_safetensors fuzz_request}"
+targets="${FUZZ_TARGETS:-fuzz_safetensors fuzz_request fuzz_http_body}"
 
 if [ ! -f "$build/build.ninja" ]; then
   CC="${CC:-clang}" CXX="${CXX:-clang++}" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

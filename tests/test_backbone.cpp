@@ -1,23 +1,20 @@
 // The text backbone against the reference fixtures, and properties that need no reference: the
 // chunk size of the layer-major pass, explicit arange positions and embedding overrides.
 //
-// How close the fixtures can be matched (measured; see the notes at the tolerances):
-//  - MXFP4 model: to ~1e-6 at every position, except after a position where the reference's own
-//    fp32 rounding crossed an MXFP4 rounding tie that exact arithmetic does not cross. Those
-//    positions were found with an independent float64 token-by-token recurrence written from
-//    the spec (not stave code), which disagrees with the reference exactly there, too.
+// How close the fixtures can be matched (measured; docs/numerics.md has the table and the why):
+//  - The exact path follows the reference's own fp32 operation order (torch 2.11 CPU: MKL sgemm
+//    FMA chains, ATen's cascade sums, torch's chunked gated delta rule with MKL's triangular
+//    solve, SLEEF's exp in the vectorized sigmoid/silu). Every linear, RMSNorm and gated RMSNorm
+//    is bit-identical to the reference; torch.exp (GDN decays, softplus) and the vision tower
+//    still differ in ~1% of elements by one ulp.
+//  - MXFP4 model: bit-identical hidden states (|Δ| = 0) on every case of both models: the
+//    activation quantizer snaps the remaining ulps away before they reach an MXFP4 tie.
 //  - BF16 model: its random GDN heads often produce outputs hundreds of times smaller than the
-//    terms they are summed from, and the per-head gated RMSNorm scales them back up, so fp32
-//    rounding noise grows ~1000x through the 8 layers. The reference itself is 1.8e-3 away from
-//    the float64 recurrence (case 000), so no fp32 implementation that is not bit-identical to
-//    torch's kernels can be held to 1e-4 over whole sequences. Short prefixes (before the noise
-//    has grown) are held to 1e-4, whole sequences to the measured noise floor.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <functional>
-#include <vector>
+//    terms they are summed from, and the per-head gated RMSNorm scales them back up, so the one-ulp
+//    differences left grow ~100x through the 8 layers (public model: max 9.8e-4 over whole
+//    sequences, logits ≤ 7e-5; the alt model stays ≤ 6.3e-5 everywhere). On the public model
+//    short prefixes (before the noise has grown) are held to 1e-4, whole sequences to the
+//    measured noise floor.
 
 #include <gtest/gtest.h>
 
@@ -138,34 +135,25 @@ std::string synth_alt(const std::string& format) {
 
 TEST(Backbone, MatchesBf16FixtureHiddenStates) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
-  // Observed: ≤ 1e-4 on the first 44 positions of every case; 1.8e-3 at most over whole cases.
-  check_fixture_model("bf16", [](const std::string&) { return FixtureBounds{1e-4f, 32, 5e-3f}; });
+  // Observed: ≤ 9e-6 on the first 32 positions of every case; 9.8e-4 at most over whole cases.
+  check_fixture_model("bf16", [](const std::string&) { return FixtureBounds{1e-4f, 32, 2e-3f}; });
 }
 
 TEST(Backbone, MatchesAltReferenceHiddenStates) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
   const std::string cases = std::string(STAVE_SOURCE_DIR) + "/tests/data/alt/cases";
-  // Same conditioning caveats as the fixture model (see the top of this file).
+  // Observed ≤ 6.3e-5 on every case: held to 1e-4 over whole sequences.
   check_model("alt-bf16", synth_alt("bf16"), cases, "bf16",
-              [](const std::string&) { return FixtureBounds{1e-4f, 32, 5e-3f}; });
-  // As for the fixture: the reference crosses an MXFP4 tie at token 248 of fx-011 where exact
-  // arithmetic (the independent float64 recurrence) does not.
-  check_model("alt-mxfp4", synth_alt("mxfp4"), cases, "mxfp4", [](const std::string& name) {
-    if (name == "fx-011-many-questions") return FixtureBounds{1e-4f, 248, 0.0f};
-    return FixtureBounds{1e-4f, -1, 0.0f};
-  });
+              [](const std::string&) { return FixtureBounds{1e-4f, -1, 0.0f}; });
+  // Bit-identical on every case (observed |Δ| = 0); held to 1e-4 over whole sequences.
+  check_model("alt-mxfp4", synth_alt("mxfp4"), cases, "mxfp4",
+              [](const std::string&) { return FixtureBounds{1e-4f, -1, 0.0f}; });
 }
 
 TEST(Backbone, MatchesMxfp4FixtureHiddenStates) {
   STAVE_REQUIRE_FIXTURE("public/model-mxfp4/config.json");
-  // Positions from which the reference departs from exact arithmetic (an MXFP4 tie crossed by
-  // its fp32 rounding), located with the independent float64 recurrence; everything before
-  // them, and every other case entirely, must match to 1e-4 (observed ≤ 1e-6).
-  check_fixture_model("mxfp4", [](const std::string& name) {
-    if (name == "009-many-options") return FixtureBounds{1e-4f, 572, 0.0f};
-    if (name == "015-long-state-truncated") return FixtureBounds{1e-4f, 282, 0.0f};
-    return FixtureBounds{1e-4f, -1, 0.0f};
-  });
+  // Every case, whole sequences, to 1e-4 (observed: bit-identical).
+  check_fixture_model("mxfp4", [](const std::string&) { return FixtureBounds{1e-4f, -1, 0.0f}; });
 }
 
 // A fixed pseudo-random token sequence of n ids below `vocab`.
@@ -183,14 +171,15 @@ TEST(Backbone, ChunkSizeDoesNotChangeTheResult) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   auto release = open_release(test::fixture("public/model-bf16"));
   // 200 tokens: several GDN chunks of 64; chunk 1 is the per-token (decode-like) path. The
-  // results differ only by rounding (amplified by this model as explained above); a state not
-  // carried across chunks would differ by O(1).
+  // results differ only by rounding (other chunk boundaries round differently, amplified by this
+  // model as explained above: observed ≤ 1e-3); a state not carried across chunks would differ
+  // by O(1).
   const auto ids = some_ids(200, release->config.text.vocab_size);
   const std::vector<float> whole = Backbone(*release, reference_backend(), {1024}).forward(ids);
   for (int64_t chunk : {128, 64, 100, 37, 1}) {
     SCOPED_TRACE(chunk);
     const std::vector<float> h = Backbone(*release, reference_backend(), {chunk}).forward(ids);
-    EXPECT_LE(max_abs_diff(h, whole), 1e-4f);
+    EXPECT_LE(max_abs_diff(h, whole), 5e-3f);
   }
 }
 

@@ -62,7 +62,8 @@ TEST(OpsAttention, TiledMatchesFullMatrix) {
     const auto want = naive_attention(s, q, c.tokens, c.pos0, k, v);
     float worst = 0;
     for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]));
-    EXPECT_LE(worst, 2e-6f);
+    // The reference rounds in fp32 in torch's order (docs/numerics.md); the oracle is float64.
+    EXPECT_LE(worst, 4e-6f);
   }
 }
 

@@ -21,6 +21,7 @@ namespace {
 struct DecideArgs {
   std::string model;
   std::string precision = "fast";
+  std::string device = "cpu";
   int64_t max_length = 16384;
   int64_t max_state_tokens = -1;
   int threads = 0;
@@ -50,6 +51,7 @@ int run(const DecideArgs& a) {
   auto p = parse_precision(a.precision);
   if (!p) return print_error_json("--precision must be exact or fast, not \"" + a.precision + "\"");
   eo.precision = *p;
+  eo.device = a.device;
   eo.threads = a.threads;
   eo.verify_checksums = a.verify;
   DecideOptions d;
@@ -113,6 +115,8 @@ Register reg{{"decide", "Answer a SystemOne decision request with a Clef release
                 sub.add_option("--model", a->model, "release folder or Hugging Face repo id (EliovpAI/clef-MXFP4)")
                     ->required();
                 sub.add_option("--precision", a->precision, "exact (fp32, the reference's numerics) or fast")
+                    ->capture_default_str();
+                sub.add_option("--device", a->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();
                 sub.add_option("--max-length", a->max_length, "token budget (the state is cut to fit)")
                     ->capture_default_str();

@@ -17,6 +17,8 @@
 
 namespace stave {
 
+struct DecisionRequest;  // src/decide/request.h: a request already parsed and checked
+
 struct Answer {
   std::string id;
   std::string type;                       // "noul", "choice", "score"
@@ -65,6 +67,10 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   Decision decide(std::string_view request_json, const DecideOptions& options = {}) const;
+  // The same decision for a request that the caller parsed and checked itself with
+  // parse_decision_request (src/decide/request.h), e.g. under protocol limits: front ends that
+  // report field-level issues (the HTTP server's 422) use it so that nothing is parsed twice.
+  Decision decide(const DecisionRequest& request, const DecideOptions& options = {}) const;
   const ModelInfo& info() const;
 
   struct Impl;

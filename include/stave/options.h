@@ -28,6 +28,7 @@ struct EngineOptions {
   Precision precision = Precision::kFast;
   int threads = 0;                   // 0: all cores
   bool verify_checksums = false;     // check SHA256SUMS before loading
+  std::string device = "cpu";        // where the backbone runs: "cpu", or "cuda" (builds with STAVE_CUDA)
 };
 
 struct DecideOptions {

@@ -12,6 +12,7 @@
 #include "decide/answers.h"
 #include "decide/encoder.h"
 #include "decide/request.h"
+#include "engine/device_backbone.h"
 #include "io/checksums.h"
 #include "io/release.h"
 #include "model/backbone.h"
@@ -37,6 +38,15 @@ std::string weight_format_of(const Release& r) {
   return "bf16";
 }
 
+void check_decide_options(const ModelInfo& info, const DecideOptions& options) {
+  if (options.max_length <= 0)
+    throw Error(ErrorKind::kInvalidRequest, "max_length must be positive, got " + std::to_string(options.max_length));
+  if (options.max_length > info.max_position_embeddings)
+    throw Error(ErrorKind::kInvalidRequest, "max_length " + std::to_string(options.max_length) +
+                                                " exceeds the model's max_position_embeddings " +
+                                                std::to_string(info.max_position_embeddings));
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -45,6 +55,7 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   const Backend* backend = nullptr;
   std::unique_ptr<Backbone> backbone;
+  std::shared_ptr<DeviceForward> device_backbone;  // set when options.device is not "cpu"
   std::unique_ptr<JointHead> head;
   std::unique_ptr<VisionTower> vision;
   MediaTokenIds media_ids;
@@ -73,7 +84,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
   impl->backend = &cpu_backend(options.precision);
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
-  impl->head = std::make_unique<JointHead>(rel);
+  impl->device_backbone = make_device_backbone(rel, options);
+  impl->head = std::make_unique<JointHead>(rel, *impl->backend);
   if (rel.config.vision.present) {
     impl->vision = std::make_unique<VisionTower>(rel.config, rel.weights, *impl->backend);
     impl->media_ids = media_token_ids(*impl->tokenizer, rel.config);
@@ -94,18 +106,26 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
 const ModelInfo& Engine::info() const { return impl_->info; }
 
 Decision Engine::decide(std::string_view request_json, const DecideOptions& options) const {
+  const auto t0 = Clock::now();
+  check_decide_options(impl_->info, options);  // option errors come before request errors
+  const DecisionRequest request = parse_decision_request(request_json);
+  const double parse_ms = ms_since(t0);
+  Decision out = decide(request, options);
+  out.timings.encode_ms += parse_ms;
+  out.timings.total_ms += parse_ms;
+  return out;
+}
+
+Decision Engine::decide(const DecisionRequest& request, const DecideOptions& options) const {
   const Impl& m = *impl_;
+  // The OpenMP thread count is per calling thread: a server calls decide from its own workers,
+  // not from the thread that ran load().
+  if (m.options.threads > 0 && omp_get_max_threads() != m.options.threads) omp_set_num_threads(m.options.threads);
   const auto t0 = Clock::now();
   Decision out;
-  if (options.max_length <= 0)
-    throw Error(ErrorKind::kInvalidRequest, "max_length must be positive, got " + std::to_string(options.max_length));
-  if (options.max_length > m.info.max_position_embeddings)
-    throw Error(ErrorKind::kInvalidRequest, "max_length " + std::to_string(options.max_length) +
-                                                " exceeds the model's max_position_embeddings " +
-                                                std::to_string(m.info.max_position_embeddings));
+  check_decide_options(m.info, options);
 
-  // 1. Request and encoding (images are decoded and preprocessed here).
-  const DecisionRequest request = parse_decision_request(request_json);
+  // 1. Encoding (images are decoded and preprocessed here).
   std::unique_ptr<PreparedMedia> media;
   if (!request.images.empty()) {
     if (!m.info.vision)
@@ -155,7 +175,9 @@ Decision Engine::decide(std::string_view request_json, const DecideOptions& opti
 
   // 3. Backbone prefill and the joint head.
   const auto tb = Clock::now();
-  const std::vector<float> hidden = m.backbone->forward(enc.input_ids, positions, overrides);
+  const std::vector<float> hidden = m.device_backbone
+                                        ? (*m.device_backbone)(enc.input_ids, positions, overrides)
+                                        : m.backbone->forward(enc.input_ids, positions, overrides);
   out.timings.backbone_ms = ms_since(tb);
   const auto th = Clock::now();
   const auto logits = m.head->forward(hidden.data(), L, enc.input_ids, enc.questions);

@@ -64,7 +64,7 @@ Backbone::Backbone(const ModelConfig& config, const TensorStore& weights, const 
                    BackboneOptions options)
     : config_(config.text), backend_(backend), options_(options) {
   check_text_config(config_);
-  if (options_.chunk_tokens <= 0) throw Error(ErrorKind::kInternal, "BackboneOptions.chunk_tokens must be positive");
+  if (options_.chunk_tokens < 0) throw Error(ErrorKind::kInternal, "BackboneOptions.chunk_tokens must not be negative");
   rope_ = rope_spec(config_);
   // Which linears are MXFP4 and which quantize their input comes from quantization_config,
   // resolved per layer (exclude, layer_quant_config, layer_type_quant_config, global); a
@@ -141,8 +141,12 @@ void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpIn
   if (index < 0 || index >= num_layers())
     throw Error(ErrorKind::kInternal, "layer " + std::to_string(index) + " is outside the model's " +
                                           std::to_string(num_layers()) + " layers");
-  const int64_t L = seq.tokens, H = config_.hidden_size, C = options_.chunk_tokens, half = rope_.half();
+  const int64_t L = seq.tokens, H = config_.hidden_size, half = rope_.half();
   if (L == 0) return;
+  // The exact path runs the whole sequence in one step, as the reference does: where ATen's
+  // element-wise kernels switch between vector and scalar code depends on the whole tensor.
+  int64_t C = options_.chunk_tokens;
+  if (C == 0) C = &backend_ == &reference_backend() ? L : BackboneOptions::kDefaultChunkTokens;
   const DecoderLayer& layer = layers_[static_cast<size_t>(index)];
   DecoderLayer::State state = layer.new_state(L);
   for (int64_t c0 = 0; c0 < L; c0 += C) {

@@ -28,8 +28,17 @@ struct EmbeddingOverride {
   const float* values = nullptr;  // hidden_size floats, owned by the caller
 };
 
+// Peak working memory of a prefill of L tokens: h [L, hidden] + one layer's state at a time
+// (layers run one after another over all chunks: full attention K and V [L, n_kv, head_dim]
+// each; Gated DeltaNet conv history + state [n_v, d_k, d_v]) + one chunk's activations
+// O(chunk_tokens × widest projection) + the ops' bounded scratch (src/backends/cpu/cpu_backend.h).
+// Nothing is L×L: attention walks keys in tiles with an online softmax.
 struct BackboneOptions {
-  int64_t chunk_tokens = 256;  // tokens per layer step (a multiple of 64 keeps GDN chunks aligned)
+  // Tokens per layer step (a multiple of 64 keeps GDN chunks aligned). 0: the whole sequence in
+  // one step on the reference backend (the exact path rounds like the reference only then, see
+  // docs/numerics.md) and kDefaultChunkTokens on the others.
+  int64_t chunk_tokens = 0;
+  static constexpr int64_t kDefaultChunkTokens = 256;
 };
 
 class Backbone {

@@ -76,6 +76,19 @@ void attention_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, cons
   add_inplace(x, y);
 }
 
+// ref::mha_project_key_values with the two products on `backend` (L rows each).
+ref::ProjectedKeyValues project_key_values(const Backend& backend, const ref::MultiheadAttentionWeights& w,
+                                           const float* x, int64_t rows) {
+  const int64_t E = w.embed_dim;
+  ref::ProjectedKeyValues kv;
+  kv.rows = rows;
+  kv.keys.resize(static_cast<size_t>(rows * E));
+  kv.values.resize(static_cast<size_t>(rows * E));
+  backend.matmul_nt(x, rows, E, w.in_proj_weight + E * E, E, w.in_proj_bias + E, kv.keys.data());
+  backend.matmul_nt(x, rows, E, w.in_proj_weight + 2 * E * E, E, w.in_proj_bias + 2 * E, kv.values.data());
+  return kv;
+}
+
 float capped_scale(float log_scale) {
   // exp(min(param, ln 100)): the reference clamps in the parameter's fp32 before exp.
   return std::exp(std::min(log_scale, static_cast<float>(std::log(100.0))));
@@ -83,8 +96,8 @@ float capped_scale(float log_scale) {
 
 }  // namespace
 
-JointHead::JointHead(const Release& release)
-    : JointHead(release.head_config, release.head, OutputEmbeddingTable::bind(release)) {
+JointHead::JointHead(const Release& release, const Backend& backend)
+    : JointHead(release.head_config, release.head, OutputEmbeddingTable::bind(release), backend) {
   if (release.head_config.hidden_size != release.config.text.hidden_size)
     throw Error(ErrorKind::kInvalidModel, "joint_head_config.json hidden_size " +
                                               std::to_string(release.head_config.hidden_size) +
@@ -93,8 +106,10 @@ JointHead::JointHead(const Release& release)
 }
 
 JointHead::JointHead(const JointHeadConfig& config, const TensorStore& head_tensors,
-                     OutputEmbeddingTable output_embedding)
-    : weights_(load_joint_head_weights(config, head_tensors)), output_embedding_(std::move(output_embedding)) {
+                     OutputEmbeddingTable output_embedding, const Backend& backend)
+    : weights_(load_joint_head_weights(config, head_tensors)),
+      output_embedding_(std::move(output_embedding)),
+      backend_(&backend) {
   if (output_embedding_.dim() != config.hidden_size)
     throw Error(ErrorKind::kInvalidModel, "the output embedding rows have " + std::to_string(output_embedding_.dim()) +
                                               " values, the joint head expects hidden_size " +
@@ -113,7 +128,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
   Matrix seq = zeros(L, H);
   w.hidden_norm.apply(hidden, L, seq.data());
   Matrix memory = zeros(L, W);
-  w.memory_projection.apply(seq.data(), L, memory.data());
+  backend_->matmul_nt(seq.data(), L, H, w.memory_projection.weight.data(), W, nullptr, memory.data());
   const float* global = seq.data() + (L - 1) * H;
 
   // 2-4. Question vectors, option context and lexical vectors (span means).
@@ -156,7 +171,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
     const ref::MultiheadAttentionWeights mha = layer.attention.view(W, heads);
     layer.memory_norm.apply(memory.data(), L, memory_normed.data());
     const ref::ProjectedKeyValues kv =
-        ref::mha_project_key_values(mha, memory_normed.data(), memory_normed.data(), L);
+        project_key_values(*backend_, mha, memory_normed.data(), L);
     attention_residual(routed, N, layer.query_norm, mha, kv);
     feedforward_residual(routed, N, layer.feedforward_norm, layer.feedforward_in, layer.feedforward_out);
   }
@@ -200,7 +215,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
     add_inplace(fields, self_out);
 
     const ref::MultiheadAttentionWeights cross_mha = layer.cross_attn.view(W, heads);
-    const ref::ProjectedKeyValues memory_kv = ref::mha_project_key_values(cross_mha, memory.data(), memory.data(), L);
+    const ref::ProjectedKeyValues memory_kv = project_key_values(*backend_, cross_mha, memory.data(), L);
     attention_residual(fields, Q, layer.norm2, cross_mha, memory_kv);
     feedforward_residual(fields, Q, layer.norm3, layer.linear1, layer.linear2);
   }

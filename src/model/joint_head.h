@@ -9,6 +9,7 @@
 #include "io/release.h"
 #include "model/head_lexical.h"
 #include "model/joint_head_weights.h"
+#include "ops/backend.h"
 
 namespace stave {
 
@@ -17,10 +18,13 @@ class JointHead {
   // Reads joint_head.safetensors to fp32 once and binds the lm_head rows in place: the release
   // must outlive the head. Throws stave::Error(kInvalidModel) naming what does not fit (a
   // missing or mis-shaped tensor, a head hidden_size that is not the backbone's).
-  explicit JointHead(const Release& release);
+  // `backend` runs the products over all L rows (memory projection, key/value projections);
+  // it must outlive the head.
+  explicit JointHead(const Release& release, const Backend& backend = reference_backend());
   // The same from parts (tests, synthetic heads). `output_embedding.dim()` must equal
   // config.hidden_size.
-  JointHead(const JointHeadConfig& config, const TensorStore& head_tensors, OutputEmbeddingTable output_embedding);
+  JointHead(const JointHeadConfig& config, const TensorStore& head_tensors, OutputEmbeddingTable output_embedding,
+            const Backend& backend = reference_backend());
 
   const JointHeadConfig& config() const { return weights_.config; }
   const JointHeadWeights& weights() const { return weights_; }
@@ -36,6 +40,7 @@ class JointHead {
  private:
   JointHeadWeights weights_;
   OutputEmbeddingTable output_embedding_;
+  const Backend* backend_;
 };
 
 }  // namespace stave

@@ -4,6 +4,7 @@
 
 #include "ops/conv1d.h"
 #include "ops/elementwise.h"
+#include "ops/head_ops.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
 
@@ -55,6 +56,21 @@ void Backend::apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_d
 void Backend::attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
                                const float* k, const float* v, float* out) const {
   ref::attention_causal(shape, q, tokens, q_pos0, k, v, out);
+}
+
+void Backend::attention_dense(const AttentionShape& shape, const float* q, int64_t q_stride, int64_t q_rows,
+                              const float* k, const float* v, int64_t kv_stride, int64_t kv_rows, float* out,
+                              int64_t out_stride) const {
+  ref::attention_dense(shape, q, q_stride, q_rows, k, v, kv_stride, kv_rows, out, out_stride);
+}
+
+void Backend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
+                        float* y) const {
+  ref::matmul_nt(x, M, K, w, N, bias, y);
+}
+
+void Backend::gelu_tanh_inplace(float* x, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) x[i] = ref::gelu_tanh(x[i]);
 }
 
 const Backend& reference_backend() {

@@ -50,6 +50,17 @@ class Backend {
                           const float* cos, const float* sin) const;
   virtual void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
                                 const float* k, const float* v, float* out) const;
+
+  // --- vision tower and joint head (attention.h, head_ops.h, reference.h) ---
+  // Non-causal attention, every query over all kv_rows keys (ref::attention_dense).
+  virtual void attention_dense(const AttentionShape& shape, const float* q, int64_t q_stride, int64_t q_rows,
+                               const float* k, const float* v, int64_t kv_stride, int64_t kv_rows, float* out,
+                               int64_t out_stride) const;
+  // y[M, N] = x[M, K] · Wᵀ (+ bias) for an fp32 weight W [N, K] (ref::matmul_nt).
+  virtual void matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
+                         float* y) const;
+  // x ← GELU(x), tanh approximation (ref::gelu_tanh element-wise).
+  virtual void gelu_tanh_inplace(float* x, int64_t n) const;
 };
 
 // fp32 reference kernels (never changes numerics; the oracle).

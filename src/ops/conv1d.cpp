@@ -1,6 +1,8 @@
 #include "ops/conv1d.h"
 
 #include <cmath>
+
+#include "ops/torch_cpu_order.h"
 #include <vector>
 
 namespace stave::ref {
@@ -14,9 +16,12 @@ void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const 
     // Input of (possibly historical) token s, s in [-H, tokens).
     auto in = [&](int64_t s) { return s < 0 ? history[(H + s) * channels + c] : x[s * channels + c]; };
     for (int64_t t = 0; t < tokens; ++t) {
-      double acc = 0.0;  // double, rounded once (see gated_delta_net.cpp on precision)
-      for (int64_t j = 0; j < kernel; ++j) acc += static_cast<double>(w[j]) * in(t - H + j);
-      y[t * channels + c] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
+      // F.conv1d (depthwise): one FMA chain over the taps from 0 (a zero-padded tap adds +0,
+      // so a zero history equals torch's padding); then silu in fp32
+      float acc = 0.0f;
+      for (int64_t j = 0; j < kernel; ++j) acc = std::fma(w[j], in(t - H + j), acc);
+      // silu over the [channels, tokens] conv output: rows of `tokens` per channel
+      y[t * channels + c] = torch_order::silu(acc, torch_order::aten_vectorized(c * tokens + t, tokens, channels * tokens));
     }
     // New history: inputs of tokens tokens-H .. tokens-1 (read before overwriting: when
     // tokens < H the oldest entries come from the old history, which shifts left).

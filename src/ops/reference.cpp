@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/torch_cpu_order.h"
 #include "quant/mxfp4.h"
 #include "util/bf16.h"
 
@@ -41,42 +42,42 @@ void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
     for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x + m * K, K, xq.data() + m * K, w.input_scale_mode);
     xin = xq.data();
   }
+  // F.linear → MKL sgemm: each output is one FMA chain (blocked by 384 in k), bias added after.
 #pragma omp parallel
   {
     std::vector<float> wrow(static_cast<size_t>(K));
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       weight_row_f32(w, n, wrow.data());
-      const float b = w.bias ? w.bias[n] : 0.0f;
       for (int64_t m = 0; m < M; ++m) {
-        const float* xr = xin + m * K;
-        float acc = 0.0f;
-        for (int64_t k = 0; k < K; ++k) acc += xr[k] * wrow[k];
-        y[m * N + n] = acc + b;
+        const float acc = torch_order::gemm_dot(xin + m * K, 1, wrow.data(), 1, K);
+        y[m * N + n] = w.bias ? acc + w.bias[n] : acc;
       }
     }
   }
 }
 
+// Qwen3_5RMSNorm: (x · rsqrt(x.pow(2).mean(-1) + eps)) · (1 + w), every step rounded to fp32.
 void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y) {
+  std::vector<float> scale(static_cast<size_t>(dim));
+  for (int64_t i = 0; i < dim; ++i) scale[i] = 1.0f + w[i];
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
-    double ss = 0.0;
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    float inv = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
-    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * (1.0f + w[i]);
+    const float mean = torch_order::row_sum_squares(xr, dim) / static_cast<float>(dim);
+    const float inv = 1.0f / std::sqrt(mean + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = (xr[i] * inv) * scale[i];
   }
 }
 
+// The plain RMSNorm (vision/Llama style): (x · rsqrt(mean(x²) + eps)) · w.
 void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
-    double ss = 0.0;
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    float inv = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
-    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * w[i];
+    const float mean = torch_order::row_sum_squares(xr, dim) / static_cast<float>(dim);
+    const float inv = 1.0f / std::sqrt(mean + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = (xr[i] * inv) * w[i];
   }
 }
 
@@ -101,16 +102,14 @@ void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, c
   }
 }
 
+// ATen's _vec_softmax_lastdim (AVX-512 kernel): max, exp(x − max), vec::reduce_all sum over
+// 16 lanes (element j in lane j mod 16, lanes folded pairwise 8, 4, 2, 1), then x · (1 / sum).
 void softmax_inplace(float* x, int64_t n) {
   if (n <= 0) return;
   float mx = x[0];
   for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - mx);
+  const float inv = 1.0f / torch_order::lane_tree_sum(x, n);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 

@@ -39,9 +39,10 @@ void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + (t * heads + h) * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const double a = v[i], b = v[i + half];
-        v[i] = static_cast<float>(a * c[i] - b * s[i]);
-        v[i + half] = static_cast<float>(b * c[i] + a * s[i]);
+        // HF: (x · cos) + (rotate_half(x) · sin), each product and the sum rounded to fp32
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] + (-b) * s[i];
+        v[i + half] = b * c[i] + a * s[i];
       }
     }
   }

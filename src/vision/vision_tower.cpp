@@ -127,29 +127,14 @@ void VisionTower::attention(const Block& b, const float* x, int64_t n, const std
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::vector<float> ctx(static_cast<size_t>(n * E));
+  AttentionShape shape;
+  shape.n_q_heads = shape.n_kv_heads = H;
+  shape.head_dim = D;
+  shape.scale = scale;
   int64_t start = 0;
   for (int64_t len : segments) {
-#pragma omp parallel for collapse(2) schedule(static) if (len * len * H * D > (1 << 16))
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t qi = start; qi < start + len; ++qi) {
-        std::vector<float> p(static_cast<size_t>(len));
-        const float* q = qkv.data() + qi * 3 * E + h * D;
-        for (int64_t kj = 0; kj < len; ++kj) {
-          const float* k = qkv.data() + (start + kj) * 3 * E + E + h * D;
-          float acc = 0.0f;
-          for (int64_t d = 0; d < D; ++d) acc += q[d] * k[d];
-          p[kj] = acc * scale;
-        }
-        ref::softmax_inplace(p.data(), len);
-        float* o = ctx.data() + qi * E + h * D;
-        std::fill(o, o + D, 0.0f);
-        for (int64_t kj = 0; kj < len; ++kj) {
-          const float* vv = qkv.data() + (start + kj) * 3 * E + 2 * E + h * D;
-          const float pw = p[kj];
-          for (int64_t d = 0; d < D; ++d) o[d] += pw * vv[d];
-        }
-      }
-    }
+    const float* rows = qkv.data() + start * 3 * E;
+    backend_.attention_dense(shape, rows, 3 * E, len, rows + E, rows + 2 * E, 3 * E, len, ctx.data() + start * E, E);
     start += len;
   }
   backend_.linear(b.proj, ctx.data(), n, out);
@@ -198,7 +183,7 @@ VisionTower::Output VisionTower::forward(const float* pixel_values, int64_t rows
     ref::layer_norm(x.data(), n, E, b.norm2_w.data(), b.norm2_b.data(), 1e-6f, normed.data());
     backend_.linear(b.fc1, normed.data(), n, mid.data());
     if (tanh_gelu)
-      for (float& m : mid) m = ref::gelu_tanh(m);
+      backend_.gelu_tanh_inplace(mid.data(), static_cast<int64_t>(mid.size()));
     else
       for (float& m : mid) m = ref::gelu_erf(m);
     backend_.linear(b.fc2, mid.data(), n, tmp.data());

@@ -14,7 +14,8 @@ FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const std::stri
   if (nkv <= 0 || nq % nkv != 0)
     throw Error(ErrorKind::kInvalidModel, "num_attention_heads (" + std::to_string(nq) +
                                               ") must be a multiple of num_key_value_heads (" + std::to_string(nkv) + ")");
-  shape_ = {nq, nkv, d, 1.0f / std::sqrt(static_cast<float>(d))};
+  // HF's scaling = head_dim ** -0.5 (a Python double), rounded to fp32 where it meets the scores.
+  shape_ = {nq, nkv, d, static_cast<float>(std::pow(static_cast<double>(d), -0.5))};
   rotary_dim_ = config.rotary_dim();
   eps_ = static_cast<float>(config.rms_norm_eps);
   q_proj_ = bind_linear(store, prefix + "q_proj", 2 * nq * d, H, plan);

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The GPU test command, on a machine with an NVIDIA Hopper GPU (sm_90a) and nvcc: configures a
+# build with -DSTAVE_CUDA=ON into build-cuda/, builds stave_cuda_tests and runs it (every CUDA op
+# against its reference op, then the public fixture cases on the GPU, exact and fast).
+# Fixtures come from ../shared/fixtures or $STAVE_FIXTURES. Arguments go to the test binary
+# (e.g. --gtest_filter=CudaOps.*).
+#   STAVE_PREBUILT=DIR  run DIR/stave_cuda_tests instead of building (a machine without the
+#                       build dependencies; tools/device/cuda_run.sh uses this)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+if [ -n "${STAVE_PREBUILT:-}" ]; then
+  bin="$STAVE_PREBUILT"
+else
+  nvcc="${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+  generator=()
+  if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+  cmake -S . -B build-cuda "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSTAVE_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DSTAVE_BENCH=OFF
+  cmake --build build-cuda -j "$(nproc)" --target stave_cuda_tests
+  bin=build-cuda/tests/cuda
+fi
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi not found"
+"$bin/stave_cuda_tests" "$@"

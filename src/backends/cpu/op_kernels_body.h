@@ -1,0 +1,377 @@
+// The leaf kernels of op_kernels.h, written once as plain loops that the compiler vectorizes
+// with whatever ISA flags the including file is built with (`#pragma omp simd` marks the loops
+// and reductions it may reorder). Included by op_kernels_generic.cpp, avx2/op_kernels_avx2.cpp
+// and avx512/op_kernels_avx512.cpp, each inside its own namespace (STAVE_OP_KERNELS_NS), so the
+// three copies never meet at link time. No standard-library templates here (see op_kernels.h).
+//
+// Not a normal header: no include guard on purpose.
+// <cmath> for INFINITY only: math calls are __builtin_*, so no inline std:: function is
+// compiled here under ISA flags (op_kernels.h says why).
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cpu/op_kernels.h"
+
+// Lets the compiler turn the clamps of fast_exp into vector min/max (IEEE exception flags are
+// never read in stave); without it no loop that calls fast_exp vectorizes.
+#pragma GCC optimize("no-trapping-math")
+
+namespace stave::cpu::STAVE_OP_KERNELS_NS {
+namespace {
+
+inline float min_f(float a, float b) { return a < b ? a : b; }
+inline float max_f(float a, float b) { return a > b ? a : b; }
+inline int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// exp(x) for fp32: Cephes' range reduction and degree-6 polynomial (≤ 2 ulp), clamped to the
+// normal range (exp(x < −87.3) gives ~1e-38 instead of a denormal or 0; every use adds or
+// multiplies it away). Branch-free so loops over it vectorize.
+inline float fast_exp(float x) {
+  x = min_f(max_f(x, -87.3f), 88.7f);
+  // n = round(x·log2 e): adding and removing 1.5·2²³ rounds to an integer (floorf would not vectorize).
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  // 2ⁿ from its exponent bits; n + 127 lands in the low mantissa bits of 1.5·2²³ + n + 127.
+  const int32_t bits = (__builtin_bit_cast(int32_t, n + (12582912.0f + 127.0f)) - 0x4B400000) << 23;
+  return y * __builtin_bit_cast(float, bits);
+}
+
+inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
+float sum_squares(const float* x, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
+  return s;
+}
+
+// y[0..n) += a · x[0..n)
+inline void axpy(float a, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// Σx² in double: the norms' only reduction, cheap next to the row it scales, and with it the
+// fast rms_norm rounds like the reference (an MXFP4 layer's input quantization then sees the
+// same values; W4A4 rounding codes are where fp32 noise would show most).
+double sum_squares_f64(const float* x, int64_t n) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void rms_norm_rows(const float* x, int64_t rows, int64_t dim, const float* w, float w_offset, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    const float inv = 1.0f / __builtin_sqrtf(static_cast<float>(sum_squares_f64(xr, dim) / static_cast<double>(dim)) + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * (w[i] + w_offset);
+  }
+}
+
+void gated_rms_norm_rows(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
+                         float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* zr = z + r * dim;
+    float* yr = y + r * dim;
+    const float inv = static_cast<float>(1.0 / __builtin_sqrt(sum_squares_f64(xr, dim) / static_cast<double>(dim) + eps));
+#pragma omp simd
+    for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * inv) * (zr[i] * fast_sigmoid(zr[i]));
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = gate[i] * fast_sigmoid(gate[i]) * up[i];
+}
+
+void sigmoid_mul(float* x, const float* gate, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * fast_sigmoid(gate[i]);
+}
+
+void gelu_tanh(float* x, int64_t n) {
+  // tanh(u) = 1 − 2/(exp(2u) + 1), so 0.5·(1 + tanh(u)) = sigmoid(2u).
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float u = 0.79788456080286535588f * (v + 0.044715f * v * v * v);
+    x[i] = v * fast_sigmoid(2.0f * u);
+  }
+}
+
+void conv1d_silu_tokens(const float* x, int64_t t0, int64_t t1, int64_t channels, const float* wt, int64_t kernel,
+                        const float* history, float* y) {
+  const int64_t H = kernel - 1;
+  for (int64_t t = t0; t < t1; ++t) {
+    float* yr = y + t * channels;
+    for (int64_t c = 0; c < channels; ++c) yr[c] = 0.0f;
+    for (int64_t j = 0; j < kernel; ++j) {
+      const int64_t s = t - H + j;
+      const float* in = s < 0 ? history + (H + s) * channels : x + s * channels;
+      const float* w = wt + j * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) yr[c] += w[c] * in[c];
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c) yr[c] = yr[c] * fast_sigmoid(yr[c]);
+  }
+}
+
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
+          const float* sin) {
+  const int64_t half = rotary_dim / 2;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (t * heads + h) * head_dim;
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+// HF l2norm: x · rsqrt(Σx² + 1e-6) · post_scale.
+void l2_normalize(const float* x, int64_t d, float post_scale, float* y) {
+  const float inv = post_scale / __builtin_sqrtf(sum_squares(x, d) + 1e-6f);
+#pragma omp simd
+  for (int64_t i = 0; i < d; ++i) y[i] = x[i] * inv;
+}
+
+// The chunked delta rule for one v head (the algorithm of ref::gated_delta_rule_chunked in fp32).
+// Per chunk of c tokens: O(c²(d_k + d_v) + 3·c·d_k·d_v) multiply-adds, all as vectorized
+// row updates (axpy over d_v or over the chunk's keys).
+void gated_delta_head(const GatedDeltaDims& dims, const GatedDeltaInput& in, int64_t h, int64_t chunk,
+                      float* S, float* out, float* scratch) {
+  const int64_t dk = dims.d_k, dv = dims.d_v, nv = dims.n_v_heads, C = chunk;
+  const int64_t kh = h / (nv / dims.n_k_heads);
+  const float q_scale = 1.0f / __builtin_sqrtf(static_cast<float>(dk));
+  float* Q = scratch;           // [C, dk]
+  float* K = Q + C * dk;        // [C, dk]
+  float* W = K + C * dk;        // [C, dk]
+  float* Kt = W + C * dk;       // [dk, C]
+  float* V = Kt + dk * C;       // [C, dv]  (β V, then U, then V')
+  float* A = V + C * dv;        // [C, C]   L_ij = β_i (k_i·k_j) Γ_ij, j < i
+  float* P = A + C * C;         // [C, C]   (q_i·k_j) Γ_ij, j ≤ i
+  float* gam = P + C * C;       // [C]
+  float* eg = gam + C;          // [C]      e^{γ_i}
+  float* o = eg + C;            // [dv]
+  for (int64_t c0 = 0; c0 < in.tokens; c0 += C) {
+    const int64_t c = min_i(C, in.tokens - c0);
+    float cum = 0.0f;
+    for (int64_t i = 0; i < c; ++i) {
+      const int64_t t = c0 + i;
+      l2_normalize(in.q + t * in.stride + kh * dk, dk, q_scale, Q + i * dk);
+      l2_normalize(in.k + t * in.stride + kh * dk, dk, 1.0f, K + i * dk);
+      cum += in.g[t * nv + h];
+      gam[i] = cum;
+      eg[i] = fast_exp(cum);
+      const float b = in.beta[t * nv + h];
+      const float* v = in.v + t * in.stride + h * dv;
+#pragma omp simd
+      for (int64_t a = 0; a < dv; ++a) V[i * dv + a] = v[a] * b;
+#pragma omp simd
+      for (int64_t a = 0; a < dk; ++a) W[i * dk + a] = K[i * dk + a] * (b * eg[i]);
+    }
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t a = 0; a < dk; ++a) Kt[a * C + j] = K[j * dk + a];
+    // Rows of K Kᵀ and Q Kᵀ as sums of Kt rows (vectorized over keys), then decays.
+    for (int64_t i = 0; i < c; ++i) {
+      float* ar = A + i * C;
+      float* pr = P + i * C;
+      for (int64_t j = 0; j <= i; ++j) ar[j] = pr[j] = 0.0f;
+      for (int64_t a = 0; a < dk; ++a) {
+        const float* kt = Kt + a * C;
+        const float ka = K[i * dk + a], qa = Q[i * dk + a];
+#pragma omp simd
+        for (int64_t j = 0; j <= i; ++j) {
+          ar[j] += ka * kt[j];
+          pr[j] += qa * kt[j];
+        }
+      }
+      const float b = in.beta[(c0 + i) * nv + h];
+#pragma omp simd
+      for (int64_t j = 0; j <= i; ++j) {
+        const float decay = fast_exp(gam[i] - gam[j]);
+        ar[j] *= b * decay;
+        pr[j] *= decay;
+      }
+    }
+    // Forward substitution (I + L) U = βV, (I + L) W = β e^γ K.
+    for (int64_t i = 1; i < c; ++i)
+      for (int64_t j = 0; j < i; ++j) {
+        const float l = A[i * C + j];
+        axpy(-l, V + j * dv, V + i * dv, dv);
+        axpy(-l, W + j * dk, W + i * dk, dk);
+      }
+    // V' = U − W S, and the inter-chunk part of the output e^{γ_i} q_iᵀ S (S entering the chunk).
+    for (int64_t i = 0; i < c; ++i) {
+      float* u = V + i * dv;
+      for (int64_t b = 0; b < dv; ++b) o[b] = 0.0f;
+      const float e = eg[i];
+      for (int64_t a = 0; a < dk; ++a) {
+        const float* s = S + a * dv;
+        const float wa = -W[i * dk + a], qa = Q[i * dk + a] * e;
+#pragma omp simd
+        for (int64_t b = 0; b < dv; ++b) {
+          u[b] += wa * s[b];
+          o[b] += qa * s[b];
+        }
+      }
+      float* dst = out + (c0 + i) * nv * dv + h * dv;
+      for (int64_t b = 0; b < dv; ++b) dst[b] = o[b];
+    }
+    // Intra-chunk part: O_i += Σ_{j≤i} P_ij V'_j.
+    for (int64_t i = 0; i < c; ++i) {
+      float* dst = out + (c0 + i) * nv * dv + h * dv;
+      for (int64_t j = 0; j <= i; ++j) axpy(P[i * C + j], V + j * dv, dst, dv);
+    }
+    // S ← e^{γ_last} S + Σ_j (k_j e^{γ_last − γ_j}) V'_jᵀ
+    const float glast = gam[c - 1];
+    const float e_last = eg[c - 1];
+    for (int64_t j = 0; j < c; ++j) gam[j] = fast_exp(glast - gam[j]);
+    for (int64_t a = 0; a < dk; ++a) {
+      float* s = S + a * dv;
+#pragma omp simd
+      for (int64_t b = 0; b < dv; ++b) s[b] *= e_last;
+      const float* kt = Kt + a * C;
+      for (int64_t j = 0; j < c; ++j) axpy(kt[j] * gam[j], V + j * dv, s, dv);
+    }
+  }
+}
+
+void gated_delta_recurrent_head(const GatedDeltaDims& dims, const GatedDeltaInput& in, int64_t h, float* S,
+                                float* out, float* scratch) {
+  const int64_t dk = dims.d_k, dv = dims.d_v, nv = dims.n_v_heads;
+  const int64_t kh = h / (nv / dims.n_k_heads);
+  const float q_scale = 1.0f / __builtin_sqrtf(static_cast<float>(dk));
+  float* q = scratch;
+  float* k = q + dk;
+  float* e = k + dk;
+  for (int64_t t = 0; t < in.tokens; ++t) {
+    l2_normalize(in.q + t * in.stride + kh * dk, dk, q_scale, q);
+    l2_normalize(in.k + t * in.stride + kh * dk, dk, 1.0f, k);
+    const float* v = in.v + t * in.stride + h * dv;
+    const float alpha = fast_exp(in.g[t * nv + h]);
+    const float beta = in.beta[t * nv + h];
+    for (int64_t b = 0; b < dv; ++b) e[b] = 0.0f;
+    for (int64_t a = 0; a < dk; ++a) {  // S ← αS; e = Sᵀk
+      float* s = S + a * dv;
+      const float ka = k[a];
+#pragma omp simd
+      for (int64_t b = 0; b < dv; ++b) {
+        s[b] *= alpha;
+        e[b] += ka * s[b];
+      }
+    }
+#pragma omp simd
+    for (int64_t b = 0; b < dv; ++b) e[b] = (v[b] - e[b]) * beta;
+    float* o = out + t * nv * dv + h * dv;
+    for (int64_t b = 0; b < dv; ++b) o[b] = 0.0f;
+    for (int64_t a = 0; a < dk; ++a) {  // S += k eᵀ; o = Sᵀq
+      float* s = S + a * dv;
+      const float ka = k[a], qa = q[a];
+#pragma omp simd
+      for (int64_t b = 0; b < dv; ++b) {
+        s[b] += ka * e[b];
+        o[b] += qa * s[b];
+      }
+    }
+  }
+}
+
+// Flash-style attention for a block of rows sharing one kv head: keys in tiles of
+// kAttentionTile, transposed once per tile for all rows, online softmax per row.
+void attention_rows(const AttentionRows& a, float* scratch) {
+  const int64_t R = a.rows, d = a.head_dim, T = kAttentionTile;
+  float* score = scratch;          // [R, T]
+  float* acc = score + R * T;      // [R, d]
+  float* run_max = acc + R * d;    // [R]
+  float* run_sum = run_max + R;    // [R]
+  float* kt = run_sum + R;         // [d, T]
+  int64_t max_keys = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    max_keys = a.n_keys[r] > max_keys ? a.n_keys[r] : max_keys;
+    run_max[r] = -INFINITY;
+    run_sum[r] = 0.0f;
+    for (int64_t i = 0; i < d; ++i) acc[r * d + i] = 0.0f;
+  }
+  for (int64_t j0 = 0; j0 < max_keys; j0 += T) {
+    const int64_t n = min_i(T, max_keys - j0);
+    for (int64_t j = 0; j < n; ++j) {
+      const float* kr = a.k + (j0 + j) * a.kv_stride;
+      for (int64_t i = 0; i < d; ++i) kt[i * T + j] = kr[i];
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t nk = min_i(n, a.n_keys[r] - j0);
+      if (nk <= 0) continue;
+      const float* q = a.q_rows[r];
+      float* s = score + r * T;
+      for (int64_t j = 0; j < nk; ++j) s[j] = 0.0f;
+      for (int64_t i = 0; i < d; ++i) {
+        const float qi = q[i] * a.scale;
+        const float* k = kt + i * T;
+#pragma omp simd
+        for (int64_t j = 0; j < nk; ++j) s[j] += qi * k[j];
+      }
+      float m = run_max[r];
+#pragma omp simd reduction(max : m)
+      for (int64_t j = 0; j < nk; ++j) m = max_f(m, s[j]);
+      const float correction = fast_exp(run_max[r] - m);
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < nk; ++j) {
+        s[j] = fast_exp(s[j] - m);
+        sum += s[j];
+      }
+      run_sum[r] = run_sum[r] * correction + sum;
+      run_max[r] = m;
+      float* ar = acc + r * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) ar[i] *= correction;
+      for (int64_t j = 0; j < nk; ++j) axpy(s[j], a.v + (j0 + j) * a.kv_stride, ar, d);
+    }
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    const float inv = a.n_keys[r] > 0 ? 1.0f / run_sum[r] : 0.0f;
+    float* o = a.out_rows[r];
+    const float* ar = acc + r * d;
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) o[i] = ar[i] * inv;
+  }
+}
+
+}  // namespace
+
+const OpKernels& table() {
+  static const OpKernels k = {STAVE_OP_KERNELS_ISA,
+                              rms_norm_rows,
+                              gated_rms_norm_rows,
+                              silu_mul,
+                              sigmoid_mul,
+                              conv1d_silu_tokens,
+                              rope,
+                              gated_delta_head,
+                              gated_delta_recurrent_head,
+                              attention_rows,
+                              gelu_tanh};
+  return k;
+}
+
+}  // namespace stave::cpu::STAVE_OP_KERNELS_NS

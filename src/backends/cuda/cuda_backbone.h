@@ -1,0 +1,35 @@
+// The Qwen3.5 backbone resident on the GPU: every weight uploaded once (MXFP4 packed, BF16 as
+// BF16), the whole prefill run layer by layer on device buffers with the ops of
+// device_ops.h, and only the final-normed hidden states copied back for the joint head.
+// Same contract as stave::Backbone::forward (src/model/backbone.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "io/release.h"
+#include "model/backbone.h"
+#include "stave/options.h"
+
+namespace stave::cuda {
+
+class CudaBackbone {
+ public:
+  // `release` must outlive the backbone (the embedding table is read from its mapping).
+  CudaBackbone(const Release& release, Precision precision);
+  ~CudaBackbone();
+
+  std::vector<float> forward(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
+                             std::span<const EmbeddingOverride> overrides = {}) const;
+
+  // Bytes of weights resident on the GPU.
+  size_t weight_bytes() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stave::cuda

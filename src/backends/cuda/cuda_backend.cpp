@@ -1,0 +1,177 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/cuda/device_ops.h"
+
+namespace stave::cuda {
+namespace {
+
+// Device copies of an op's arguments, freed at scope end.
+struct Staged {
+  std::vector<DeviceBuffer> bufs;
+  float* in(const float* host, int64_t n) {
+    bufs.emplace_back();
+    bufs.back().upload(host, static_cast<size_t>(n) * sizeof(float));
+    return bufs.back().as<float>();
+  }
+  float* out(int64_t n) {
+    bufs.emplace_back(static_cast<size_t>(n) * sizeof(float));
+    return bufs.back().as<float>();
+  }
+};
+
+void to_host(float* host, const float* dev, int64_t n) {
+  if (n > 0) STAVE_CUDA_CHECK(cudaMemcpy(host, dev, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(Precision precision)
+    : precision_(precision), ctx_(std::make_unique<GpuContext>(precision == Precision::kExact)) {}
+CudaBackend::~CudaBackend() = default;
+
+const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
+  const auto key = std::make_tuple(w.data, static_cast<const void*>(w.scales), static_cast<const void*>(w.bias), w.out,
+                                   w.in, static_cast<int>(w.format), w.quantize_input,
+                                   static_cast<int>(w.input_scale_mode));
+  auto it = weights_.find(key);
+  if (it == weights_.end()) it = weights_.emplace(key, std::make_unique<DeviceLinear>(upload_linear(w))).first;
+  return *it->second;
+}
+
+void CudaBackend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const {
+  std::lock_guard lock(mutex_);
+  const DeviceLinear& d = resident(w);
+  Staged st;
+  float* dx = st.in(x, M * w.in);
+  float* dy = st.out(M * w.out);
+  dev::linear(*ctx_, d, dx, M, dy);
+  ctx_->synchronize();
+  to_host(y, dy, M * w.out);
+}
+
+void CudaBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
+                                         float* y) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  float* dx = st.in(x, rows * dim);
+  dev::rms_norm_zero_centered(dx, rows, dim, st.in(w, dim), eps, dx, ctx_->stream());
+  ctx_->synchronize();
+  to_host(y, dx, rows * dim);
+}
+
+void CudaBackend::gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
+                                 float* y) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  float* dy = st.out(rows * dim);
+  dev::gated_rms_norm(st.in(x, rows * dim), st.in(z, rows * dim), rows, dim, st.in(w, dim), eps, dy,
+                      ctx_->stream());
+  ctx_->synchronize();
+  to_host(y, dy, rows * dim);
+}
+
+void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, float* y) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  float* dy = st.out(n);
+  dev::silu_mul(st.in(gate, n), st.in(up, n), n, dy, ctx_->stream());
+  ctx_->synchronize();
+  to_host(y, dy, n);
+}
+
+void CudaBackend::sigmoid_mul(float* x, const float* gate, int64_t n) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  float* dx = st.in(x, n);
+  dev::sigmoid_mul(dx, st.in(gate, n), n, ctx_->stream());
+  ctx_->synchronize();
+  to_host(x, dx, n);
+}
+
+void CudaBackend::causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
+                                     int64_t kernel, float* history, float* y) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  float* dh = st.in(history, (kernel - 1) * channels);
+  float* dy = st.out(tokens * channels);
+  dev::causal_conv1d_silu(st.in(x, tokens * channels), tokens, channels, st.in(weight, channels * kernel), kernel, dh,
+                          dy, ctx_->stream());
+  ctx_->synchronize();
+  to_host(y, dy, tokens * channels);
+  to_host(history, dh, (kernel - 1) * channels);
+}
+
+void CudaBackend::gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,
+                            int64_t n_v, float* g, float* beta) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  float* dg = st.out(tokens * n_v);
+  float* db = st.out(tokens * n_v);
+  dev::gdn_gates(st.in(a, tokens * n_v), st.in(b, tokens * n_v), st.in(A_log, n_v), st.in(dt_bias, n_v), tokens, n_v,
+                 dg, db, ctx_->stream());
+  ctx_->synchronize();
+  to_host(g, dg, tokens * n_v);
+  to_host(beta, db, tokens * n_v);
+}
+
+void CudaBackend::gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                                   float* out) const {
+  std::lock_guard lock(mutex_);
+  const int64_t T = in.tokens;
+  if (T <= 0) return;
+  Staged st;
+  // q, k and v may be three views of one row layout: copy the span they cover once.
+  const float* base = std::min({in.q, in.k, in.v});
+  const float* end = std::max({in.q + dims.n_k_heads * dims.d_k, in.k + dims.n_k_heads * dims.d_k,
+                               in.v + dims.n_v_heads * dims.d_v});
+  const int64_t span = (T - 1) * in.stride + (end - base);
+  float* dbase = st.in(base, span);
+  GatedDeltaInput din = in;
+  din.q = dbase + (in.q - base);
+  din.k = dbase + (in.k - base);
+  din.v = dbase + (in.v - base);
+  din.g = st.in(in.g, T * dims.n_v_heads);
+  din.beta = st.in(in.beta, T * dims.n_v_heads);
+  float* ds = st.in(state, dims.state_floats());
+  float* dout = st.out(T * dims.n_v_heads * dims.d_v);
+  DeviceBuffer scratch;
+  dev::gated_delta_rule(dims, din, ds, dout, scratch, ctx_->stream());
+  ctx_->synchronize();
+  to_host(out, dout, T * dims.n_v_heads * dims.d_v);
+  to_host(state, ds, dims.state_floats());
+}
+
+void CudaBackend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                                             float* out) const {
+  gated_delta_rule(dims, in, state, out);
+}
+
+void CudaBackend::apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                             const float* cos, const float* sin) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  const int64_t half = rotary_dim / 2;
+  float* dx = st.in(x, tokens * heads * head_dim);
+  dev::apply_rope(dx, tokens, heads, head_dim, rotary_dim, st.in(cos, tokens * half), st.in(sin, tokens * half),
+                  ctx_->stream());
+  ctx_->synchronize();
+  to_host(x, dx, tokens * heads * head_dim);
+}
+
+void CudaBackend::attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
+                                   const float* k, const float* v, float* out) const {
+  std::lock_guard lock(mutex_);
+  Staged st;
+  const int64_t n_keys = q_pos0 + tokens, kvw = shape.n_kv_heads * shape.head_dim;
+  const int64_t qw = shape.n_q_heads * shape.head_dim;
+  float* dout = st.out(tokens * qw);
+  dev::attention_causal(shape, st.in(q, tokens * qw), tokens, q_pos0, st.in(k, n_keys * kvw), st.in(v, n_keys * kvw),
+                        dout, precision_ == Precision::kExact, ctx_->stream());
+  ctx_->synchronize();
+  to_host(out, dout, tokens * qw);
+}
+
+}  // namespace stave::cuda

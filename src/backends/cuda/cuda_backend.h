@@ -1,0 +1,58 @@
+// The CUDA backend behind the same Backend interface as the CPU one: every op takes host
+// pointers, runs on the GPU (src/backends/cuda/device_ops.h) and copies its result back.
+// Linear weights are uploaded once, on first use, and stay resident (MXFP4 packed).
+// The per-op copies make this the oracle-facing form (tests compare each op with the
+// reference); decisions run through CudaBackbone, which keeps activations on the GPU.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <map>
+#include <tuple>
+
+#include "ops/backend.h"
+
+namespace stave::cuda {
+
+class GpuContext;
+struct DeviceLinear;
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(Precision precision);
+  ~CudaBackend() override;
+  const char* name() const override { return "cuda"; }
+
+  void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const override;
+  void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
+                              float* y) const override;
+  void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
+                      float* y) const override;
+  void silu_mul(const float* gate, const float* up, int64_t n, float* y) const override;
+  void sigmoid_mul(float* x, const float* gate, int64_t n) const override;
+  void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
+                          float* history, float* y) const override;
+  void gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,
+                 int64_t n_v, float* g, float* beta) const override;
+  void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                        float* out) const override;
+  void gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
+                                  float* out) const override;
+  void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
+                  const float* sin) const override;
+  void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0, const float* k,
+                        const float* v, float* out) const override;
+
+ private:
+  const DeviceLinear& resident(const LinearWeight& w) const;
+
+  Precision precision_;
+  mutable std::mutex mutex_;  // one op at a time on the shared context and caches
+  std::unique_ptr<GpuContext> ctx_;
+  // Keyed by everything that describes the weight (pointers, shape, format): the memory of a
+  // LinearWeight must stay unchanged while this backend lives (model weights are mapped once).
+  mutable std::map<std::tuple<const void*, const void*, const void*, int64_t, int64_t, int, bool, int>,
+                   std::unique_ptr<DeviceLinear>>
+      weights_;
+};
+
+}  // namespace stave::cuda

@@ -1,0 +1,97 @@
+// The CUDA backend's ops on device pointers: what the host-pointer CudaBackend (per-op tests)
+// and the device-resident CudaBackbone (the fast path) both call. Each op keeps the semantics
+// of its fp32 reference op (src/ops); comments name it. All launches go to `stream`.
+//
+// Precision: `exact` evaluates linear layers with fp64 accumulation (weights and MXFP4-QDQ'd
+// activations widened exactly to double, cuBLAS DGEMM) and every op in double where the
+// reference uses double; `fast` runs linear layers on BF16 tensor cores (cuBLAS, fp32
+// accumulation). MXFP4 weights stay packed on the GPU; fast mode expands them to BF16 tiles,
+// which is exact (E2M1 × 2^e fits BF16), and a QDQ'd activation is exact in BF16 too, so W4A4
+// products are exact and only the fp32 accumulation order differs from the reference. Other
+// activations (BF16 releases) are split into BF16 hi + lo and take two products, which keeps
+// about 16 significant bits of the fp32 activation (one BF16 rounding moved fixture
+// probabilities by up to 0.03).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/device_buffer.h"
+#include "model/linear_weight.h"
+#include "ops/attention.h"
+#include "ops/gated_delta_net.h"
+
+namespace stave::cuda {
+
+// True when a CUDA device is usable (tests skip otherwise).
+bool device_available();
+
+// A linear weight resident on the GPU in its stored format (MXFP4 stays packed).
+struct DeviceLinear {
+  std::string name;
+  int64_t out = 0, in = 0;
+  WeightFormat format = WeightFormat::kBF16;
+  bool quantize_input = false;
+  mxfp4::ScaleMode input_scale_mode = mxfp4::ScaleMode::kEven;
+  DeviceBuffer data, scales, bias;  // bias: fp32 [out] or empty
+};
+DeviceLinear upload_linear(const LinearWeight& w);
+
+// Per-stream state: cuBLAS handle and growable scratch for linear layers. Not thread-safe.
+class GpuContext {
+ public:
+  explicit GpuContext(bool exact);
+  ~GpuContext();
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+
+  bool exact() const { return exact_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+  DeviceBuffer& scratch_w() { return w_; }
+  DeviceBuffer& scratch_x() { return x_; }
+  DeviceBuffer& scratch_y() { return y_; }
+  void synchronize() const;
+
+ private:
+  bool exact_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  DeviceBuffer w_, x_, y_;
+};
+
+namespace dev {
+
+// y[M, w.out] = x[M, w.in] · Wᵀ (+ bias), W4A4 QDQ of x for MXFP4 weights (ref::linear).
+void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
+
+// MXFP4 quantize-dequantize of rows of k values (mxfp4::qdq_row), bit-exact; out may alias x.
+void mxfp4_qdq(const float* x, int64_t rows, int64_t k, mxfp4::ScaleMode mode, float* out, cudaStream_t s);
+
+void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y,
+                            cudaStream_t s);
+void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps, float* y,
+                    cudaStream_t s);
+void silu_mul(const float* gate, const float* up, int64_t n, float* y, cudaStream_t s);
+void sigmoid_mul(float* x, const float* gate, int64_t n, cudaStream_t s);
+void add_inplace(float* h, const float* y, int64_t n, cudaStream_t s);
+void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
+                        float* history, float* y, cudaStream_t s);
+void gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens, int64_t n_v,
+               float* g, float* beta, cudaStream_t s);
+// The gated delta rule (ref::gated_delta_rule_recurrent semantics; state fp32 in and out,
+// carried in double inside the call). `qk_scratch` holds 2·tokens·n_k·d_k doubles.
+void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
+                      DeviceBuffer& qk_scratch, cudaStream_t s);
+void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
+                const float* sin, cudaStream_t s);
+// qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
+void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate, cudaStream_t s);
+// exact: scores and sums in double (ref::attention_causal); fast: fp32.
+void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0, const float* k,
+                      const float* v, float* out, bool exact, cudaStream_t s);
+
+}  // namespace dev
+}  // namespace stave::cuda

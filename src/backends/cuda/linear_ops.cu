@@ -1,0 +1,292 @@
+// Linear layers on the GPU: weights resident in their stored format, MXFP4 activation QDQ
+// bit-exact with src/quant/mxfp4, products on cuBLAS (BF16 tensor cores in fast mode, DGEMM in
+// exact mode). MXFP4 weights are expanded to a BF16 (or fp64) scratch tile per call.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cuda/device_ops.h"
+#include "stave/errors.h"
+
+namespace stave::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+__constant__ float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// mxfp4::scale_exponent, bit for bit.
+__device__ int scale_exponent(float amax, int mode) {
+  if (isnan(amax)) return 127;
+  if (mode == 0) {  // even
+    float value;
+    if (amax == 0.0f) {
+      value = 0x1p-126f;
+    } else {
+      const unsigned b = (__float_as_uint(amax) + 0x00200000u) & 0xFF800000u;
+      value = __uint_as_float(b);
+    }
+    if (isinf(value)) return 127;
+    if (value == 0.0f) return -127;
+    const int e = ilogbf(value) - 2;
+    return max(-127, min(127, e));
+  }
+  if (amax == 0.0f) return -23;
+  const int fl = ilogbf(amax);
+  if (mode == 1) return max(-127, min(127, fl - 2));
+  const bool exact = ldexpf(1.0f, fl) == amax;
+  return max(-127, min(127, (exact ? fl : fl + 1) - 2));
+}
+
+// mxfp4::quantize_e2m1 then the value back (times 1): the E2M1 grid value with sign, +0 for 0.
+__device__ float e2m1_round(float v) {
+  const float a = fabsf(v);
+  if (isnan(a)) return 0.0f;
+  float q;
+  if (a >= 6.0f) {
+    q = 6.0f;
+  } else {
+    const float step = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
+    q = __fmul_rn(rintf(__fdiv_rn(a, step)), step);
+    if (q > 6.0f) q = 6.0f;
+  }
+  if (q == 0.0f) return 0.0f;
+  return (__float_as_uint(v) >> 31) ? -q : q;
+}
+
+template <class Out>
+__device__ Out to_out(float v);
+template <>
+__device__ float to_out<float>(float v) { return v; }
+template <>
+__device__ double to_out<double>(float v) { return v; }
+template <>
+__device__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// One warp per 32-value block (a short tail block is padded with zeros, as Quark does).
+template <class Out>
+__global__ void qdq_kernel(const float* x, int64_t rows, int64_t k, int mode, Out* out) {
+  const int64_t blocks_per_row = (k + 31) / 32;
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= rows * blocks_per_row) return;
+  const int64_t r = warp / blocks_per_row, col = (warp % blocks_per_row) * 32 + lane;
+  const bool valid = col < k;
+  const float v = valid ? x[r * k + col] : 0.0f;
+  float amax = fabsf(v);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, amax, o);
+    amax = amax < other ? other : amax;
+  }
+  const int e = scale_exponent(amax, mode);
+  const float inv = ldexpf(1.0f, -e), s = ldexpf(1.0f, e);
+  const float q = e2m1_round(__fmul_rn(v, inv));
+  if (valid) out[r * k + col] = to_out<Out>(__fmul_rn(q, s));
+}
+
+template <class Out>
+__global__ void convert_kernel(const float* x, int64_t n, Out* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = to_out<Out>(x[i]);
+}
+
+// Packed MXFP4 rows [N, K/2] + E8M0 scales [N, K/32] -> Out [N, K]; one thread per byte.
+template <class Out>
+__global__ void dequant_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales, int64_t N, int64_t K, Out* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t half = K / 2;
+  if (i >= N * half) return;
+  const int64_t r = i / half, j = i % half;
+  const float s = ldexpf(1.0f, static_cast<int>(scales[r * (K / 32) + j / 16]) - 127);
+  const uint8_t b = codes[i];
+  out[r * K + 2 * j] = to_out<Out>(__fmul_rn(kE2M1[b & 0x0f], s));
+  out[r * K + 2 * j + 1] = to_out<Out>(__fmul_rn(kE2M1[b >> 4], s));
+}
+
+template <class Out>
+__global__ void widen_16_kernel(const uint16_t* w, int64_t n, bool is_bf16, Out* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const uint16_t h = w[i];
+  const float v = is_bf16 ? __uint_as_float(static_cast<unsigned>(h) << 16)
+                          : __half2float(__ushort_as_half(h));
+  out[i] = static_cast<Out>(v);
+}
+
+// x ≈ hi + lo with both in BF16 (16 significant bits together): two BF16 products then carry
+// an fp32 activation almost exactly, as the CPU's fp32 × BF16 kernels do.
+__global__ void split_bf16_kernel(const float* x, int64_t n, __nv_bfloat16* hi, __nv_bfloat16* lo) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
+  hi[i] = h;
+  lo[i] = __float2bfloat16_rn(x[i] - __bfloat162float(h));
+}
+
+__global__ void finish_double_kernel(const double* acc, int64_t M, int64_t N, const float* bias, float* y) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= M * N) return;
+  const float a = static_cast<float>(acc[i]);
+  y[i] = bias ? a + bias[i % N] : a;
+}
+
+__global__ void add_bias_kernel(float* y, int64_t M, int64_t N, const float* bias) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < M * N) y[i] += bias[i % N];
+}
+
+int mode_code(mxfp4::ScaleMode m) {
+  return m == mxfp4::ScaleMode::kEven ? 0 : (m == mxfp4::ScaleMode::kFloor ? 1 : 2);
+}
+
+template <class Out>
+void launch_qdq(const float* x, int64_t rows, int64_t k, mxfp4::ScaleMode mode, Out* out, cudaStream_t s) {
+  const int64_t threads = rows * ((k + 31) / 32) * 32;
+  qdq_kernel<Out><<<blocks_for(threads), kThreads, 0, s>>>(x, rows, k, mode_code(mode), out);
+  STAVE_CUDA_LAUNCHED();
+}
+
+// Writes W [N, K] as Out into `dst` (scratch) from its stored format.
+template <class Out>
+void expand_weight(const DeviceLinear& w, Out* dst, cudaStream_t s) {
+  const int64_t n = w.out * w.in;
+  switch (w.format) {
+    case WeightFormat::kMXFP4:
+      dequant_mxfp4_kernel<Out><<<blocks_for(n / 2), kThreads, 0, s>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
+                                                                       w.out, w.in, dst);
+      break;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+      widen_16_kernel<Out><<<blocks_for(n), kThreads, 0, s>>>(w.data.as<uint16_t>(), n,
+                                                              w.format == WeightFormat::kBF16, dst);
+      break;
+    case WeightFormat::kF32: convert_kernel<Out><<<blocks_for(n), kThreads, 0, s>>>(w.data.as<float>(), n, dst); break;
+  }
+  STAVE_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+bool device_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+DeviceLinear upload_linear(const LinearWeight& w) {
+  DeviceLinear d;
+  d.name = w.name;
+  d.out = w.out;
+  d.in = w.in;
+  d.format = w.format;
+  d.quantize_input = w.format == WeightFormat::kMXFP4 && w.quantize_input;
+  d.input_scale_mode = w.input_scale_mode;
+  if (w.format == WeightFormat::kMXFP4 && w.in % 32 != 0)
+    throw Error(ErrorKind::kInvalidModel, w.name + ": MXFP4 in-features " + std::to_string(w.in) +
+                                              " is not a multiple of 32");
+  d.data.upload(w.data, static_cast<size_t>(w.out) * w.row_bytes());
+  if (w.format == WeightFormat::kMXFP4) d.scales.upload(w.scales, static_cast<size_t>(w.out * (w.in / 32)));
+  if (w.bias) d.bias.upload(w.bias, static_cast<size_t>(w.out) * sizeof(float));
+  return d;
+}
+
+GpuContext::GpuContext(bool exact) : exact_(exact) {
+  STAVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  STAVE_CUBLAS_CHECK(cublasCreate(&blas_));
+  STAVE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+  // Exact mode must not let cuBLAS pick TF32 or reduced-precision reductions.
+  STAVE_CUBLAS_CHECK(cublasSetMathMode(blas_, exact ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+GpuContext::~GpuContext() {
+  if (blas_) cublasDestroy(blas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void GpuContext::synchronize() const { STAVE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+namespace dev {
+
+void mxfp4_qdq(const float* x, int64_t rows, int64_t k, mxfp4::ScaleMode mode, float* out, cudaStream_t s) {
+  if (rows <= 0 || k <= 0) return;
+  launch_qdq<float>(x, rows, k, mode, out, s);
+}
+
+void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {
+  if (M <= 0) return;
+  const int64_t K = w.in, N = w.out;
+  cudaStream_t s = ctx.stream();
+  const float* bias = w.bias.bytes() ? w.bias.as<float>() : nullptr;
+  // Column-major view: y[M,N] row-major is yᵀ (N×M, ld N) = Wᵀᵀ·xᵀ with W row-major [N,K].
+  if (ctx.exact()) {
+    const double one = 1.0, zero = 0.0;
+    ctx.scratch_w().reserve(static_cast<size_t>(N * K) * sizeof(double));
+    ctx.scratch_x().reserve(static_cast<size_t>(M * K) * sizeof(double));
+    ctx.scratch_y().reserve(static_cast<size_t>(M * N) * sizeof(double));
+    double* wd = ctx.scratch_w().as<double>();
+    double* xd = ctx.scratch_x().as<double>();
+    double* yd = ctx.scratch_y().as<double>();
+    expand_weight<double>(w, wd, s);
+    if (w.quantize_input)
+      launch_qdq<double>(x, M, K, w.input_scale_mode, xd, s);
+    else {
+      convert_kernel<double><<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, xd);
+      STAVE_CUDA_LAUNCHED();
+    }
+    STAVE_CUBLAS_CHECK(cublasDgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                   static_cast<int>(K), &one, wd, static_cast<int>(K), xd, static_cast<int>(K), &zero,
+                                   yd, static_cast<int>(N)));
+    finish_double_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(yd, M, N, bias, y);
+    STAVE_CUDA_LAUNCHED();
+    return;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  if (w.format == WeightFormat::kF32 || w.format == WeightFormat::kF16) {
+    const float* wf = w.data.as<float>();
+    if (w.format == WeightFormat::kF16) {
+      ctx.scratch_w().reserve(static_cast<size_t>(N * K) * sizeof(float));
+      expand_weight<float>(w, ctx.scratch_w().as<float>(), s);
+      wf = ctx.scratch_w().as<float>();
+    }
+    STAVE_CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                   static_cast<int>(K), &one, wf, static_cast<int>(K), x, static_cast<int>(K), &zero, y,
+                                   static_cast<int>(N)));
+  } else {
+    // BF16 tensor cores: BF16 weights as stored, MXFP4 expanded exactly to BF16.
+    const __nv_bfloat16* wb = w.data.as<__nv_bfloat16>();
+    if (w.format == WeightFormat::kMXFP4) {
+      ctx.scratch_w().reserve(static_cast<size_t>(N * K) * 2);
+      expand_weight<__nv_bfloat16>(w, ctx.scratch_w().as<__nv_bfloat16>(), s);
+      wb = ctx.scratch_w().as<__nv_bfloat16>();
+    }
+    // A W4A4 activation is exact in BF16 after its QDQ: one product. Any other activation is
+    // split into BF16 hi + lo: two products (BF16 alone loses too much on small models).
+    ctx.scratch_x().reserve(static_cast<size_t>(M * K) * 2 * 2);
+    __nv_bfloat16* xb = ctx.scratch_x().as<__nv_bfloat16>();
+    __nv_bfloat16* xlo = xb + M * K;
+    if (w.quantize_input)
+      launch_qdq<__nv_bfloat16>(x, M, K, w.input_scale_mode, xb, s);
+    else {
+      split_bf16_kernel<<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, xb, xlo);
+      STAVE_CUDA_LAUNCHED();
+    }
+    auto gemm = [&](const __nv_bfloat16* xp, const float* beta) {
+      STAVE_CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                      static_cast<int>(K), &one, wb, CUDA_R_16BF, static_cast<int>(K), xp,
+                                      CUDA_R_16BF, static_cast<int>(K), beta, y, CUDA_R_32F, static_cast<int>(N),
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    gemm(xb, &zero);
+    if (!w.quantize_input) gemm(xlo, &one);
+  }
+  if (bias) {
+    add_bias_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
+    STAVE_CUDA_LAUNCHED();
+  }
+}
+
+}  // namespace dev
+}  // namespace stave::cuda

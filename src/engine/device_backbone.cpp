@@ -1,0 +1,30 @@
+#include "engine/device_backbone.h"
+
+#include "stave/errors.h"
+
+#ifdef STAVE_WITH_CUDA
+#include "backends/cuda/cuda_backbone.h"
+#include "backends/cuda/device_ops.h"
+#endif
+
+namespace stave {
+
+std::shared_ptr<DeviceForward> make_device_backbone(const Release& release, const EngineOptions& options) {
+  if (options.device.empty() || options.device == "cpu") return nullptr;
+  if (options.device != "cuda")
+    throw Error(ErrorKind::kUnsupported, "device must be cpu or cuda, not \"" + options.device + "\"");
+#ifdef STAVE_WITH_CUDA
+  if (!cuda::device_available())
+    throw Error(ErrorKind::kUnsupported, "device cuda: no CUDA GPU is visible to this process");
+  auto gpu = std::make_shared<cuda::CudaBackbone>(release, options.precision);
+  return std::make_shared<DeviceForward>(
+      [gpu](std::span<const int32_t> ids, std::span<const int32_t> pos, std::span<const EmbeddingOverride> ov) {
+        return gpu->forward(ids, pos, ov);
+      });
+#else
+  (void)release;
+  throw Error(ErrorKind::kUnsupported, "device cuda: this stave was built without CUDA (configure with -DSTAVE_CUDA=ON)");
+#endif
+}
+
+}  // namespace stave

@@ -1,0 +1,27 @@
+// Where the backbone runs: EngineOptions::device picks the CPU Backbone ("cpu") or the
+// GPU-resident one ("cuda", only in builds with -DSTAVE_CUDA=ON). The joint head, the vision
+// tower and the encoding stay on the CPU either way.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/release.h"
+#include "model/backbone.h"
+#include "stave/options.h"
+
+namespace stave {
+
+// The backbone's forward (same contract as Backbone::forward) on a non-CPU device.
+using DeviceForward = std::function<std::vector<float>(std::span<const int32_t>, std::span<const int32_t>,
+                                                       std::span<const EmbeddingOverride>)>;
+
+// nullptr for device "cpu"; the GPU backbone's forward for "cuda". An unknown device, or
+// "cuda" in a build without CUDA or on a machine without a GPU, is an Error naming it.
+// The returned function owns the device state; `release` must outlive it.
+std::shared_ptr<DeviceForward> make_device_backbone(const Release& release, const EngineOptions& options);
+
+}  // namespace stave

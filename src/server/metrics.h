@@ -1,0 +1,54 @@
+// Prometheus text-format metrics (exposition format 0.0.4) for routers and dashboards: requests
+// by endpoint and status, queue depth, running decisions, input tokens, latency and prefill
+// throughput histograms. Counters only go up; gauges are sampled when /metrics is read.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace stave::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double v);
+  // "<name>_bucket{le=...} n", "_sum", "_count" lines.
+  void render(std::string& out, const std::string& name) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative); the last is +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+struct GaugeSample {
+  int64_t queue_depth = 0;      // decisions waiting for a worker
+  int64_t running = 0;          // decisions being computed
+  int64_t queue_capacity = 0;   // waiting room size
+  int64_t workers = 0;          // decisions that run at once
+  bool loaded = false;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  // `endpoint` is a route path ("/v1/systemone") or "other" (unknown paths would otherwise
+  // make unbounded label sets).
+  void count_request(const std::string& endpoint, int status);
+  void observe_decision(int64_t input_tokens, double latency_s, double compute_s);
+  std::string render(const GaugeSample& gauges) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t input_tokens_ = 0;
+  uint64_t decisions_ = 0;
+  Histogram latency_;      // seconds, arrival to answer (queue wait included)
+  Histogram prefill_tps_;  // input tokens per second of decision compute
+};
+
+}  // namespace stave::server

@@ -1,0 +1,51 @@
+// Everything `stave serve` can be told: the model and its names, the protocol limits, the
+// admission policy and the HTTP front. Defaults are the safe production ones (loopback only,
+// Workers AI's published limits on, bounded queue, 30 s per request).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "decide/request.h"
+#include "stave/options.h"
+
+namespace stave::server {
+
+struct ServeOptions {
+  EngineOptions engine;                 // engine.model: release folder or Hugging Face repo id
+
+  // Names a request's "model" may carry (server/model_names.h says how they are matched).
+  std::string model_name;               // the id /v1/models reports; default: derived from --model
+  std::vector<std::string> aliases;     // extra accepted names
+  bool default_aliases = true;          // also accept "clef", the name every SystemOne example uses
+
+  // Protocol: limits, truncation, confidence, token budget.
+  RequestLimits limits = default_limits();
+  DecideOptions decide;                 // include_logits is never set by the server
+  size_t max_body_bytes = size_t{16} << 20;  // larger bodies: 413
+
+  // Admission: `max_running` decisions at once, `max_queue` more waiting; beyond that 503.
+  int max_running = 1;
+  int max_queue = 16;
+  int timeout_ms = 30000;               // from arrival to answer, queue wait included; then 504
+  int http_threads = 0;                 // connection threads; 0: max(32, running + queue + 8)
+
+  // HTTP front.
+  std::string host = "127.0.0.1";
+  int port = 8080;                      // 0: any free port (tests)
+  std::string api_key;                  // non-empty: /v1/* need "Authorization: Bearer <key>"
+  bool workers_ai_envelope = false;     // wrap replies in {result, success, errors, messages}
+  bool access_log = true;               // one JSON line per request on stderr
+
+  // Workers AI's published limits (64 questions, 2–255 options, 2–10 levels, ids ≤ 100 chars of
+  // letters, digits, _ . -, 4 images of ≤ 4 MiB, 8 MiB in all); instructions stay optional and
+  // unknown fields allowed unless --strict.
+  static RequestLimits default_limits() {
+    RequestLimits l = RequestLimits::workers_ai();
+    l.require_instructions = false;
+    l.reject_unknown_fields = false;
+    return l;
+  }
+};
+
+}  // namespace stave::server

@@ -1,0 +1,62 @@
+// `stave serve`: the SystemOne HTTP server over one Engine.
+//
+//   POST /v1/systemone   a SystemOne request → the response `stave decide` gives, plus
+//                        usage.truncated_state_tokens, usage.latency_ms, an X-Request-Id header
+//   GET  /v1/models      the served model: id, names, capabilities, context length
+//   GET  /health         503 until the model is loaded (and while draining), then 200
+//   GET  /metrics        Prometheus text format
+//
+// Lifecycle: bind() (fails fast on a taken port) → run() on some thread, which serves until
+// stop() → the engine arrives through load() (background) or set_engine() (tests). stop() is
+// graceful: the listener closes, requests already received are answered, then run() returns.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "server/serve_options.h"
+#include "stave/engine.h"
+
+namespace stave::server {
+
+class AdmissionQueue;
+
+class Server {
+ public:
+  explicit Server(ServeOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds options.host:options.port; returns the port (the chosen one when port is 0).
+  // Throws stave::Error(kIo) when the address cannot be bound.
+  int bind();
+  // Serves until stop(); returns once every received request has been answered.
+  void run();
+  // Thread-safe; may be called before, during or after run().
+  void stop();
+
+  // Loads options.engine on a background thread; on failure the server stops and
+  // load_error() says why.
+  void load_in_background();
+  void set_engine(std::shared_ptr<const Engine> engine);
+  bool loaded() const { return engine_ready_.load(); }
+  std::string load_error() const;
+  void wait_loaded_or_failed() const;
+
+  const ServeOptions& options() const { return options_; }
+  AdmissionQueue& admission();  // tests occupy workers through it
+  int port() const { return port_; }
+
+  struct Impl;
+
+ private:
+  ServeOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> engine_ready_{false};
+  int port_ = -1;
+};
+
+}  // namespace stave::server

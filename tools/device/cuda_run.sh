@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs on the device machine from the folder pack_cuda.sh filled: the GPU test suite, then
+# `stave synth --preset clef-27b --format mxfp4` on local disk and decision latency at 512,
+# 2048 and 8192 tokens on the H200 (bench_decide). Results and logs under $OUT.
+#   STEPS="tests bench torch" (default) — pick steps.
+#   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
+#              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
+set -uo pipefail
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$here"
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+steps="${STEPS:-tests bench torch}"
+layers="${LAYERS:-64}"
+cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
+export LD_LIBRARY_PATH="$here/payload/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+echo "cublas: $cublas"
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv
+fx=/tmp/fx
+if [ ! -d $fx/public ]; then
+  mkdir -p $fx && tar -xJf payload/fixtures.tar.xz -C $fx
+  cp $fx/public/model-bf16/model-00001-of-00002.safetensors $fx/public/model-bf16/tokenizer.json $fx/public/model-mxfp4/
+fi
+export STAVE_FIXTURES=$fx
+bin="$here/payload/bin"
+ldd "$bin/stave_cuda_tests" | grep "not found" && echo "MISSING LIBRARIES"
+if [[ " $steps " == *" tests "* ]]; then
+  STAVE_PREBUILT="$bin" timeout "${TEST_TIMEOUT:-90}" bash scripts/cuda_device_tests.sh 2>&1 | tee "$OUT/cuda_tests.txt" | grep -v "^\[ *\(RUN\|OK\) *\]"
+fi
+if [[ " $steps " == *" bench "* ]]; then
+  rel=/tmp/clef-27b-mxfp4-L$layers
+  if [ ! -f $rel/config.json ]; then
+    rm -rf $rel
+    df -h /tmp | tail -1
+    start=$SECONDS
+    timeout "${SYNTH_TIMEOUT:-200}" "$bin/stave" synth --preset clef-27b --layers "$layers" --format mxfp4 --out $rel \
+      --tokenizer $fx/public/model-bf16/tokenizer.json 2>&1 | tail -2 | tee "$OUT/synth.txt"
+    echo "synth took $((SECONDS - start)) s" | tee -a "$OUT/synth.txt"
+  fi
+  du -sh $rel | tee -a "$OUT/synth.txt"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/gpu_mem.txt" &
+  smi=$!
+  STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
+    timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 | tee "$OUT/bench_mxfp4.txt"
+  kill $smi
+  echo "peak GPU memory used (MiB): $(sort -n "$OUT/gpu_mem.txt" | tail -1)" | tee -a "$OUT/bench_mxfp4.txt"
+fi
+if [[ " $steps " == *" torch "* ]]; then
+  timeout "${TORCH_TIMEOUT:-100}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
+    /tmp/clef-27b-mxfp4-L$layers 2>&1 | tail -15 | tee "$OUT/torch.txt"
+fi

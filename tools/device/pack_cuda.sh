@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Packs what the GPU run needs into OUT_DIR (default .devsrc-cuda of the lead's checkout), for a
+# device machine that has CUDA and Python but not stave's build dependencies: the binaries built
+# here with -DSTAVE_CUDA=ON (stave, stave_cuda_tests, bench_decide), the shared libraries they
+# need that such a machine may lack, and the public fixtures (one xz tarball, the duplicate
+# shard and tokenizer of the MXFP4 model dropped). tools/device/cuda_run.sh unpacks and runs.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${1:-/work/main/.devsrc-cuda}"
+build="${BUILD:-$root/build}"
+fixtures="${FIXTURES:-$root/../shared/fixtures}"
+mkdir -p "$out"
+keep="$(mktemp)"
+if [ -f "$out/payload/fixtures.tar.xz" ]; then cp "$out/payload/fixtures.tar.xz" "$keep"; fi
+rm -rf "$out" && mkdir -p "$out"
+git -C "$root" ls-files -co --exclude-standard | tar -C "$root" -cf - -T - | tar -C "$out" -xf -
+mkdir -p "$out/payload/bin" "$out/payload/lib"
+for b in "$build/stave" "$build/tests/cuda/stave_cuda_tests" "$build/bench/bench_decide"; do
+  strip -o "$out/payload/bin/$(basename "$b")" "$b"
+done
+# Non-core libraries (glibc, libstdc++ and the CUDA libraries come from the device machine).
+for b in "$out"/payload/bin/*; do
+  ldd "$b" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudart)\.so' \
+  | while read -r lib; do cp -L "$lib" "$out/payload/lib/"; done
+work="$(mktemp -d)"
+trap 'rm -rf "$work" "$keep"' EXIT
+if [ -s "$keep" ]; then  # fixtures already packed (REPACK_FIXTURES=1 to redo)
+  if [ "${REPACK_FIXTURES:-0}" != "1" ]; then cp "$keep" "$out/payload/fixtures.tar.xz"; du -sh "$out"; exit 0; fi
+fi
+cp -r "$fixtures/public" "$work/"
+chmod -R u+w "$work/public"
+rm "$work/public/model-mxfp4/model-00001-of-00002.safetensors" "$work/public/model-mxfp4/tokenizer.json"
+tar -C "$work" -cf - public | xz -6 -T2 > "$out/payload/fixtures.tar.xz"
+du -sh "$out" "$out"/payload/*
