@@ -38,7 +38,7 @@ Register reg{{"synth", "Write a release folder with random weights and real Clef
                   if (o->tokenizer.empty()) o->tokenizer = default_tokenizer();
                   const bool tty = isatty(2);
                   auto start = std::chrono::steady_clock::now();
-                  o->progress = [tty, start, last = -1.0](uint64_t done, uint64_t total) mutable {
+                  o->progress = [tty, start, last = -1.0, decile = -1](uint64_t done, uint64_t total) mutable {
                     double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
                     if (frac - last < 0.01 && done != total) return;
                     last = frac;
@@ -47,6 +47,11 @@ Register reg{{"synth", "Write a release folder with random weights and real Clef
                     if (tty)
                       std::fprintf(stderr, "\rsynth: %5.1f%%  %.0f / %.0f MB  %.0f MB/s ", frac * 100, mb,
                                    static_cast<double>(total) / 1e6, s > 0 ? mb / s : 0.0);
+                    else if (int d = static_cast<int>(frac * 10); d != decile) {  // logs: a line per 10%
+                      decile = d;
+                      std::fprintf(stderr, "synth: %3.0f%%  %.0f / %.0f MB\n", frac * 100, mb,
+                                   static_cast<double>(total) / 1e6);
+                    }
                   };
                   synth::synth_release(*o);
                   if (tty) std::fprintf(stderr, "\n");

@@ -1,0 +1,116 @@
+// stave bench's library part: requests of an exact encoded length, and the statistics.
+#include <gtest/gtest.h>
+
+#include "bench/bench_run.h"
+#include "bench/stats.h"
+#include "bench/synthetic_request.h"
+#include "decide/encoder.h"
+#include "decide/request.h"
+#include "stave/errors.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+
+namespace stave {
+namespace {
+
+int64_t encoded_length(const Tokenizer& tok, const std::string& json) {
+  EncodeOptions eo;
+  eo.max_length = 1 << 20;
+  return static_cast<int64_t>(encode_request(parse_decision_request(json), tok, eo).input_ids.size());
+}
+
+TEST(BenchRequest, EncodedLengthIsExactlyTheTarget) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
+  auto tok = Tokenizer::from_file(test::fixture("public/model-bf16/tokenizer.json"));
+  // (The Clef prompt alone is 139 tokens with one question, 683 with seven.)
+  const std::vector<std::pair<int, std::vector<int64_t>>> cases = {
+      {1, {139, 140, 256, 257, 512, 2048, 8192}}, {3, {512, 801, 2048}}, {7, {800, 801, 2048, 8192}}};
+  for (const auto& [questions, targets] : cases) {
+    for (int64_t target : targets) {
+      bench::SyntheticRequestSpec spec{target, questions, std::nullopt};
+      int calls = 0;
+      auto r = bench::synthesize_request(spec, [&](const std::string& j) {
+        ++calls;
+        return encoded_length(*tok, j);
+      });
+      // Checked independently of the synthesizer's own bookkeeping: encode the body again.
+      EXPECT_EQ(encoded_length(*tok, r.json), target) << questions << " questions, " << target;
+      EXPECT_EQ(r.tokens, target);
+      EXPECT_EQ(r.fixed_tokens + r.state_tokens, target);
+      EXPECT_EQ(parse_decision_request(r.json).questions.size(), static_cast<size_t>(questions));
+      EXPECT_LE(calls, 6) << "the state search should settle in a few steps";
+    }
+  }
+}
+
+TEST(BenchRequest, ExactWithAnImageCountedByTheMeasure) {
+  // The measure decides what counts; here a fake one adds a fixed image cost to text tokens.
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
+  auto tok = Tokenizer::from_file(test::fixture("public/model-bf16/tokenizer.json"));
+  bench::SyntheticRequestSpec spec{600, 2, bench::ImageSize{64, 48}};
+  auto measure = [&](const std::string& j) {
+    DecisionRequest req = parse_decision_request(j);
+    EXPECT_EQ(req.images.size(), 1u);
+    EXPECT_EQ(req.images[0].content_type, "image/png");
+    req.images.clear();
+    EncodeOptions eo;
+    eo.max_length = 1 << 20;
+    return static_cast<int64_t>(encode_request(req, *tok, eo).input_ids.size()) + 100;
+  };
+  auto r = bench::synthesize_request(spec, measure);
+  EXPECT_EQ(measure(r.json), 600);
+}
+
+TEST(BenchRequest, TargetBelowTheSchemaIsAClearError) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
+  auto tok = Tokenizer::from_file(test::fixture("public/model-bf16/tokenizer.json"));
+  bench::SyntheticRequestSpec spec{20, 3, std::nullopt};
+  try {
+    bench::synthesize_request(spec, [&](const std::string& j) { return encoded_length(*tok, j); });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidRequest);
+    EXPECT_NE(std::string(e.what()).find("--prompt-tokens 20 is below"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BenchRequest, ParsesTokenListsAndImageSizes) {
+  EXPECT_EQ(bench::parse_token_list("128,512,2048,8192"), (std::vector<int64_t>{128, 512, 2048, 8192}));
+  EXPECT_THROW(bench::parse_token_list("128,,512"), Error);
+  EXPECT_THROW(bench::parse_token_list("12x"), Error);
+  EXPECT_THROW(bench::parse_token_list("-5"), Error);
+  auto s = bench::parse_image_size("640x480");
+  EXPECT_EQ(s.width, 640);
+  EXPECT_EQ(s.height, 480);
+  EXPECT_THROW(bench::parse_image_size("640"), Error);
+  EXPECT_THROW(bench::parse_image_size("0x5"), Error);
+  EXPECT_THROW(bench::parse_image_size("5x5x"), Error);
+}
+
+// Expected values are numpy.percentile's (method="linear"), worked by hand here.
+TEST(BenchStats, PercentilesInterpolateLikeNumpy) {
+  std::vector<double> v{5, 1, 4, 2, 3};  // sorted 1..5
+  EXPECT_DOUBLE_EQ(bench::percentile(v, 0.5), 3.0);
+  EXPECT_DOUBLE_EQ(bench::percentile(v, 0.9), 4.6);  // rank 3.6
+  EXPECT_DOUBLE_EQ(bench::percentile(v, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(bench::percentile(v, 1.0), 5.0);
+  EXPECT_DOUBLE_EQ(bench::percentile({10, 20}, 0.5), 15.0);
+  EXPECT_DOUBLE_EQ(bench::percentile({10, 20, 30, 40}, 0.9), 37.0);  // rank 2.7
+  EXPECT_DOUBLE_EQ(bench::percentile({7}, 0.9), 7.0);
+  EXPECT_THROW(bench::percentile({}, 0.5), Error);
+  EXPECT_THROW(bench::percentile({1}, 1.5), Error);
+}
+
+TEST(BenchStats, SummaryMeanStddevMinMax) {
+  auto s = bench::summarize({2, 4, 4, 4, 5, 5, 7, 9});
+  EXPECT_EQ(s.n, 8);
+  EXPECT_DOUBLE_EQ(s.mean, 5.0);
+  EXPECT_NEAR(s.stddev, 2.138089935, 1e-9);  // sqrt(32/7)
+  EXPECT_DOUBLE_EQ(s.min, 2.0);
+  EXPECT_DOUBLE_EQ(s.max, 9.0);
+  EXPECT_DOUBLE_EQ(s.p50, 4.5);
+  EXPECT_DOUBLE_EQ(bench::summarize({3}).stddev, 0.0);
+}
+
+}  // namespace
+}  // namespace stave
