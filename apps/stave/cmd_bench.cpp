@@ -24,6 +24,8 @@ Register reg{{"bench", "Time decisions on synthetic requests of exact token leng
                 sub.add_option("--warmup", o->warmup, "untimed decisions per length first")->capture_default_str();
                 sub.add_option("--threads", o->threads, "threads (0: all cores)")->capture_default_str();
                 sub.add_option("--precision", *precision, "exact or fast")->capture_default_str();
+                sub.add_option("--device", o->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
+                    ->capture_default_str();
                 sub.add_option("--image", *image, "add one WxH PNG to each request (counted in the length)");
                 sub.add_option("--json", *json_out, "also write the results as JSON to this file");
                 return std::function<int()>([o, tokens, precision, image, json_out]() -> int {

@@ -127,6 +127,7 @@ BenchReport run_bench(const BenchOptions& o) {
   eo.model = dir;
   eo.precision = o.precision;
   eo.threads = o.threads;
+  eo.device = o.device;
   const auto t0 = Clock::now();
   auto engine = Engine::load(eo);
   r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -137,7 +138,7 @@ BenchReport run_bench(const BenchOptions& o) {
   r.threads = omp_get_max_threads();
   r.precision = to_string(o.precision);
   r.isa = o.precision == Precision::kExact ? "reference" : cpu::isa_name(cpu::active_isa());
-  r.backend = cpu_backend(o.precision).name();
+  r.backend = o.device == "cpu" ? std::string(cpu_backend(o.precision).name()) : o.device;
   MappedBytes m = mapped_under(dir);
   r.weights_mapped_bytes = m.mapped;
   r.weights_resident_after_load = m.resident;

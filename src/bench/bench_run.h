@@ -23,6 +23,7 @@ struct BenchOptions {
   int warmup = 1;
   int threads = 0;  // 0: all cores
   Precision precision = Precision::kFast;
+  std::string device = "cpu";  // where the backbone (and in fast mode the head's products) run
   std::optional<ImageSize> image;
   std::function<void(const std::string&)> log;  // progress lines (stderr in the CLI)
 };

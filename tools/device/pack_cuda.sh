@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what the GPU run needs into OUT_DIR (default .devsrc-cuda of the lead's checkout), for a
 # device machine that has CUDA and Python but not stave's build dependencies: the binaries built
-# here with -DSTAVE_CUDA=ON (stave, stave_cuda_tests, bench_decide), the shared libraries they
+# here with -DSTAVE_CUDA=ON (stave, the test and benchmark binaries, jq), the shared libraries they
 # need that such a machine may lack, and the public fixtures (one xz tarball, the duplicate
 # shard and tokenizer of the MXFP4 model dropped). tools/device/cuda_run.sh unpacks and runs.
 set -euo pipefail
@@ -15,9 +15,11 @@ if [ -f "$out/payload/fixtures.tar.xz" ]; then cp "$out/payload/fixtures.tar.xz"
 rm -rf "$out" && mkdir -p "$out"
 git -C "$root" ls-files -co --exclude-standard | tar -C "$root" -cf - -T - | tar -C "$out" -xf -
 mkdir -p "$out/payload/bin" "$out/payload/lib"
-for b in "$build/stave" "$build/tests/cuda/stave_cuda_tests" "$build/bench/bench_decide"; do
-  strip -o "$out/payload/bin/$(basename "$b")" "$b"
+for b in "$build/stave" "$build/tests/cuda/stave_cuda_tests" "$build/bench/bench_decide" "$build/bench/bench_peak" \
+         "$build/bench/bench_linear" "$build/tests/stave_tests"; do
+  if [ -x "$b" ]; then strip -o "$out/payload/bin/$(basename "$b")" "$b"; fi
 done
+cp "$(command -v jq)" "$out/payload/bin/"  # the comparison script reads JSON with it
 # Non-core libraries (glibc, libstdc++ and the CUDA libraries come from the device machine).
 for b in "$out"/payload/bin/*; do
   ldd "$b" | awk '$3 ~ /^\// {print $3}'

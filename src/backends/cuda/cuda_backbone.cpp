@@ -1,7 +1,11 @@
 #include "backends/cuda/cuda_backbone.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -42,6 +46,35 @@ struct LayerWeights {
 };
 
 size_t linear_bytes(const DeviceLinear& l) { return l.data.bytes() + l.scales.bytes() + l.bias.bytes(); }
+
+// STAVE_CUDA_STAGES=1: time each stage of a forward (synchronizing between stages, so the
+// total is a little slower than a plain run) and print the sums to stderr. For profiling only.
+class StageTimes {
+ public:
+  explicit StageTimes(cudaStream_t s) : s_(s), on_(std::getenv("STAVE_CUDA_STAGES") != nullptr) {}
+  void enter(const char* stage) {
+    if (!on_) return;
+    STAVE_CUDA_CHECK(cudaStreamSynchronize(s_));
+    const auto now = std::chrono::steady_clock::now();
+    if (current_) ms_[current_] += std::chrono::duration<double, std::milli>(now - since_).count();
+    current_ = stage;
+    since_ = now;
+  }
+  void report(int64_t tokens) {
+    if (!on_) return;
+    enter(nullptr);
+    std::fprintf(stderr, "cuda stages, %lld tokens (ms):", static_cast<long long>(tokens));
+    for (const auto& [k, v] : ms_) std::fprintf(stderr, " %s %.2f", k.c_str(), v);
+    std::fprintf(stderr, "\n");
+  }
+
+ private:
+  cudaStream_t s_;
+  bool on_;
+  const char* current_ = nullptr;
+  std::chrono::steady_clock::time_point since_;
+  std::map<std::string, double> ms_;
+};
 
 }  // namespace
 
@@ -199,15 +232,19 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
   float* h = m.h.as<float>();
   float* x = m.x.as<float>();
   float* y = m.y.as<float>();
+  StageTimes stages(s);
   for (const LayerWeights& lw : m.layers) {
+    stages.enter("norms+elementwise");
     dev::rms_norm_zero_centered(h, L, H, lw.input_norm.as<float>(), m.eps, x, s);
     if (lw.deltanet) {
       const DeltaNetWeights& d = *lw.deltanet;
       float* qkv = m.big1.as<float>();
+      stages.enter("linear");
       dev::linear(ctx, d.qkv, x, L, qkv);
       dev::linear(ctx, d.z, x, L, m.z.as<float>());
       dev::linear(ctx, d.b, x, L, m.b.as<float>());
       dev::linear(ctx, d.a, x, L, m.a.as<float>());
+      stages.enter("gdn conv+gates");
       STAVE_CUDA_CHECK(cudaMemsetAsync(m.history.as<float>(), 0, (d.kernel - 1) * d.conv_dim * f, s));
       dev::causal_conv1d_silu(qkv, L, d.conv_dim, d.conv_weight.as<float>(), d.kernel, m.history.as<float>(),
                               m.conv.as<float>(), s);
@@ -222,40 +259,55 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
       in.g = m.g.as<float>();
       in.beta = m.beta.as<float>();
       STAVE_CUDA_CHECK(cudaMemsetAsync(m.state.as<float>(), 0, d.dims.state_floats() * f, s));
+      stages.enter("gdn delta rule");
       dev::gated_delta_rule(d.dims, in, m.state.as<float>(), m.core.as<float>(), m.qk, s);
+      stages.enter("norms+elementwise");
       dev::gated_rms_norm(m.core.as<float>(), m.z.as<float>(), L * nv, d.dims.d_v, d.norm_weight.as<float>(), m.eps,
                           qkv, s);
+      stages.enter("linear");
       dev::linear(ctx, d.out, qkv, L, y);
     } else {
       const AttentionWeights& at = *lw.attention;
       const int64_t nq = at.shape.n_q_heads, nkv = at.shape.n_kv_heads;
       float* qg = m.big1.as<float>();
+      stages.enter("linear");
       dev::linear(ctx, at.q, x, L, qg);
       dev::split_query_gate(qg, L * nq, dh, m.q.as<float>(), m.gate.as<float>(), s);
       dev::linear(ctx, at.k, x, L, m.K.as<float>());
       dev::linear(ctx, at.v, x, L, m.V.as<float>());
+      stages.enter("norms+elementwise");
       dev::rms_norm_zero_centered(m.q.as<float>(), L * nq, dh, at.q_norm.as<float>(), m.eps, m.q.as<float>(), s);
       dev::rms_norm_zero_centered(m.K.as<float>(), L * nkv, dh, at.k_norm.as<float>(), m.eps, m.K.as<float>(), s);
       dev::apply_rope(m.q.as<float>(), L, nq, dh, m.rope.rotary_dim, m.cos.as<float>(), m.sin.as<float>(), s);
       dev::apply_rope(m.K.as<float>(), L, nkv, dh, m.rope.rotary_dim, m.cos.as<float>(), m.sin.as<float>(), s);
       float* o = qg;
+      stages.enter("attention");
       dev::attention_causal(at.shape, m.q.as<float>(), L, 0, m.K.as<float>(), m.V.as<float>(), o, m.exact, s);
+      stages.enter("norms+elementwise");
       dev::sigmoid_mul(o, m.gate.as<float>(), L * q_width, s);
+      stages.enter("linear");
       dev::linear(ctx, at.o, o, L, y);
     }
+    stages.enter("norms+elementwise");
     dev::add_inplace(h, y, L * H, s);
     dev::rms_norm_zero_centered(h, L, H, lw.post_norm.as<float>(), m.eps, x, s);
     float* g1 = m.big1.as<float>();
     float* g2 = m.big2.as<float>();
+    stages.enter("linear");
     dev::linear(ctx, lw.gate, x, L, g1);
     dev::linear(ctx, lw.up, x, L, g2);
+    stages.enter("norms+elementwise");
     dev::silu_mul(g1, g2, L * c.intermediate_size, g1, s);
+    stages.enter("linear");
     dev::linear(ctx, lw.down, g1, L, y);
+    stages.enter("norms+elementwise");
     dev::add_inplace(h, y, L * H, s);
   }
   dev::rms_norm_zero_centered(h, L, H, m.final_norm.as<float>(), m.eps, h, s);
+  stages.enter("copy back");
   STAVE_CUDA_CHECK(cudaMemcpyAsync(hh.data(), h, hh.size() * f, cudaMemcpyDeviceToHost, s));
   ctx.synchronize();
+  stages.report(L);
   return hh;
 }
 
