@@ -4,6 +4,7 @@
 
 #ifdef STAVE_WITH_CUDA
 #include "backends/cuda/cuda_backbone.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device_ops.h"
 #endif
 
@@ -24,6 +25,17 @@ std::shared_ptr<DeviceForward> make_device_backbone(const Release& release, cons
 #else
   (void)release;
   throw Error(ErrorKind::kUnsupported, "device cuda: this stave was built without CUDA (configure with -DSTAVE_CUDA=ON)");
+#endif
+}
+
+std::unique_ptr<Backend> make_device_head_backend(const EngineOptions& options) {
+  if (options.device != "cuda" || options.precision == Precision::kExact) return nullptr;
+#ifdef STAVE_WITH_CUDA
+  cuda::CudaBackendOptions o;
+  o.keep_matmul_weights = true;  // the head's weights live as long as the engine
+  return std::make_unique<cuda::CudaBackend>(options.precision, o);
+#else
+  return nullptr;  // make_device_backbone has already refused "cuda"
 #endif
 }
 

@@ -11,6 +11,7 @@
 
 #include "io/release.h"
 #include "model/backbone.h"
+#include "ops/backend.h"
 #include "stave/options.h"
 
 namespace stave {
@@ -23,5 +24,11 @@ using DeviceForward = std::function<std::vector<float>(std::span<const int32_t>,
 // "cuda" in a build without CUDA or on a machine without a GPU, is an Error naming it.
 // The returned function owns the device state; `release` must outlive it.
 std::shared_ptr<DeviceForward> make_device_backbone(const Release& release, const EngineOptions& options);
+
+// The backend for the joint head's products over all L rows (memory and key/value
+// projections) when the backbone runs on a GPU in fast precision: the GPU's, with the head's
+// fp32 weights resident there. nullptr otherwise, and the head runs on the CPU backend (exact
+// precision keeps the head on the reference kernels, which follow torch's CPU order).
+std::unique_ptr<Backend> make_device_head_backend(const EngineOptions& options);
 
 }  // namespace stave

@@ -56,6 +56,7 @@ struct Engine::Impl {
   const Backend* backend = nullptr;
   std::unique_ptr<Backbone> backbone;
   std::shared_ptr<DeviceForward> device_backbone;  // set when options.device is not "cpu"
+  std::unique_ptr<Backend> head_backend;            // the GPU's, for a fast decision on cuda
   std::unique_ptr<JointHead> head;
   std::unique_ptr<VisionTower> vision;
   MediaTokenIds media_ids;
@@ -85,7 +86,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->backend = &cpu_backend(options.precision);
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
   impl->device_backbone = make_device_backbone(rel, options);
-  impl->head = std::make_unique<JointHead>(rel, *impl->backend);
+  impl->head_backend = make_device_head_backend(options);
+  impl->head = std::make_unique<JointHead>(rel, impl->head_backend ? *impl->head_backend : *impl->backend);
   if (rel.config.vision.present) {
     impl->vision = std::make_unique<VisionTower>(rel.config, rel.weights, *impl->backend);
     impl->media_ids = media_token_ids(*impl->tokenizer, rel.config);

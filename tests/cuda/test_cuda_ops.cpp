@@ -9,6 +9,7 @@
 #include "ops/conv1d.h"
 #include "ops/elementwise.h"
 #include "ops/gated_delta_net.h"
+#include "ops/head_ops.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
 #include "quant/mxfp4.h"
@@ -180,7 +181,7 @@ TEST(CudaOps, GdnGates) {
 TEST(CudaOps, GatedDeltaRuleMatchesRecurrence) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(6);
-  const cuda::CudaBackend gpu(Precision::kExact);
+  const cuda::CudaBackend gpu(Precision::kExact), fast(Precision::kFast);
   for (GatedDeltaDims dims : {GatedDeltaDims{1, 1, 16, 16}, GatedDeltaDims{2, 4, 32, 40}, GatedDeltaDims{1, 3, 24, 8}, GatedDeltaDims{2, 6, 128, 128}})
     for (int64_t tokens : {1, 9, 70}) {
       SCOPED_TRACE(::testing::Message() << "dk " << dims.d_k << " dv " << dims.d_v << " tokens " << tokens);
@@ -196,12 +197,17 @@ TEST(CudaOps, GatedDeltaRuleMatchesRecurrence) {
       in.stride = stride;
       in.g = g.data();
       in.beta = beta.data();
-      std::vector<float> s_ref = random_floats(rng, dims.state_floats(), -0.5f, 0.5f), s_gpu = s_ref;
-      std::vector<float> want(tokens * dims.n_v_heads * dims.d_v), got = poisoned(want.size());
+      std::vector<float> s_ref = random_floats(rng, dims.state_floats(), -0.5f, 0.5f), s_gpu = s_ref,
+                         s_fast = s_ref;
+      std::vector<float> want(tokens * dims.n_v_heads * dims.d_v), got = poisoned(want.size()),
+                         got_fast = poisoned(want.size());
       ref::gated_delta_rule_recurrent(dims, in, s_ref.data(), want.data());
       gpu.gated_delta_rule(dims, in, s_gpu.data(), got.data());
+      fast.gated_delta_rule(dims, in, s_fast.data(), got_fast.data());
       EXPECT_LE(rel_error(got, want), 1e-6);
       EXPECT_LE(rel_error(s_gpu, s_ref), 1e-6);
+      EXPECT_LE(rel_error(got_fast, want), 2e-5);  // fp32 state, fp32 sums
+      EXPECT_LE(rel_error(s_fast, s_ref), 2e-5);
     }
 }
 
@@ -221,20 +227,59 @@ TEST(CudaOps, AttentionCausalGqa) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(8);
   const cuda::CudaBackend exact(Precision::kExact), fast(Precision::kFast);
-  for (AttentionShape s : {AttentionShape{4, 2, 64, 0.125f}, AttentionShape{6, 1, 256, 0.0625f}, AttentionShape{3, 3, 18, 0.25f}})
+  // A score budget of a few rows: many query chunks, each seeing a different number of keys.
+  cuda::CudaBackendOptions small;
+  small.attention_score_bytes = 3 * 8 * 1024;
+  const cuda::CudaBackend exact_chunked(Precision::kExact, small), fast_chunked(Precision::kFast, small);
+  for (AttentionShape s : {AttentionShape{4, 2, 64, 0.125f}, AttentionShape{6, 1, 256, 0.0625f},
+                           AttentionShape{3, 3, 18, 0.25f}, AttentionShape{24, 4, 256, 0.0625f}})
     for (auto [tokens, pos0] : {std::pair<int64_t, int64_t>{1, 0}, {37, 0}, {20, 45}, {130, 3}}) {
-      SCOPED_TRACE(::testing::Message() << "d " << s.head_dim << " tokens " << tokens << " pos0 " << pos0);
+      SCOPED_TRACE(::testing::Message() << "heads " << s.n_q_heads << "/" << s.n_kv_heads << " d " << s.head_dim
+                                        << " tokens " << tokens << " pos0 " << pos0);
       const int64_t keys = pos0 + tokens;
       const auto q = random_floats(rng, tokens * s.n_q_heads * s.head_dim, -2, 2);
       const auto k = random_floats(rng, keys * s.n_kv_heads * s.head_dim, -2, 2);
       const auto v = random_floats(rng, keys * s.n_kv_heads * s.head_dim);
-      std::vector<float> want(q.size()), got = poisoned(q.size()), got_fast = poisoned(q.size());
+      std::vector<float> want(q.size());
       ref::attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), want.data());
-      exact.attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), got.data());
-      fast.attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), got_fast.data());
-      EXPECT_LE(rel_error(got, want), 1e-6);
-      EXPECT_LE(rel_error(got_fast, want), 1e-5);
+      for (const auto* b : {&exact, &fast, &exact_chunked, &fast_chunked}) {
+        const bool is_exact = b == &exact || b == &exact_chunked;
+        SCOPED_TRACE(::testing::Message() << (is_exact ? "exact" : "fast") << (b == &exact || b == &fast ? "" : " chunked"));
+        std::vector<float> got = poisoned(q.size());
+        b->attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), got.data());
+        EXPECT_LE(rel_error(got, want), is_exact ? 1e-6 : 1e-5);
+      }
     }
+}
+
+// The joint head's fp32 products (ref::matmul_nt), with the weights staged per call and with
+// them resident (keyed by address and shape: a second call with other inputs must reuse the
+// weight, and another bias pointer must not be served the first one's).
+TEST(CudaOps, MatmulNtBothPrecisionsAndResidentWeights) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(10);
+  cuda::CudaBackendOptions keep;
+  keep.keep_matmul_weights = true;
+  for (Precision p : {Precision::kExact, Precision::kFast}) {
+    const cuda::CudaBackend staged(p), resident(p, keep);
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 96}, {37, 130, 200}, {300, 1024, 512}}) {
+      SCOPED_TRACE(::testing::Message() << (p == Precision::kExact ? "exact" : "fast") << " M " << M << " N " << N
+                                        << " K " << K);
+      const auto w = random_floats(rng, N * K, -0.1f, 0.1f);
+      const auto b1 = random_floats(rng, N), b2 = random_floats(rng, N);
+      for (int call = 0; call < 2; ++call)
+        for (const float* bias : {static_cast<const float*>(nullptr), b1.data(), b2.data()}) {
+          const auto x = random_floats(rng, M * K, -2.0f, 2.0f);
+          std::vector<float> want(M * N), a = poisoned(M * N), r = poisoned(M * N);
+          ref::matmul_nt(x.data(), M, K, w.data(), N, bias, want.data());
+          staged.matmul_nt(x.data(), M, K, w.data(), N, bias, a.data());
+          resident.matmul_nt(x.data(), M, K, w.data(), N, bias, r.data());
+          const double tol = p == Precision::kExact ? 1e-6 : 1e-5;
+          EXPECT_LE(rel_error(a, want), tol);
+          EXPECT_LE(rel_error(r, want), tol);
+        }
+    }
+  }
 }
 
 }  // namespace

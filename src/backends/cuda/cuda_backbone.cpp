@@ -260,7 +260,7 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
       in.beta = m.beta.as<float>();
       STAVE_CUDA_CHECK(cudaMemsetAsync(m.state.as<float>(), 0, d.dims.state_floats() * f, s));
       stages.enter("gdn delta rule");
-      dev::gated_delta_rule(d.dims, in, m.state.as<float>(), m.core.as<float>(), m.qk, s);
+      dev::gated_delta_rule(d.dims, in, m.state.as<float>(), m.core.as<float>(), m.qk, m.exact, s);
       stages.enter("norms+elementwise");
       dev::gated_rms_norm(m.core.as<float>(), m.z.as<float>(), L * nv, d.dims.d_v, d.norm_weight.as<float>(), m.eps,
                           qkv, s);
@@ -282,7 +282,7 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
       dev::apply_rope(m.K.as<float>(), L, nkv, dh, m.rope.rotary_dim, m.cos.as<float>(), m.sin.as<float>(), s);
       float* o = qg;
       stages.enter("attention");
-      dev::attention_causal(at.shape, m.q.as<float>(), L, 0, m.K.as<float>(), m.V.as<float>(), o, m.exact, s);
+      dev::attention_causal(ctx, at.shape, m.q.as<float>(), L, 0, m.K.as<float>(), m.V.as<float>(), o);
       stages.enter("norms+elementwise");
       dev::sigmoid_mul(o, m.gate.as<float>(), L * q_width, s);
       stages.enter("linear");

@@ -28,8 +28,12 @@ void to_host(float* host, const float* dev, int64_t n) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(Precision precision)
-    : precision_(precision), ctx_(std::make_unique<GpuContext>(precision == Precision::kExact)) {}
+CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
+    : precision_(precision),
+      options_(options),
+      ctx_(std::make_unique<GpuContext>(precision == Precision::kExact)),
+      matmul_x_(std::make_unique<DeviceBuffer>()),
+      matmul_y_(std::make_unique<DeviceBuffer>()) {}
 CudaBackend::~CudaBackend() = default;
 
 const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
@@ -138,7 +142,7 @@ void CudaBackend::gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaI
   float* ds = st.in(state, dims.state_floats());
   float* dout = st.out(T * dims.n_v_heads * dims.d_v);
   DeviceBuffer scratch;
-  dev::gated_delta_rule(dims, din, ds, dout, scratch, ctx_->stream());
+  dev::gated_delta_rule(dims, din, ds, dout, scratch, precision_ == Precision::kExact, ctx_->stream());
   ctx_->synchronize();
   to_host(out, dout, T * dims.n_v_heads * dims.d_v);
   to_host(state, ds, dims.state_floats());
@@ -168,10 +172,39 @@ void CudaBackend::attention_causal(const AttentionShape& shape, const float* q, 
   const int64_t n_keys = q_pos0 + tokens, kvw = shape.n_kv_heads * shape.head_dim;
   const int64_t qw = shape.n_q_heads * shape.head_dim;
   float* dout = st.out(tokens * qw);
-  dev::attention_causal(shape, st.in(q, tokens * qw), tokens, q_pos0, st.in(k, n_keys * kvw), st.in(v, n_keys * kvw),
-                        dout, precision_ == Precision::kExact, ctx_->stream());
+  dev::attention_causal(*ctx_, shape, st.in(q, tokens * qw), tokens, q_pos0, st.in(k, n_keys * kvw),
+                        st.in(v, n_keys * kvw), dout, options_.attention_score_bytes);
   ctx_->synchronize();
   to_host(out, dout, tokens * qw);
+}
+
+void CudaBackend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
+                            float* y) const {
+  if (M <= 0 || N <= 0) return;
+  std::lock_guard lock(mutex_);
+  Staged st;
+  const float* dw;
+  const float* db = nullptr;
+  if (options_.keep_matmul_weights) {
+    const auto key = std::make_tuple(w, bias, N, K);
+    auto it = matmul_weights_.find(key);
+    if (it == matmul_weights_.end()) {
+      auto dwb = std::make_unique<DeviceBuffer>(), dbb = std::make_unique<DeviceBuffer>();
+      dwb->upload(w, static_cast<size_t>(N * K) * sizeof(float));
+      if (bias) dbb->upload(bias, static_cast<size_t>(N) * sizeof(float));
+      it = matmul_weights_.emplace(key, std::make_pair(std::move(dwb), std::move(dbb))).first;
+    }
+    dw = it->second.first->as<float>();
+    if (bias) db = it->second.second->as<float>();
+  } else {
+    dw = st.in(w, N * K);
+    if (bias) db = st.in(bias, N);
+  }
+  matmul_x_->upload(x, static_cast<size_t>(M * K) * sizeof(float));
+  matmul_y_->reserve(static_cast<size_t>(M * N) * sizeof(float));
+  dev::matmul_nt(*ctx_, matmul_x_->as<float>(), M, K, dw, N, db, matmul_y_->as<float>());
+  ctx_->synchronize();
+  to_host(y, matmul_y_->as<float>(), M * N);
 }
 
 }  // namespace stave::cuda

@@ -15,10 +15,19 @@ namespace stave::cuda {
 
 class GpuContext;
 struct DeviceLinear;
+class DeviceBuffer;
+
+struct CudaBackendOptions {
+  // matmul_nt weights stay resident on the GPU, keyed by address and shape. Only for weights
+  // whose memory never changes while the backend lives (the engine's joint head).
+  bool keep_matmul_weights = false;
+  // Score buffer budget of attention_causal (tests make it small to exercise the chunking).
+  size_t attention_score_bytes = size_t{512} << 20;
+};
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(Precision precision);
+  explicit CudaBackend(Precision precision, CudaBackendOptions options = {});
   ~CudaBackend() override;
   const char* name() const override { return "cuda"; }
 
@@ -41,11 +50,14 @@ class CudaBackend : public Backend {
                   const float* sin) const override;
   void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0, const float* k,
                         const float* v, float* out) const override;
+  void matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
+                 float* y) const override;
 
  private:
   const DeviceLinear& resident(const LinearWeight& w) const;
 
   Precision precision_;
+  CudaBackendOptions options_;
   mutable std::mutex mutex_;  // one op at a time on the shared context and caches
   std::unique_ptr<GpuContext> ctx_;
   // Keyed by everything that describes the weight (pointers, shape, format): the memory of a
@@ -53,6 +65,10 @@ class CudaBackend : public Backend {
   mutable std::map<std::tuple<const void*, const void*, const void*, int64_t, int64_t, int, bool, int>,
                    std::unique_ptr<DeviceLinear>>
       weights_;
+  mutable std::map<std::tuple<const float*, const float*, int64_t, int64_t>,
+                   std::pair<std::unique_ptr<DeviceBuffer>, std::unique_ptr<DeviceBuffer>>>
+      matmul_weights_;  // weight, bias (keep_matmul_weights)
+  mutable std::unique_ptr<DeviceBuffer> matmul_x_, matmul_y_;  // reused across calls
 };
 
 }  // namespace stave::cuda

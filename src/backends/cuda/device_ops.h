@@ -53,13 +53,15 @@ class GpuContext {
   DeviceBuffer& scratch_w() { return w_; }
   DeviceBuffer& scratch_x() { return x_; }
   DeviceBuffer& scratch_y() { return y_; }
+  DeviceBuffer& scratch_scores() { return scores_; }  // attention scores of one query chunk
+  DeviceBuffer& scratch_wide() { return wide_; }      // fp64 copies of an exact op's inputs
   void synchronize() const;
 
  private:
   bool exact_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  DeviceBuffer w_, x_, y_;
+  DeviceBuffer w_, x_, y_, scores_, wide_;
 };
 
 namespace dev {
@@ -82,16 +84,25 @@ void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const 
 void gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens, int64_t n_v,
                float* g, float* beta, cudaStream_t s);
 // The gated delta rule (ref::gated_delta_rule_recurrent semantics; state fp32 in and out,
-// carried in double inside the call). `qk_scratch` holds 2·tokens·n_k·d_k doubles.
+// carried in double (exact) or float (fast) inside the call). `qk_scratch` holds the
+// normalised q and k: 2·tokens·n_k·d_k values.
 void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
-                      DeviceBuffer& qk_scratch, cudaStream_t s);
+                      DeviceBuffer& qk_scratch, bool exact, cudaStream_t s);
 void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
                 const float* sin, cudaStream_t s);
 // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
 void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate, cudaStream_t s);
-// exact: scores and sums in double (ref::attention_causal); fast: fp32.
-void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0, const float* k,
-                      const float* v, float* out, bool exact, cudaStream_t s);
+// Causal GQA attention (ref::attention_causal): q [tokens, nq·d] at positions q_pos0 …, k and v
+// [q_pos0 + tokens, nkv·d]. cuBLAS products per chunk of queries, the chunk sized so that its
+// scores fit `max_score_bytes`; exact: fp64 throughout, fast: fp32 (no TF32).
+constexpr size_t kAttentionScoreBytes = size_t{512} << 20;
+void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
+                      const float* k, const float* v, float* out, size_t max_score_bytes = kAttentionScoreBytes);
+
+// y[M, N] = x[M, K] · Wᵀ (+ bias) for an fp32 weight W [N, K] on the device (ref::matmul_nt):
+// exact: fp64 accumulation (DGEMM on widened copies); fast: SGEMM (fp32, no TF32).
+void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
+               float* y);
 
 }  // namespace dev
 }  // namespace stave::cuda

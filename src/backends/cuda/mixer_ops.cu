@@ -1,5 +1,5 @@
-// The token mixers: the gated delta rule (per-token recurrence, state carried in double in
-// registers) and causal GQA attention with an online softmax (no L×L score matrix).
+// The Gated DeltaNet token mixer: the gated delta rule as a per-token recurrence, the state
+// carried in registers (causal attention is in attention_gemm.cu).
 #include <cmath>
 
 #include "backends/cuda/device_ops.h"
@@ -11,10 +11,11 @@ namespace {
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-// HF l2norm (eps 1e-6) of q (scaled by d_k^{-1/2}) and k per token and k head, in double.
-// One warp per (token, k head); out [tokens, n_k, d_k] doubles each.
+// HF l2norm (eps 1e-6) of q (scaled by d_k^{-1/2}) and k per token and k head, in Acc.
+// One warp per (token, k head); out [tokens, n_k, d_k] Acc each.
+template <class Acc>
 __global__ void l2norm_qk_kernel(const float* q, const float* k, int64_t stride, int64_t tokens, int64_t n_k,
-                                 int64_t d_k, double q_scale, double* qn, double* kn) {
+                                 int64_t d_k, Acc q_scale, Acc* qn, Acc* kn) {
   const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (warp >= 2 * tokens * n_k) return;
@@ -22,72 +23,86 @@ __global__ void l2norm_qk_kernel(const float* q, const float* k, int64_t stride,
   const int64_t th = is_k ? warp - tokens * n_k : warp;
   const int64_t t = th / n_k, h = th % n_k;
   const float* x = (is_k ? k : q) + t * stride + h * d_k;
-  double ss = 0.0;
-  for (int64_t i = lane; i < d_k; i += 32) ss += static_cast<double>(x[i]) * x[i];
+  Acc ss = 0;
+  for (int64_t i = lane; i < d_k; i += 32) ss += static_cast<Acc>(x[i]) * x[i];
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const double inv = (is_k ? 1.0 : q_scale) / sqrt(ss + 1e-6);
-  double* y = (is_k ? kn : qn) + th * d_k;
+  const Acc inv = (is_k ? Acc(1) : q_scale) / sqrt(ss + Acc(1e-6));
+  Acc* y = (is_k ? kn : qn) + th * d_k;
   for (int64_t i = lane; i < d_k; i += 32) y[i] = x[i] * inv;
 }
 
-// Block = 32 state columns × 4 row parts (128 threads); grid (n_v, ceil(d_v/32)). Thread
-// (col, part) holds S[part·R .. part·R+R-1, col] in double registers; the 4 parts of a column
-// are adjacent lanes, so the column sums are two shuffles. q̂/k̂ of kTile tokens are staged in
-// shared memory per step.
-constexpr int kParts = 4;
-constexpr int kTile = 8;
+__device__ inline float exp_acc(float x) { return expf(x); }
+__device__ inline double exp_acc(double x) { return exp(x); }
 
-template <int R>
-__global__ void __launch_bounds__(128) gdr_kernel(const double* qn, const double* kn, const float* v, int64_t stride,
-                                                  const float* g, const float* beta, int64_t tokens, int64_t n_k,
-                                                  int64_t n_v, int64_t dk, int64_t d_v, float* state, float* out) {
+// Block = 32 state columns × kParts row parts (256 threads); grid (n_v, ceil(d_v/32)). Thread
+// (col, part) holds S[part·R .. part·R+R-1, col] in registers; the parts of a column are
+// adjacent lanes, so the column sums are three shuffles. Everything a token needs (q̂, k̂, its
+// v columns, α = exp(g), β) is staged in shared memory for kTile tokens at a time, so the
+// per-token chain touches no global memory: the recurrence is latency-bound, and a global
+// load per token would be most of its time. Acc = double (exact) or float (fast).
+constexpr int kParts = 8;
+constexpr int kTile = 16;
+
+template <class Acc, int R>
+__global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const Acc* kn, const float* v, int64_t stride,
+                                                          const float* g, const float* beta, int64_t tokens,
+                                                          int64_t n_k, int64_t n_v, int64_t dk, int64_t d_v,
+                                                          float* state, float* out) {
   constexpr int dkp = R * kParts;  // d_k padded with zero rows
-  __shared__ double sq[kTile][dkp], sk[kTile][dkp];
+  __shared__ Acc sq[kTile][dkp], sk[kTile][dkp], sv[kTile][32];
+  __shared__ Acc salpha[kTile], sbeta[kTile];
   const int h = blockIdx.x;
   const int part = threadIdx.x % kParts;
-  const int64_t col = blockIdx.y * 32 + threadIdx.x / kParts;
+  const int c = threadIdx.x / kParts;  // column within the block's 32
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * 32;
+  const int64_t col = col0 + c;
   const bool valid = col < d_v;
   const int64_t kh = h / (n_v / n_k);
   float* st = state + static_cast<int64_t>(h) * dk * d_v;
-  double S[R];
+  Acc S[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) S[r] = valid && part * R + r < dk ? st[(part * R + r) * d_v + col] : 0.0;
+  for (int r = 0; r < R; ++r) S[r] = valid && part * R + r < dk ? st[(part * R + r) * d_v + col] : Acc(0);
 
   for (int64_t t0 = 0; t0 < tokens; t0 += kTile) {
     const int n = static_cast<int>((tokens - t0 < kTile ? tokens - t0 : kTile));
     __syncthreads();
     for (int i = threadIdx.x; i < n * dkp; i += blockDim.x) {
       const int tt = i / dkp, a = i % dkp;
-      sq[tt][a] = a < dk ? qn[((t0 + tt) * n_k + kh) * dk + a] : 0.0;
-      sk[tt][a] = a < dk ? kn[((t0 + tt) * n_k + kh) * dk + a] : 0.0;
+      sq[tt][a] = a < dk ? qn[((t0 + tt) * n_k + kh) * dk + a] : Acc(0);
+      sk[tt][a] = a < dk ? kn[((t0 + tt) * n_k + kh) * dk + a] : Acc(0);
+    }
+    for (int i = threadIdx.x; i < n * 32; i += blockDim.x) {
+      const int tt = i / 32, cc = i % 32;
+      sv[tt][cc] = col0 + cc < d_v ? static_cast<Acc>(v[(t0 + tt) * stride + h * d_v + col0 + cc]) : Acc(0);
+    }
+    if (threadIdx.x < n) {
+      salpha[threadIdx.x] = exp_acc(static_cast<Acc>(g[(t0 + threadIdx.x) * n_v + h]));
+      sbeta[threadIdx.x] = beta[(t0 + threadIdx.x) * n_v + h];
     }
     __syncthreads();
     for (int tt = 0; tt < n; ++tt) {
-      const int64_t t = t0 + tt;
-      const double alpha = exp(static_cast<double>(g[t * n_v + h]));
-      const double b = beta[t * n_v + h];
-      // Four independent partial sums: the per-token chain is latency-bound, not throughput-bound.
-      double kvp[4] = {0.0, 0.0, 0.0, 0.0};
+      const Acc alpha = salpha[tt], b = sbeta[tt];
+      // Independent partial sums: the per-token chain is latency-bound, not throughput-bound.
+      Acc kvp[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         S[r] *= alpha;
         kvp[r % 4] += S[r] * sk[tt][part * R + r];
       }
-      double kv = (kvp[0] + kvp[1]) + (kvp[2] + kvp[3]);
-      kv += __shfl_xor_sync(0xffffffffu, kv, 1);
-      kv += __shfl_xor_sync(0xffffffffu, kv, 2);
-      const double vj = valid ? static_cast<double>(v[t * stride + h * d_v + col]) : 0.0;
-      const double e = (vj - kv) * b;
-      double op[4] = {0.0, 0.0, 0.0, 0.0};
+      Acc kv = (kvp[0] + kvp[1]) + (kvp[2] + kvp[3]);
+#pragma unroll
+      for (int o = 1; o < kParts; o <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
+      const Acc e = (sv[tt][c] - kv) * b;
+      Acc op[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         S[r] += sk[tt][part * R + r] * e;
         op[r % 4] += S[r] * sq[tt][part * R + r];
       }
-      double o = (op[0] + op[1]) + (op[2] + op[3]);
-      o += __shfl_xor_sync(0xffffffffu, o, 1);
-      o += __shfl_xor_sync(0xffffffffu, o, 2);
-      if (valid && part == 0) out[t * n_v * d_v + h * d_v + col] = static_cast<float>(o);
+      Acc o = (op[0] + op[1]) + (op[2] + op[3]);
+#pragma unroll
+      for (int w = 1; w < kParts; w <<= 1) o += __shfl_xor_sync(0xffffffffu, o, w);
+      if (valid && part == 0) out[(t0 + tt) * n_v * d_v + h * d_v + col] = static_cast<float>(o);
     }
   }
   if (valid)
@@ -96,94 +111,24 @@ __global__ void __launch_bounds__(128) gdr_kernel(const double* qn, const double
       if (part * R + r < dk) st[(part * R + r) * d_v + col] = static_cast<float>(S[r]);
 }
 
-// One warp per (query token, q head); keys in tiles of 32 (lane j scores key j of the tile),
-// each lane accumulates output dims lane, lane+32, ... (16-byte key loads when d % 4 == 0). Acc = double (exact) or float (fast).
-constexpr int kMaxDimsPerLane = 16;  // head_dim ≤ 512
-
 template <class Acc>
-__global__ void attention_kernel(const float* q, int64_t tokens, int64_t q_pos0, const float* k, const float* v,
-                                 int64_t n_q, int64_t n_kv, int64_t d, float scale, float* out) {
-  extern __shared__ float sq_all[];
-  const int warp_in_block = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t w = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + warp_in_block;
-  if (w >= tokens * n_q) return;
-  const int64_t t = w / n_q, h = w % n_q, kvh = h / (n_q / n_kv);
-  const int64_t kv_stride = n_kv * d;
-  float* sq = sq_all + warp_in_block * d;
-  const float* qr = q + (t * n_q + h) * d;
-  for (int64_t i = lane; i < d; i += 32) sq[i] = qr[i];
-  __syncwarp();
-  const int per_lane = static_cast<int>((d + 31) / 32);
-  Acc acc[kMaxDimsPerLane];
-#pragma unroll
-  for (int m = 0; m < kMaxDimsPerLane; ++m) acc[m] = 0;
-  const int64_t n_keys = q_pos0 + t + 1;
-  Acc running_max = -INFINITY, running_sum = 0;
-  for (int64_t j0 = 0; j0 < n_keys; j0 += 32) {
-    const int64_t j = j0 + lane;
-    Acc s = -INFINITY;
-    if (j < n_keys) {
-      const float* kr = k + j * kv_stride + kvh * d;
-      Acc dot = 0;
-      if (d % 4 == 0) {
-        for (int64_t i = 0; i < d; i += 4) {
-          const float4 kk = *reinterpret_cast<const float4*>(kr + i);
-          dot += static_cast<Acc>(sq[i]) * kk.x + static_cast<Acc>(sq[i + 1]) * kk.y +
-                 static_cast<Acc>(sq[i + 2]) * kk.z + static_cast<Acc>(sq[i + 3]) * kk.w;
-        }
-      } else {
-        for (int64_t i = 0; i < d; ++i) dot += static_cast<Acc>(sq[i]) * kr[i];
-      }
-      s = dot * static_cast<Acc>(scale);
-    }
-    Acc tile_max = s;
-    for (int o = 16; o > 0; o >>= 1) tile_max = max(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
-    tile_max = max(tile_max, running_max);
-    const Acc correction = exp(running_max - tile_max);
-    const Acc p = j < n_keys ? exp(s - tile_max) : Acc(0);
-    Acc psum = p;
-    for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
-    running_sum = running_sum * correction + psum;
-#pragma unroll
-    for (int m = 0; m < kMaxDimsPerLane; ++m) acc[m] *= correction;
-    const int n = static_cast<int>((n_keys - j0 < 32 ? n_keys - j0 : 32));
-    for (int jj = 0; jj < n; ++jj) {
-      const Acc pj = __shfl_sync(0xffffffffu, p, jj);
-      const float* vr = v + (j0 + jj) * kv_stride + kvh * d;
-#pragma unroll
-      for (int m = 0; m < kMaxDimsPerLane; ++m)
-        if (m < per_lane && lane + 32 * m < d) acc[m] += pj * vr[lane + 32 * m];
-    }
-    running_max = tile_max;
-  }
-  float* o = out + (t * n_q + h) * d;
-#pragma unroll
-  for (int m = 0; m < kMaxDimsPerLane; ++m)
-    if (m < per_lane && lane + 32 * m < d) o[lane + 32 * m] = static_cast<float>(acc[m] / running_sum);
-}
-
-}  // namespace
-
-void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
-                      DeviceBuffer& qk_scratch, cudaStream_t s) {
+void run_gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
+                          DeviceBuffer& qk_scratch, cudaStream_t s) {
   const int64_t T = in.tokens, nk = dims.n_k_heads, dk = dims.d_k;
-  if (T <= 0) return;
-  if (dims.n_k_heads <= 0 || dims.n_v_heads % dims.n_k_heads != 0)
-    throw Error(ErrorKind::kInvalidModel, "Gated DeltaNet: n_v_heads must be a multiple of n_k_heads");
-  qk_scratch.reserve(static_cast<size_t>(2 * T * nk * dk) * sizeof(double));
-  double* qn = qk_scratch.as<double>();
-  double* kn = qn + T * nk * dk;
-  l2norm_qk_kernel<<<blocks_for(2 * T * nk * 32), kThreads, 0, s>>>(in.q, in.k, in.stride, T, nk, dk,
-                                                                    1.0 / std::sqrt(static_cast<double>(dk)), qn, kn);
+  qk_scratch.reserve(static_cast<size_t>(2 * T * nk * dk) * sizeof(Acc));
+  Acc* qn = qk_scratch.as<Acc>();
+  Acc* kn = qn + T * nk * dk;
+  l2norm_qk_kernel<Acc><<<blocks_for(2 * T * nk * 32), kThreads, 0, s>>>(
+      in.q, in.k, in.stride, T, nk, dk, static_cast<Acc>(1.0 / std::sqrt(static_cast<double>(dk))), qn, kn);
   STAVE_CUDA_LAUNCHED();
   const dim3 grid(static_cast<unsigned>(dims.n_v_heads), static_cast<unsigned>((dims.d_v + 31) / 32));
-  // Rows per thread: the smallest supported R with 4·R ≥ d_k (extra rows are zero).
+  // Rows per thread: the smallest supported R with kParts·R ≥ d_k (extra rows are zero).
   int R = 1;
   while (R * kParts < dk) R *= 2;
-#define STAVE_GDR(RR)                                                                                              \
-  case RR:                                                                                                         \
-    gdr_kernel<RR><<<grid, 128, 0, s>>>(qn, kn, in.v, in.stride, in.g, in.beta, T, nk, dims.n_v_heads, dk,       \
-                                        dims.d_v, state, out);                                                     \
+#define STAVE_GDR(RR)                                                                                         \
+  case RR:                                                                                                    \
+    gdr_kernel<Acc, RR><<<grid, 32 * kParts, 0, s>>>(qn, kn, in.v, in.stride, in.g, in.beta, T, nk,          \
+                                                     dims.n_v_heads, dk, dims.d_v, state, out);               \
     break;
   switch (R) {
     STAVE_GDR(1)
@@ -191,7 +136,6 @@ void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, flo
     STAVE_GDR(4)
     STAVE_GDR(8)
     STAVE_GDR(16)
-    STAVE_GDR(32)
     default:
       throw Error(ErrorKind::kUnsupported,
                   "CUDA Gated DeltaNet: key head dim " + std::to_string(dk) + " is over 128");
@@ -200,25 +144,17 @@ void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, flo
   STAVE_CUDA_LAUNCHED();
 }
 
-void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0, const float* k,
-                      const float* v, float* out, bool exact, cudaStream_t s) {
-  if (tokens <= 0) return;
-  const int64_t d = shape.head_dim;
-  if (d <= 0 || d > 32 * kMaxDimsPerLane)
-    throw Error(ErrorKind::kUnsupported, "CUDA attention: head_dim " + std::to_string(d) + " is over 512");
-  if (shape.n_kv_heads <= 0 || shape.n_q_heads % shape.n_kv_heads != 0)
-    throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads");
-  constexpr int warps = 4;
-  const int64_t rows = tokens * shape.n_q_heads;
-  const unsigned blocks = static_cast<unsigned>((rows + warps - 1) / warps);
-  const size_t smem = static_cast<size_t>(warps * d) * sizeof(float);
+}  // namespace
+
+void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
+                      DeviceBuffer& qk_scratch, bool exact, cudaStream_t s) {
+  if (in.tokens <= 0) return;
+  if (dims.n_k_heads <= 0 || dims.n_v_heads % dims.n_k_heads != 0)
+    throw Error(ErrorKind::kInvalidModel, "Gated DeltaNet: n_v_heads must be a multiple of n_k_heads");
   if (exact)
-    attention_kernel<double><<<blocks, warps * 32, smem, s>>>(q, tokens, q_pos0, k, v, shape.n_q_heads,
-                                                              shape.n_kv_heads, d, shape.scale, out);
+    run_gated_delta_rule<double>(dims, in, state, out, qk_scratch, s);
   else
-    attention_kernel<float><<<blocks, warps * 32, smem, s>>>(q, tokens, q_pos0, k, v, shape.n_q_heads,
-                                                             shape.n_kv_heads, d, shape.scale, out);
-  STAVE_CUDA_LAUNCHED();
+    run_gated_delta_rule<float>(dims, in, state, out, qk_scratch, s);
 }
 
 }  // namespace stave::cuda::dev

@@ -1,0 +1,156 @@
+// Causal GQA attention (ref::attention_causal semantics) as two cuBLAS products per chunk of
+// queries: S = scale · q·kᵀ over the keys the chunk can see, a causal softmax in place, then
+// P·v. Fast precision runs in fp32 (SGEMM, no TF32); exact precision in fp64 (DGEMM, inputs
+// widened exactly), as the exact linear layers do. The score buffer is bounded: queries are
+// taken in chunks sized to a byte budget, so a long state never needs an L×L matrix at once.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cuda/device_ops.h"
+#include "stave/errors.h"
+
+namespace stave::cuda::dev {
+namespace {
+
+constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+__device__ inline float exp_of(float x) { return expf(x); }
+__device__ inline double exp_of(double x) { return exp(x); }
+
+template <class T>
+__device__ T block_reduce(T v, bool is_max, T* red) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const T other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? (other > v ? other : v) : v + other;
+  }
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    T w = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : (is_max ? T(-INFINITY) : T(0));
+    for (int o = 16; o > 0; o >>= 1) {
+      const T other = __shfl_xor_sync(0xffffffffu, w, o);
+      w = is_max ? (other > w ? other : w) : w + other;
+    }
+    if (threadIdx.x == 0) red[0] = w;
+  }
+  __syncthreads();
+  const T out = red[0];
+  __syncthreads();
+  return out;
+}
+
+// One block per score row: row r = head · rows + i holds the scores of query i0 + i, which sees
+// keys 0 .. first_valid + i − 1; later keys get probability 0. As the reference: max, exp,
+// sum, × 1/sum.
+template <class T>
+__global__ void causal_softmax_kernel(T* s, int64_t rows, int64_t n_keys, int64_t first_valid) {
+  __shared__ T red[32];
+  const int64_t r = blockIdx.x;
+  const int64_t valid = first_valid + r % rows;
+  T* row = s + r * n_keys;
+  T m = T(-INFINITY);
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = row[j] > m ? row[j] : m;
+  m = block_reduce<T>(m, true, red);
+  T sum = 0;
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) {
+    const T e = exp_of(row[j] - m);
+    row[j] = e;
+    sum += e;
+  }
+  sum = block_reduce<T>(sum, false, red);
+  const T inv = T(1) / sum;
+  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) row[j] = j < valid ? row[j] * inv : T(0);
+}
+
+__global__ void widen_kernel(const float* x, int64_t n, double* y) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = x[i];
+}
+
+__global__ void narrow_kernel(const double* x, int64_t n, float* y) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = static_cast<float>(x[i]);
+}
+
+cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, const float* alpha,
+                            const float* A, int lda, long long sa, const float* B, int ldb, long long sb,
+                            const float* beta, float* C, int ldc, long long sc, int batch) {
+  return cublasSgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                                   batch);
+}
+cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, const double* alpha,
+                            const double* A, int lda, long long sa, const double* B, int ldb, long long sb,
+                            const double* beta, double* C, int ldc, long long sc, int batch) {
+  return cublasDgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                                   batch);
+}
+
+// q [tokens, nq·d], k/v [q_pos0 + tokens, nkv·d], out [tokens, nq·d], all T on the device;
+// `scores` is grown to the chunk's size.
+template <class T>
+void attend(GpuContext& ctx, const AttentionShape& shape, const T* q, int64_t tokens, int64_t q_pos0, const T* k,
+            const T* v, T* out, size_t max_score_bytes, DeviceBuffer& scores) {
+  const int64_t d = shape.head_dim, nq = shape.n_q_heads, nkv = shape.n_kv_heads;
+  const int64_t group = nq / nkv, kvw = nkv * d;
+  const int64_t per_query = nq * (q_pos0 + tokens) * static_cast<int64_t>(sizeof(T));
+  const int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(max_score_bytes) / per_query, 1, tokens);
+  scores.reserve(static_cast<size_t>(chunk * per_query));
+  T* S = scores.as<T>();
+  cublasHandle_t h = ctx.blas();
+  const T scale = static_cast<T>(shape.scale), one = 1, zero = 0;
+  for (int64_t i0 = 0; i0 < tokens; i0 += chunk) {
+    const int64_t rows = std::min(chunk, tokens - i0);
+    const int64_t keys = q_pos0 + i0 + rows;  // what the chunk's last query sees
+    for (int64_t g = 0; g < nkv; ++g)
+      // Column-major: Sᵀ_h [keys, rows] = K_g [keys, d] · Q_hᵀ; one batch entry per q head of
+      // the group, the group's keys shared (stride 0).
+      STAVE_CUBLAS_CHECK(gemm_strided(h, CUBLAS_OP_T, static_cast<int>(keys), static_cast<int>(rows),
+                                      static_cast<int>(d), &scale, k + g * d, static_cast<int>(kvw), 0,
+                                      q + (i0 * nq + g * group) * d, static_cast<int>(nq * d), d, &zero,
+                                      S + g * group * rows * keys, static_cast<int>(keys), rows * keys,
+                                      static_cast<int>(group)));
+    causal_softmax_kernel<T><<<static_cast<unsigned>(nq * rows), kThreads, 0, ctx.stream()>>>(S, rows, keys,
+                                                                                               q_pos0 + i0 + 1);
+    STAVE_CUDA_LAUNCHED();
+    for (int64_t g = 0; g < nkv; ++g)
+      // Oᵀ_h [d, rows] = V_g [d, keys] (column-major view of v) · Pᵀ_h [keys, rows].
+      STAVE_CUBLAS_CHECK(gemm_strided(h, CUBLAS_OP_N, static_cast<int>(d), static_cast<int>(rows),
+                                      static_cast<int>(keys), &one, v + g * d, static_cast<int>(kvw), 0,
+                                      S + g * group * rows * keys, static_cast<int>(keys), rows * keys, &zero,
+                                      out + (i0 * nq + g * group) * d, static_cast<int>(nq * d), d,
+                                      static_cast<int>(group)));
+  }
+}
+
+}  // namespace
+
+void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
+                      const float* k, const float* v, float* out, size_t max_score_bytes) {
+  if (tokens <= 0) return;
+  const int64_t d = shape.head_dim, nq = shape.n_q_heads, nkv = shape.n_kv_heads;
+  if (d <= 0 || nkv <= 0 || nq % nkv != 0)
+    throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads");
+  if (!ctx.exact()) {
+    attend<float>(ctx, shape, q, tokens, q_pos0, k, v, out, max_score_bytes, ctx.scratch_scores());
+    return;
+  }
+  // Exact: everything widened to double once (q, k, v, out side by side in one scratch).
+  const int64_t nqd = tokens * nq * d, nkd = (q_pos0 + tokens) * nkv * d;
+  DeviceBuffer& wide = ctx.scratch_wide();
+  wide.reserve(static_cast<size_t>(2 * nqd + 2 * nkd) * sizeof(double));
+  double* qd = wide.as<double>();
+  double* kd = qd + nqd;
+  double* vd = kd + nkd;
+  double* od = vd + nkd;
+  cudaStream_t s = ctx.stream();
+  widen_kernel<<<blocks_for(nqd), kThreads, 0, s>>>(q, nqd, qd);
+  widen_kernel<<<blocks_for(nkd), kThreads, 0, s>>>(k, nkd, kd);
+  widen_kernel<<<blocks_for(nkd), kThreads, 0, s>>>(v, nkd, vd);
+  STAVE_CUDA_LAUNCHED();
+  attend<double>(ctx, shape, qd, tokens, q_pos0, kd, vd, od, max_score_bytes, ctx.scratch_scores());
+  narrow_kernel<<<blocks_for(nqd), kThreads, 0, s>>>(od, nqd, out);
+  STAVE_CUDA_LAUNCHED();
+}
+
+}  // namespace stave::cuda::dev
