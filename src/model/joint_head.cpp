@@ -76,7 +76,9 @@ void attention_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, cons
   add_inplace(x, y);
 }
 
-// ref::mha_project_key_values with the two products on `backend` (L rows each).
+// ref::mha_project_key_values on `backend` (L rows): the key and value row blocks of the packed
+// in_proj weight are adjacent, so one product with 2E outputs makes both (each output is the
+// same dot product as in two products; one pass over x, which a GPU backend uploads once).
 ref::ProjectedKeyValues project_key_values(const Backend& backend, const ref::MultiheadAttentionWeights& w,
                                            const float* x, int64_t rows) {
   const int64_t E = w.embed_dim;
@@ -84,8 +86,13 @@ ref::ProjectedKeyValues project_key_values(const Backend& backend, const ref::Mu
   kv.rows = rows;
   kv.keys.resize(static_cast<size_t>(rows * E));
   kv.values.resize(static_cast<size_t>(rows * E));
-  backend.matmul_nt(x, rows, E, w.in_proj_weight + E * E, E, w.in_proj_bias + E, kv.keys.data());
-  backend.matmul_nt(x, rows, E, w.in_proj_weight + 2 * E * E, E, w.in_proj_bias + 2 * E, kv.values.data());
+  std::vector<float> both(static_cast<size_t>(rows * 2 * E));
+  backend.matmul_nt(x, rows, E, w.in_proj_weight + E * E, 2 * E, w.in_proj_bias + E, both.data());
+#pragma omp parallel for schedule(static) if (rows * E >= (int64_t{1} << 18))
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(both.data() + r * 2 * E, E, kv.keys.data() + r * E);
+    std::copy_n(both.data() + r * 2 * E + E, E, kv.values.data() + r * E);
+  }
   return kv;
 }
 

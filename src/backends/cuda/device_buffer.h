@@ -34,9 +34,15 @@ class DeviceBuffer {
     if (bytes) STAVE_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
     bytes_ = bytes;
   }
+  // Returns once the data is on the device. A plain cudaMemcpy from pageable memory may return
+  // while its DMA is still in flight on the legacy stream, which kernels on a non-blocking
+  // stream do not wait for: the synchronize closes that race.
   void upload(const void* host, size_t bytes) {
     reserve(bytes);
-    if (bytes) STAVE_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
+    if (bytes) {
+      STAVE_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
+      STAVE_CUDA_CHECK(cudaDeviceSynchronize());
+    }
   }
   void download(void* host, size_t bytes) const {
     if (bytes) STAVE_CUDA_CHECK(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost));

@@ -111,21 +111,29 @@ __global__ void dequant_mxfp4_kernel(const uint8_t* codes, const uint8_t* scales
 // The same to BF16 for the fast path, one thread per 8 code bytes (16 weights, half a scale
 // block): one 8-byte load, two 16-byte stores. E2M1 × 2^(e−127) is exact in BF16 whenever it
 // is a normal fp32 (the BF16 rounding of a product of two exact values is then exact too).
+// The E2M1 table lives in shared memory: lanes look up different codes, which the constant
+// cache would serialise (up to 16 ways per lookup) but 16 shared-memory banks serve at once.
 __global__ void dequant_mxfp4_bf16x16_kernel(const uint8_t* codes, const uint8_t* scales, int64_t n_chunks,
                                              int64_t K, __nv_bfloat16* out) {
+  __shared__ float table[16];
+  if (threadIdx.x < 16) table[threadIdx.x] = kE2M1[threadIdx.x];
+  __syncthreads();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n_chunks) return;
   const int64_t chunks_per_row = K / 16;
   const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
-  const float s = ldexpf(1.0f, static_cast<int>(scales[r * (K / 32) + c / 2]) - 127);
+  // 2^(e − 127) as ldexpf(1, e − 127) gives it: the exponent field for e ≥ 1 (e = 255 is +inf,
+  // as ldexpf), the subnormal 2^-127 for e = 0.
+  const uint32_t e = scales[r * (K / 32) + c / 2];
+  const float s = e == 0 ? 0x1p-127f : __uint_as_float(e << 23);
   const uint2 packed = *reinterpret_cast<const uint2*>(codes + r * (K / 2) + c * 8);
   __align__(16) __nv_bfloat16 v[16];
 #pragma unroll
   for (int b = 0; b < 8; ++b) {
     const uint32_t word = b < 4 ? packed.x : packed.y;
     const uint32_t byte = (word >> (8 * (b % 4))) & 0xffu;
-    v[2 * b] = __float2bfloat16_rn(__fmul_rn(kE2M1[byte & 0x0f], s));
-    v[2 * b + 1] = __float2bfloat16_rn(__fmul_rn(kE2M1[byte >> 4], s));
+    v[2 * b] = __float2bfloat16_rn(__fmul_rn(table[byte & 0x0f], s));
+    v[2 * b + 1] = __float2bfloat16_rn(__fmul_rn(table[byte >> 4], s));
   }
   uint4* dst = reinterpret_cast<uint4*>(out + r * K + c * 16);
   dst[0] = *reinterpret_cast<const uint4*>(v);

@@ -1,6 +1,7 @@
 // The Gated DeltaNet token mixer: the gated delta rule as a per-token recurrence, the state
 // carried in registers (causal attention is in attention_gemm.cu).
 #include <cmath>
+#include <type_traits>
 
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
@@ -35,22 +36,41 @@ __device__ inline float exp_acc(float x) { return expf(x); }
 __device__ inline double exp_acc(double x) { return exp(x); }
 
 // Block = 32 state columns × kParts row parts (256 threads); grid (n_v, ceil(d_v/32)). Thread
-// (col, part) holds S[part·R .. part·R+R-1, col] in registers; the parts of a column are
-// adjacent lanes, so the column sums are three shuffles. Everything a token needs (q̂, k̂, its
-// v columns, α = exp(g), β) is staged in shared memory for kTile tokens at a time, so the
-// per-token chain touches no global memory: the recurrence is latency-bound, and a global
-// load per token would be most of its time. Acc = double (exact) or float (fast).
+// (col, part) holds R rows of column col of S in registers: rows (i·kParts + part)·4 + j for
+// i < R/4, j < 4, so the parts of a column read consecutive shared-memory words (no bank
+// conflicts; the 4 columns of a warp read the same words, a broadcast) and each read is a
+// 16-byte vector for fp32. The parts of a column are adjacent lanes: column sums are three
+// shuffles. Everything a token needs (q̂, k̂, its v columns, α = exp(g), β) is staged in shared
+// memory for kTile tokens at a time, so the per-token chain touches no global memory.
+// Acc = double (exact) or float (fast).
 constexpr int kParts = 8;
 constexpr int kTile = 16;
+
+template <class Acc, int R>
+__device__ inline void load_rows(const Acc* row, int part, Acc (&out)[R]) {
+#pragma unroll
+  for (int i = 0; i < R / 4; ++i) {
+    const Acc* p = row + (i * kParts + part) * 4;
+    if constexpr (std::is_same_v<Acc, float>) {
+      const float4 v = *reinterpret_cast<const float4*>(p);
+      out[4 * i] = v.x, out[4 * i + 1] = v.y, out[4 * i + 2] = v.z, out[4 * i + 3] = v.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) out[4 * i + j] = p[j];
+    }
+  }
+}
 
 template <class Acc, int R>
 __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const Acc* kn, const float* v, int64_t stride,
                                                           const float* g, const float* beta, int64_t tokens,
                                                           int64_t n_k, int64_t n_v, int64_t dk, int64_t d_v,
                                                           float* state, float* out) {
+  static_assert(R % 4 == 0, "rows per thread come in fours");
   constexpr int dkp = R * kParts;  // d_k padded with zero rows
-  __shared__ Acc sq[kTile][dkp], sk[kTile][dkp], sv[kTile][32];
-  __shared__ Acc salpha[kTile], sbeta[kTile];
+  __shared__ __align__(16) Acc sq[kTile][dkp];
+  __shared__ __align__(16) Acc sk[kTile][dkp];
+  __shared__ Acc sv[kTile][32], salpha[kTile], sbeta[kTile];
   const int h = blockIdx.x;
   const int part = threadIdx.x % kParts;
   const int c = threadIdx.x / kParts;  // column within the block's 32
@@ -59,9 +79,10 @@ __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const A
   const bool valid = col < d_v;
   const int64_t kh = h / (n_v / n_k);
   float* st = state + static_cast<int64_t>(h) * dk * d_v;
+  auto row_of = [part](int r) { return ((r / 4) * kParts + part) * 4 + r % 4; };
   Acc S[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) S[r] = valid && part * R + r < dk ? st[(part * R + r) * d_v + col] : Acc(0);
+  for (int r = 0; r < R; ++r) S[r] = valid && row_of(r) < dk ? st[row_of(r) * d_v + col] : Acc(0);
 
   for (int64_t t0 = 0; t0 < tokens; t0 += kTile) {
     const int n = static_cast<int>((tokens - t0 < kTile ? tokens - t0 : kTile));
@@ -82,12 +103,15 @@ __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const A
     __syncthreads();
     for (int tt = 0; tt < n; ++tt) {
       const Acc alpha = salpha[tt], b = sbeta[tt];
+      Acc kr[R], qr[R];
+      load_rows<Acc, R>(sk[tt], part, kr);
+      load_rows<Acc, R>(sq[tt], part, qr);
       // Independent partial sums: the per-token chain is latency-bound, not throughput-bound.
       Acc kvp[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         S[r] *= alpha;
-        kvp[r % 4] += S[r] * sk[tt][part * R + r];
+        kvp[r % 4] += S[r] * kr[r];
       }
       Acc kv = (kvp[0] + kvp[1]) + (kvp[2] + kvp[3]);
 #pragma unroll
@@ -96,8 +120,8 @@ __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const A
       Acc op[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        S[r] += sk[tt][part * R + r] * e;
-        op[r % 4] += S[r] * sq[tt][part * R + r];
+        S[r] += kr[r] * e;
+        op[r % 4] += S[r] * qr[r];
       }
       Acc o = (op[0] + op[1]) + (op[2] + op[3]);
 #pragma unroll
@@ -108,7 +132,7 @@ __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const A
   if (valid)
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      if (part * R + r < dk) st[(part * R + r) * d_v + col] = static_cast<float>(S[r]);
+      if (row_of(r) < dk) st[row_of(r) * d_v + col] = static_cast<float>(S[r]);
 }
 
 template <class Acc>
@@ -123,7 +147,7 @@ void run_gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in,
   STAVE_CUDA_LAUNCHED();
   const dim3 grid(static_cast<unsigned>(dims.n_v_heads), static_cast<unsigned>((dims.d_v + 31) / 32));
   // Rows per thread: the smallest supported R with kParts·R ≥ d_k (extra rows are zero).
-  int R = 1;
+  int R = 4;
   while (R * kParts < dk) R *= 2;
 #define STAVE_GDR(RR)                                                                                         \
   case RR:                                                                                                    \
@@ -131,8 +155,6 @@ void run_gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in,
                                                      dims.n_v_heads, dk, dims.d_v, state, out);               \
     break;
   switch (R) {
-    STAVE_GDR(1)
-    STAVE_GDR(2)
     STAVE_GDR(4)
     STAVE_GDR(8)
     STAVE_GDR(16)
