@@ -68,7 +68,7 @@ void gdn_gates(const float* a, const float* b, const float* A_log, const float* 
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t h = 0; h < n_v; ++h) {
       const int64_t i = t * n_v + h;
-      const float neg_a = -std::exp(A_log[h]);
+      const float neg_a = -torch_order::exp(A_log[h]);  // A_log.exp(): torch.exp (MKL vsExp)
       const bool vec = torch_order::aten_vectorized(i, tokens * n_v, tokens * n_v);
       g[i] = neg_a * torch_order::softplus(a[i] + dt_bias[h], vec);
       beta[i] = torch_order::sigmoid(b[i], vec);
@@ -145,19 +145,19 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
       // pairwise decay exp(cum_i − cum_j) for j ≤ i; ut_system and intra-chunk attention
       for (int64_t i = 0; i < c; ++i)
         for (int64_t j = 0; j <= i; ++j) {
-          const float d = std::exp(cum[i] - cum[j]);
+          const float d = torch_order::exp(cum[i] - cum[j]);
           P[i * C + j] = d;
           A[i * C + j] = torch_order::gemm_dot(&KB[i * dk], 1, &K[j * dk], 1, dk) * d;  // ut_system
         }
       for (int64_t i = 0; i < c; ++i) {
-        const float e = std::exp(cum[i]);
+        const float e = torch_order::exp(cum[i]);
         for (int64_t a = 0; a < dk; ++a) DKB[i * dk + a] = KB[i * dk + a] * e;  // decayed_k_beta
       }
       trsm_unit_lower(A.data(), C, c, VB.data(), dv, NV.data());   // new_values
       trsm_unit_lower(A.data(), C, c, DKB.data(), dk, KC.data());  // k_cumdecay
       const float last = cum[c - 1];
       for (int64_t i = 0; i < c; ++i) {
-        const float ek = std::exp(last - cum[i]);
+        const float ek = torch_order::exp(last - cum[i]);
         for (int64_t a = 0; a < dk; ++a) KT[i * dk + a] = K[i * dk + a] * ek;  // key · exp(cum_last − cum)
         // v_new = new_values − k_cumdecay @ S
         for (int64_t b = 0; b < dv; ++b)
@@ -165,7 +165,7 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
       }
       // out = (query·exp(cum)) @ S + intra @ v_new   (intra_ij = (q_i·k_j)·decay_ij, j ≤ i)
       for (int64_t i = 0; i < c; ++i) {
-        const float eq = std::exp(cum[i]);
+        const float eq = torch_order::exp(cum[i]);
         std::vector<float> qe(static_cast<size_t>(dk)), att(static_cast<size_t>(C), 0.0f);
         for (int64_t a = 0; a < dk; ++a) qe[a] = Q[i * dk + a] * eq;
         for (int64_t j = 0; j <= i; ++j) att[j] = torch_order::gemm_dot(&Q[i * dk], 1, &K[j * dk], 1, dk) * P[i * C + j];
@@ -177,7 +177,7 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
         }
       }
       // S ← S · exp(cum_last) + key_decayedᵀ @ v_new
-      const float cd = std::exp(last);
+      const float cd = torch_order::exp(last);
       for (int64_t a = 0; a < dk; ++a)
         for (int64_t b = 0; b < dv; ++b)
           Snew[a * dv + b] = S[a * dv + b] * cd + torch_order::gemm_dot(&KT[a], dk, &Vn[b], dv, c);
