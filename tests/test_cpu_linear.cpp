@@ -2,17 +2,22 @@
 // level this machine has (capped by STAVE_CPU_ISA): ref::linear, and an exact double-precision
 // sum over the oracle's own operands (mxfp4::qdq_row for the W4A4 activation,
 // ref::weight_row_f32 for the weight). The activation quantizers of the W4A4 kernels are held
-// bit for bit to mxfp4::quantize_block.
+// bit for bit to mxfp4::quantize_block. The AMX-BF16 kernel (bf16 weights, M ≥ 16, level amx)
+// has its own bound (activation split into bf16 hi + lo), an exact-integer test, and runs its
+// driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX.
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/cpu_linear.h"
+#include "backends/cpu/linear/bf16_tile_gemm.h"
 #include "backends/cpu/linear/kernels.h"
 #include "ops/reference.h"
 #include "quant/mxfp4.h"
@@ -113,6 +118,14 @@ std::vector<float> random_activation(int64_t M, int64_t K, std::mt19937& rng) {
   return x;
 }
 
+// The hi / lo split as defined in kernels.h (SplitActivations), in scalar code.
+void split_reference(float x, uint16_t& hi, uint16_t& lo) {
+  hi = f32_to_bf16(x);
+  if (std::isfinite(x) && std::isinf(bf16_to_f32(hi))) hi = static_cast<uint16_t>(f32_bits(x) >> 16);
+  const float r = x - bf16_to_f32(hi);
+  lo = std::isnan(r) ? 0 : f32_to_bf16(r);
+}
+
 // Compares y with ref::linear and with the exact sum. The bounds (u = 2^-24, S = Σ|x_k·w_k|
 // over the operands the oracle multiplies, b = bias):
 //  - every product the kernels form is exact in fp32 or exact integer (E2M1·E2M1 in W4A4), so
@@ -121,15 +134,30 @@ std::vector<float> random_activation(int64_t M, int64_t K, std::mt19937& rng) {
 //    sums are exact integers): K/32 + 48. Float kernels chain K/8 terms per lane (generic and
 //    AVX2; AVX-512 K/16) plus the per-512-column chunk adds: K/8 + K/512 + 48.
 //  - ref::linear itself is within K·u·(S + |b|) of exact, so kernel vs ref is within the sum.
+//  - The AMX-BF16 path (split_bf16) multiplies the split activation hi + lo (split_reference;
+//    |x − hi − lo| ≤ 2^-16·|x|) exactly and sums 2·Kp terms (Kp = K rounded up to 32) plus the
+//    bias in one fp32 chain. Against the exact sum over hi + lo it is held to
+//    min((2·Kp + 2)·u·(S + |b|)·(1 + 2^-7), 2e-6·(S + |b|)): the first is rigorous but grows
+//    with K; the second is ~30× the accumulation error random data show, and ~10× below what
+//    an activation that lost its lo half would give (~2^-10·S/√K at K = 3072). Against the
+//    exact sum over x add 2^-16·S; against ref::linear add (K + 2)·u·(S + |b|) more.
 void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64_t M, const std::vector<float>& y,
-                           const std::string& where) {
+                           const std::string& where, bool split_bf16 = false) {
   const LinearWeight& w = t.w;
   const int64_t K = w.in, N = w.out;
   std::vector<float> yref(static_cast<size_t>(M * N));
   ref::linear(w, x, M, yref.data());
-  std::vector<float> xin(x, x + M * K);
+  std::vector<float> xin(x, x + M * K), xsplit;
   if (is_w4a4(kind))
     for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x + m * K, K, xin.data() + m * K, w.input_scale_mode);
+  if (split_bf16) {
+    xsplit.resize(xin.size());
+    for (size_t i = 0; i < xin.size(); ++i) {
+      uint16_t hi, lo;
+      split_reference(xin[i], hi, lo);
+      xsplit[i] = bf16_to_f32(hi) + bf16_to_f32(lo);  // exact in fp32 for finite x
+    }
+  }
   std::vector<float> wrow(static_cast<size_t>(K));
   const double u = std::ldexp(1.0, -24);
   const double chain = is_w4a4(kind) ? K / 32.0 + 48 : K / 8.0 + K / 512.0 + 48;
@@ -138,23 +166,37 @@ void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64
     ref::weight_row_f32(w, n, wrow.data());
     const double b = w.bias ? w.bias[n] : 0.0;
     for (int64_t m = 0; m < M && failures < 5; ++m) {
-      double exact = b, s = std::fabs(b);
+      double exact = b, s = std::fabs(b), exact_split = b;
       for (int64_t k = 0; k < K; ++k) {
         double p = static_cast<double>(xin[m * K + k]) * wrow[k];
         exact += p;
         s += std::fabs(p);
+        if (split_bf16) exact_split += static_cast<double>(xsplit[m * K + k]) * wrow[k];
       }
       const double got = y[m * N + n];
-      const double tol_exact = chain * u * s + 1e-37;
-      const double tol_ref = (chain + K + 2) * u * s + 1e-37;
-      if (!(std::fabs(got - exact) <= tol_exact) || !(std::fabs(got - yref[m * N + n]) <= tol_ref)) {
+      double tol_exact = chain * u * s + 1e-37;
+      double tol_ref = (chain + K + 2) * u * s + 1e-37;
+      bool ok = true;
+      std::string split_msg;
+      if (split_bf16) {
+        const double kp = std::ceil(K / 32.0) * 32.0;
+        const double tol_split = std::min((2 * kp + 2) * u * s * (1 + 1.0 / 128), 2e-6 * s) + 1e-37;
+        tol_exact = tol_split + std::ldexp(s, -16);
+        tol_ref = tol_exact + (K + 2) * u * s;
+        ok = std::fabs(got - exact_split) <= tol_split;
+        split_msg = ", exact over hi+lo " + std::to_string(exact_split) + " (tol " + std::to_string(tol_split) + ")";
+      }
+      if (!ok || !(std::fabs(got - exact) <= tol_exact) || !(std::fabs(got - yref[m * N + n]) <= tol_ref)) {
         ++failures;
         ADD_FAILURE() << where << " y[" << m << "," << n << "] = " << got << ", exact " << exact << " (tol "
-                      << tol_exact << "), ref " << yref[m * N + n] << " (tol " << tol_ref << ")";
+                      << tol_exact << "), ref " << yref[m * N + n] << " (tol " << tol_ref << ")" << split_msg;
       }
     }
   }
 }
+
+// Whether cpu::linear at this level takes the AMX-BF16 kernel (the dispatch rule under test).
+bool takes_amx_bf16(Isa isa, Kind kind, int64_t M) { return isa == Isa::kAmx && kind == Kind::kBF16 && M >= 16; }
 
 TEST(CpuFeatures, ParsesAndClampsLevels) {
   EXPECT_EQ(cpu::parse_isa("generic"), Isa::kGeneric);
@@ -192,10 +234,13 @@ TEST(CpuLinear, MatchesReferenceEveryFormatAndLevel) {
       for (Isa isa : levels()) {
         cpu::ScopedIsa scoped(isa);
         std::vector<float> y(static_cast<size_t>(M * N), NAN);
+        const bool amx = takes_amx_bf16(isa, kind, M);
+        const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=" + std::to_string(M) +
+                                  " N=" + std::to_string(N) + " K=" + std::to_string(K) + (bias ? " +bias" : "");
+        const uint64_t before = cpu::kern::amx_bf16_calls();
         cpu::linear(t.w, x.data(), M, y.data());
-        check_against_oracles(t, kind, x.data(), M, y,
-                              std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=" + std::to_string(M) +
-                                  " N=" + std::to_string(N) + " K=" + std::to_string(K) + (bias ? " +bias" : ""));
+        EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << where;
+        check_against_oracles(t, kind, x.data(), M, y, where, amx);
         ++cases;
       }
     }
@@ -211,7 +256,9 @@ TEST(CpuLinear, FloatWeightsWithKNotAMultipleOfTheVectorWidth) {
       for (Isa isa : levels()) {
         cpu::ScopedIsa scoped(isa);
         std::vector<float> y(5 * 19, NAN);
+        const uint64_t before = cpu::kern::amx_bf16_calls();
         cpu::linear(t.w, x.data(), 5, y.data());
+        EXPECT_EQ(cpu::kern::amx_bf16_calls(), before) << "M = 5 is below the AMX threshold";
         check_against_oracles(t, kind, x.data(), 5, y,
                               std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " K=" + std::to_string(K));
       }
@@ -227,8 +274,11 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
     for (Isa isa : levels()) {
       cpu::ScopedIsa scoped(isa);
       std::vector<float> y(70 * 97, NAN);
+      const bool amx = takes_amx_bf16(isa, kind, 70);
+      const uint64_t before = cpu::kern::amx_bf16_calls();
       cpu::linear(t.w, x.data(), 70, y.data());
-      check_against_oracles(t, kind, x.data(), 70, y, std::string(cpu::isa_name(isa)) + " " + kind_name(kind));
+      EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << cpu::isa_name(isa) << " " << kind_name(kind);
+      check_against_oracles(t, kind, x.data(), 70, y, std::string(cpu::isa_name(isa)) + " " + kind_name(kind), amx);
     }
   }
 }
@@ -312,6 +362,229 @@ TEST(CpuLinear, ActivationQuantizersAreBitExact) {
         }
       for (int64_t i = rows * K; i < q.padded_rows * K; ++i) ASSERT_EQ(q.codes[i], 0) << name << " padding";
     }
+}
+
+// ---- AMX-BF16 (bf16 weights, M >= 16, level amx) ------------------------------------------
+
+// Element (row r, column k, part 0 = hi / 1 = lo) of a SplitActivations, from the layout comment.
+uint16_t split_at(const cpu::kern::SplitActivations& s, int64_t r, int64_t k, int part) {
+  return s.block(r / 32, k / 32)[part * 1024 + ((r % 32) / 16) * 512 + ((k % 32) / 2) * 32 + (r % 16) * 2 + k % 2];
+}
+
+TEST(CpuLinear, Bf16SplitMatchesItsDefinition) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "the split needs AVX-512 (BF16)";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-90, 90);
+  for (auto [M, K] : {std::pair<int64_t, int64_t>{37, 77}, {16, 32}, {1, 1}, {64, 1000}, {33, 15}}) {
+    std::vector<float> x(static_cast<size_t>(M * K));
+    for (size_t i = 0; i < x.size(); ++i) {
+      switch (i % 13) {
+        case 0: x[i] = 0.0f; break;
+        case 1: x[i] = -0.0f; break;
+        case 2: x[i] = FLT_MAX * (i % 2 ? -1.0f : 1.0f); break;                     // rounds to inf: truncated
+        case 3: x[i] = f32_from_bits(0x3f808000u | (i % 4 == 3 ? 0x80000000u : 0)); break;  // exact bf16 tie
+        case 4: x[i] = f32_from_bits(0x3f818000u); break;                           // tie, odd: rounds up
+        case 5: x[i] = i % 3 ? INFINITY : -INFINITY; break;
+        case 6: x[i] = NAN; break;
+        case 7: x[i] = f32_from_bits(0x7f7f8000u); break;                           // bf16 max + half ulp
+        default: x[i] = nd(rng) * std::ldexp(1.0f, ex(rng)); break;                 // normal, residual normal
+      }
+    }
+    cpu::kern::SplitActivations s;
+    cpu::kern::split_activations_bf16_avx512(x.data(), M, K, s);
+    ASSERT_EQ(s.padded_rows, (M + 31) / 32 * 32);
+    ASSERT_EQ(s.ksteps, (K + 31) / 32);
+    int bad = 0;
+    for (int64_t r = 0; r < s.padded_rows && bad < 5; ++r)
+      for (int64_t k = 0; k < s.ksteps * 32 && bad < 5; ++k) {
+        uint16_t hi = 0, lo = 0;
+        if (r < M && k < K) split_reference(x[r * K + k], hi, lo);
+        const uint16_t ghi = split_at(s, r, k, 0), glo = split_at(s, r, k, 1);
+        const bool nan = r < M && k < K && std::isnan(x[r * K + k]);
+        const bool same = nan ? std::isnan(bf16_to_f32(ghi)) && glo == 0 : ghi == hi && glo == lo;
+        if (!same) {
+          ++bad;
+          ADD_FAILURE() << "M=" << M << " K=" << K << " [" << r << "," << k << "] x=" << (r < M && k < K ? x[r * K + k] : 0.0f)
+                        << " hi " << ghi << " (want " << hi << ") lo " << glo << " (want " << lo << ")";
+        }
+      }
+    // Finite inputs: hi + lo is within 2^-16 of x.
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t k = 0; k < K; ++k) {
+        const float v = x[r * K + k];
+        if (!std::isfinite(v)) continue;
+        const double sum = static_cast<double>(bf16_to_f32(split_at(s, r, k, 0))) + bf16_to_f32(split_at(s, r, k, 1));
+        ASSERT_LE(std::fabs(sum - v), std::ldexp(std::fabs(v), -16)) << v;
+      }
+  }
+}
+
+// tdpbf16ps in scalar code (Intel SDM): C[m][n] += A[m][2k]·B[k][2n] + A[m][2k+1]·B[k][2n+1] in
+// fp32, in k order, with denormal inputs read as zero and denormal results flushed to zero.
+struct EmulatedBf16Tiles {
+  float c[4][16][16];
+  float a[2][16][32];
+  float b[2][16][32];
+  static float daz(uint16_t h) { return (h & 0x7f80u) == 0 ? 0.0f : bf16_to_f32(h); }
+  void zero_c() { std::memset(c, 0, sizeof c); }
+  void load_c(const float* p) { std::memcpy(c, p, sizeof c); }
+  void store_c(float* p) const { std::memcpy(p, c, sizeof c); }
+  void load_a(const uint16_t* p, int64_t stride) {
+    for (int t = 0; t < 2; ++t)
+      for (int r = 0; r < 16; ++r) {
+        const uint16_t* row = reinterpret_cast<const uint16_t*>(reinterpret_cast<const char*>(p) + (16 * t + r) * stride);
+        for (int e = 0; e < 32; ++e) a[t][r][e] = daz(row[e]);
+      }
+  }
+  void load_b(const uint16_t* p) {
+    for (int t = 0; t < 2; ++t)
+      for (int r = 0; r < 16; ++r)
+        for (int e = 0; e < 32; ++e) b[t][r][e] = daz(p[t * 512 + r * 32 + e]);
+  }
+  void dp() {
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        for (int m = 0; m < 16; ++m)
+          for (int k = 0; k < 16; ++k)
+            for (int n = 0; n < 16; ++n) {
+              float v = c[2 * i + j][m][n];
+              v += a[i][m][2 * k] * b[j][k][2 * n];
+              v += a[i][m][2 * k + 1] * b[j][k][2 * n + 1];
+              c[2 * i + j][m][n] = std::fpclassify(v) == FP_SUBNORMAL ? 0.0f : v;
+            }
+  }
+};
+
+// The AMX-BF16 product through a given entry point, on the shapes that exercise its edges:
+// M padding (16, 17, 33, 64, 130 rows), weight-row edges (N = 1, 15, 33, 200), K tails and
+// several K chunks (32, 96, 512, 1000), with and without bias.
+template <class Linear>
+void bf16_grid(Linear&& run, const std::string& label) {
+  std::mt19937 rng(4242);
+  int cases = 0;
+  for (int64_t M : {16, 17, 33, 64, 130})
+    for (int64_t N : {1, 15, 33, 200})
+      for (int64_t K : {32, 96, 512, 1000})
+        for (bool bias : {false, true}) {
+          TestWeight t = make_weight(Kind::kBF16, N, K, bias, rng);
+          std::vector<float> x = random_activation(M, K, rng);
+          std::vector<float> y(static_cast<size_t>(M * N), NAN);
+          run(t.w, x.data(), M, y.data());
+          check_against_oracles(t, Kind::kBF16, x.data(), M, y,
+                                label + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
+                                    std::to_string(K) + (bias ? " +bias" : ""),
+                                true);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 160);
+}
+
+// Integer data make every product and partial sum exact in fp32 (|x| ≤ 2^12 so hi + lo = x,
+// |w| ≤ 4, K ≤ 1000: |Σ| < 2^24), so the result must equal the exact sum bit for bit: any
+// layout, pairing, edge or lo-half mistake shows.
+template <class Linear>
+void bf16_integer_exact(Linear&& run, const std::string& label) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> xi(-4096, 4096), wi(-4, 4), bi(-8, 8);
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{16, 1, 32}, {17, 15, 96}, {33, 33, 1000},
+                         {130, 200, 512}, {64, 47, 300}})
+    for (bool bias : {false, true}) {
+      std::vector<uint16_t> wq(static_cast<size_t>(N * K));
+      for (auto& v : wq) v = f32_to_bf16(static_cast<float>(wi(rng)));
+      std::vector<float> b(static_cast<size_t>(N)), x(static_cast<size_t>(M * K));
+      for (auto& v : b) v = static_cast<float>(bi(rng));
+      for (auto& v : x) v = static_cast<float>(xi(rng));
+      LinearWeight w;
+      w.name = "test.bf16-int";
+      w.out = N;
+      w.in = K;
+      w.format = WeightFormat::kBF16;
+      w.data = wq.data();
+      if (bias) w.bias = b.data();
+      std::vector<float> y(static_cast<size_t>(M * N), NAN);
+      run(w, x.data(), M, y.data());
+      int bad = 0;
+      for (int64_t m = 0; m < M && bad < 5; ++m)
+        for (int64_t n = 0; n < N && bad < 5; ++n) {
+          double exact = bias ? b[n] : 0.0;
+          for (int64_t k = 0; k < K; ++k) exact += static_cast<double>(x[m * K + k]) * bf16_to_f32(wq[n * K + k]);
+          if (y[m * N + n] != exact) {
+            ++bad;
+            ADD_FAILURE() << label << " M=" << M << " N=" << N << " K=" << K << (bias ? " +bias" : "") << " y[" << m
+                          << "," << n << "] = " << y[m * N + n] << ", exact " << exact;
+          }
+        }
+    }
+}
+
+// The AMX-BF16 driver with the tiles emulated in scalar code: checks the loops, layouts and
+// edges of linear/bf16_tile_gemm.h on any CPU with AVX-512 (the split uses it).
+void emulated_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  cpu::kern::SplitActivations s;
+  cpu::kern::split_activations_bf16_avx512(x, M, w.in, s);
+  cpu::kern::bf16_tile_gemm<EmulatedBf16Tiles>(w, s, M, y);
+}
+
+TEST(CpuLinear, AmxBf16DriverWithEmulatedTiles) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "the split needs AVX-512 (BF16)";
+  bf16_grid(emulated_amx_bf16, "emulated amx-bf16");
+  bf16_integer_exact(emulated_amx_bf16, "emulated amx-bf16");
+}
+
+// The real kernel, reached through cpu::linear at level amx (the counter proves the dispatch).
+TEST(CpuLinear, AmxBf16MatchesReference) {
+  if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";
+  cpu::ScopedIsa scoped(Isa::kAmx);
+  auto through_dispatch = [](const LinearWeight& w, const float* x, int64_t M, float* y) {
+    const uint64_t before = cpu::kern::amx_bf16_calls();
+    cpu::linear(w, x, M, y);
+    ASSERT_EQ(cpu::kern::amx_bf16_calls(), before + 1) << "cpu::linear did not take the AMX-BF16 kernel";
+  };
+  bf16_grid(through_dispatch, "amx-bf16");
+  bf16_integer_exact(through_dispatch, "amx-bf16");
+}
+
+TEST(CpuLinear, AmxBf16TakesOnlyBf16WithSixteenRowsOrMore) {
+  // linear_amx_bf16 refuses before touching the tile unit, so this runs on any CPU.
+  std::mt19937 rng(8);
+  TestWeight bf = make_weight(Kind::kBF16, 9, 64, true, rng);
+  TestWeight f32 = make_weight(Kind::kF32, 9, 64, true, rng);
+  TestWeight f16 = make_weight(Kind::kF16, 9, 64, true, rng);
+  TestWeight w4a16 = make_weight(Kind::kW4A16, 9, 64, true, rng);
+  std::vector<float> x = random_activation(20, 64, rng), y(20 * 9, NAN);
+  const uint64_t before = cpu::kern::amx_bf16_calls();
+  EXPECT_FALSE(cpu::kern::linear_amx_bf16(bf.w, x.data(), 15, y.data()));
+  EXPECT_FALSE(cpu::kern::linear_amx_bf16(f32.w, x.data(), 20, y.data()));
+  EXPECT_FALSE(cpu::kern::linear_amx_bf16(f16.w, x.data(), 20, y.data()));
+  EXPECT_FALSE(cpu::kern::linear_amx_bf16(w4a16.w, x.data(), 20, y.data()));
+  EXPECT_EQ(cpu::kern::amx_bf16_calls(), before);
+  for (float v : y) EXPECT_TRUE(std::isnan(v));  // nothing written
+  if (cpu::active_isa() >= Isa::kAmx) {
+    cpu::ScopedIsa scoped(Isa::kAmx);
+    cpu::linear(bf.w, x.data(), 15, y.data());  // M = 15: the AVX-512 kernel
+    EXPECT_EQ(cpu::kern::amx_bf16_calls(), before);
+    cpu::linear(f32.w, x.data(), 20, y.data());
+    EXPECT_EQ(cpu::kern::amx_bf16_calls(), before);
+    cpu::linear(bf.w, x.data(), 16, y.data());
+    EXPECT_EQ(cpu::kern::amx_bf16_calls(), before + 1);
+  }
+  for (Isa isa : levels()) {
+    if (isa == Isa::kAmx) continue;
+    cpu::ScopedIsa scoped(isa);
+    const uint64_t at = cpu::kern::amx_bf16_calls();
+    cpu::linear(bf.w, x.data(), 20, y.data());
+    EXPECT_EQ(cpu::kern::amx_bf16_calls(), at) << cpu::isa_name(isa);
+  }
+}
+
+// Integer data are exact on every path (fp32 FMA too), so every level must agree bit for bit.
+TEST(CpuLinear, Bf16IntegerDataExactAtEveryLevel) {
+  for (Isa isa : levels()) {
+    cpu::ScopedIsa scoped(isa);
+    bf16_integer_exact([](const LinearWeight& w, const float* x, int64_t M, float* y) { cpu::linear(w, x, M, y); },
+                       cpu::isa_name(isa));
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "ops/multihead_attention.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
+#include "util/stage_timer.h"
 
 namespace stave {
 namespace {
@@ -131,14 +132,19 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
   const int64_t H = w.config.hidden_size, W = w.config.width, heads = w.config.heads;
   const int64_t Q = static_cast<int64_t>(questions.size());
 
+  StageTimer stages("STAVE_HEAD_STAGES");  // profiling aid, see util/stage_timer.h
+
   // 1. LayerNorm over the backbone states, the memory over all tokens, the global vector.
+  stages.enter("hidden norm");
   Matrix seq = zeros(L, H);
   w.hidden_norm.apply(hidden, L, seq.data());
   Matrix memory = zeros(L, W);
+  stages.enter("memory projection");
   backend_->matmul_nt(seq.data(), L, H, w.memory_projection.weight.data(), W, nullptr, memory.data());
   const float* global = seq.data() + (L - 1) * H;
 
   // 2-4. Question vectors, option context and lexical vectors (span means).
+  stages.enter("span means");
   Matrix question_vectors = zeros(Q, H);
   std::vector<int64_t> first_option(static_cast<size_t>(Q) + 1, 0);  // option rows of question i
   for (int64_t i = 0; i < Q; ++i) {
@@ -173,6 +179,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
   }
 
   // 6. Evidence routing: every option attends to the layer's normalised memory.
+  stages.enter("routing layers");
   Matrix memory_normed = zeros(L, W);
   for (const EvidenceRoutingLayerWeights& layer : w.evidence_layers) {
     const ref::MultiheadAttentionWeights mha = layer.attention.view(W, heads);
@@ -212,6 +219,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
   }
 
   // 9. Pre-norm decoder layers: fields attend to each other, then to the raw memory.
+  stages.enter("decoder layers");
   for (const FieldDecoderLayerWeights& layer : w.layers) {
     const ref::MultiheadAttentionWeights self_mha = layer.self_attn.view(W, heads);
     Matrix normed(fields.size());
@@ -229,6 +237,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
   w.field_norm.apply(fields.data(), Q, fields.data());
 
   // 10. Scoring: lexical prior + gated (scaled cosine + residual scorer).
+  stages.enter("scoring");
   const float prior_scale = capped_scale(w.prior_logit_scale);
   const float joint_scale = capped_scale(w.joint_logit_scale);
   const float gate = ref::sigmoid(w.residual_gate);
@@ -278,6 +287,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
       out[j] = prior + gate * (joint_scale * cosine + residual[j]);
     }
   }
+  stages.report("joint head stages", L);
   return logits;
 }
 

@@ -1,11 +1,7 @@
 #include "backends/cuda/cuda_backbone.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <string>
 
@@ -14,6 +10,7 @@
 #include "ops/reference.h"
 #include "ops/rope.h"
 #include "quant/quark_config.h"
+#include "util/stage_timer.h"
 
 namespace stave::cuda {
 namespace {
@@ -46,35 +43,6 @@ struct LayerWeights {
 };
 
 size_t linear_bytes(const DeviceLinear& l) { return l.data.bytes() + l.scales.bytes() + l.bias.bytes(); }
-
-// STAVE_CUDA_STAGES=1: time each stage of a forward (synchronizing between stages, so the
-// total is a little slower than a plain run) and print the sums to stderr. For profiling only.
-class StageTimes {
- public:
-  explicit StageTimes(cudaStream_t s) : s_(s), on_(std::getenv("STAVE_CUDA_STAGES") != nullptr) {}
-  void enter(const char* stage) {
-    if (!on_) return;
-    STAVE_CUDA_CHECK(cudaStreamSynchronize(s_));
-    const auto now = std::chrono::steady_clock::now();
-    if (current_) ms_[current_] += std::chrono::duration<double, std::milli>(now - since_).count();
-    current_ = stage;
-    since_ = now;
-  }
-  void report(int64_t tokens) {
-    if (!on_) return;
-    enter(nullptr);
-    std::fprintf(stderr, "cuda stages, %lld tokens (ms):", static_cast<long long>(tokens));
-    for (const auto& [k, v] : ms_) std::fprintf(stderr, " %s %.2f", k.c_str(), v);
-    std::fprintf(stderr, "\n");
-  }
-
- private:
-  cudaStream_t s_;
-  bool on_;
-  const char* current_ = nullptr;
-  std::chrono::steady_clock::time_point since_;
-  std::map<std::string, double> ms_;
-};
 
 }  // namespace
 
@@ -232,7 +200,8 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
   float* h = m.h.as<float>();
   float* x = m.x.as<float>();
   float* y = m.y.as<float>();
-  StageTimes stages(s);
+  // STAVE_CUDA_STAGES=1: time each stage (synchronizing the stream between stages).
+  StageTimer stages("STAVE_CUDA_STAGES", [s] { STAVE_CUDA_CHECK(cudaStreamSynchronize(s)); });
   for (const LayerWeights& lw : m.layers) {
     stages.enter("norms+elementwise");
     dev::rms_norm_zero_centered(h, L, H, lw.input_norm.as<float>(), m.eps, x, s);
@@ -307,7 +276,7 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
   stages.enter("copy back");
   STAVE_CUDA_CHECK(cudaMemcpyAsync(hh.data(), h, hh.size() * f, cudaMemcpyDeviceToHost, s));
   ctx.synchronize();
-  stages.report(L);
+  stages.report("cuda stages", L);
   return hh;
 }
 

@@ -4,7 +4,17 @@
 // with the integer work on the tile unit. Weights stay packed in the model; per task (32 weight
 // rows) they are unpacked once into the VNNI tile layout in a per-thread scratch (K bytes per
 // row, the size of one unpacked row group, reused for every activation row pair).
-// Float weights and W4A16 use the AVX-512 kernels (linear_amx returns false).
+//
+// AMX-BF16 for BF16 weights with M ≥ 16 (linear_amx_bf16; driver in linear/bf16_tile_gemm.h):
+// the fp32 activation is split once into hi = bf16_rn(x) and lo = bf16_rn(x − hi) (~16
+// significant bits, |x − hi − lo| ≤ 2^-16·|x|), and each 32-deep step runs tdpbf16ps twice into
+// the same fp32 C tiles (W·hi, then W·lo) — the numerics of the CUDA fast path (split_bf16).
+// BF16 weights are used as stored (exact); bf16 × bf16 products are exact in fp32, so the error
+// is the split (2^-16 relative per term) plus the fp32 accumulation of 2·K terms in one chain.
+// tdpbf16ps treats denormal inputs as zero and flushes denormal results to zero (so do the
+// split's conversions): a term or partial sum below 2^-126 in magnitude is lost, far inside the
+// fast path's tolerance.
+// fp32 / f16 weights and W4A16 use the AVX-512 kernels (linear_amx returns false).
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -12,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/linear/bf16_tile_gemm.h"
 #include "backends/cpu/linear/kernels.h"
 
 namespace stave::cpu::kern {
@@ -37,6 +48,53 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
+// BF16: tiles 0..3 = C (16 rows × 16 fp32), 4,5 = A (16 weight rows × 32 bf16), 6,7 = B
+// (16 column pairs × 16 activation rows × 2 bf16). All 16 rows × 64 bytes.
+struct AmxBf16Tiles {
+  AmxBf16Tiles() {
+    TileConfig cfg;
+    cfg.palette_id = 1;
+    for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    _tile_loadconfig(&cfg);
+  }
+  ~AmxBf16Tiles() { _tile_release(); }
+  AmxBf16Tiles(const AmxBf16Tiles&) = delete;
+  AmxBf16Tiles& operator=(const AmxBf16Tiles&) = delete;
+
+  void zero_c() {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  void load_c(const float* c) {
+    _tile_loadd(0, c, 64);
+    _tile_loadd(1, c + 256, 64);
+    _tile_loadd(2, c + 512, 64);
+    _tile_loadd(3, c + 768, 64);
+  }
+  void store_c(float* c) {
+    _tile_stored(0, c, 64);
+    _tile_stored(1, c + 256, 64);
+    _tile_stored(2, c + 512, 64);
+    _tile_stored(3, c + 768, 64);
+  }
+  void load_a(const uint16_t* a, int64_t stride) {
+    _tile_loadd(4, a, stride);
+    _tile_loadd(5, reinterpret_cast<const char*>(a) + 16 * stride, stride);
+  }
+  void load_b(const uint16_t* b) {
+    _tile_loadd(6, b, 64);
+    _tile_loadd(7, b + 512, 64);
+  }
+  void dp() {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+};
+
 inline __m256i unpack_nibbles(const uint8_t* p) {
   const __m128i m = _mm_set1_epi8(0x0f);
   __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -46,7 +104,17 @@ inline __m256i unpack_nibbles(const uint8_t* p) {
 
 }  // namespace
 
+bool linear_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  if (w.format != WeightFormat::kBF16 || M < 16) return false;
+  SplitActivations s;
+  split_activations_bf16_avx512(x, M, w.in, s);
+  bf16_tile_gemm<AmxBf16Tiles>(w, s, M, y);
+  count_amx_bf16_call();
+  return true;
+}
+
 bool linear_amx(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  if (w.format == WeightFormat::kBF16) return linear_amx_bf16(w, x, M, y);
   if (!(w.format == WeightFormat::kMXFP4 && w.quantize_input) || M < 16) return false;
   const int64_t N = w.out, K = w.in;
   QuantizedActivations q;

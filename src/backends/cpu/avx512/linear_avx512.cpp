@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/linear/float_gemm.h"
@@ -209,6 +210,64 @@ void quantize_activations_avx512(const float* x, int64_t M, int64_t K, mxfp4::Sc
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(d[1]));
     q.scales[m * q.blocks + b] = mxfp4::exp2_int(e - 2);
     q.offsets[m * q.blocks + b] = 12 * _mm512_reduce_add_epi32(_mm512_add_epi32(d[0], d[1]));
+  }
+}
+
+namespace {
+
+// hi = bf16_rn(x) (truncated instead where rounding would overflow a finite x), as 16 bf16.
+inline __m256i split_hi(__m512 v, __m512& hf) {
+  __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+  hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  const __mmask16 ovf = _mm512_fpclass_ps_mask(hf, 0x18) & ~_mm512_fpclass_ps_mask(v, 0x18);  // ±inf
+  if (ovf) {
+    h = _mm256_mask_blend_epi16(ovf, h, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+    hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  return h;
+}
+
+// lo = bf16_rn(x − hi) (exact fp32 difference); 0 where it is NaN (x = ±inf or NaN).
+inline __m256i split_lo(__m512 v, __m512 hf) {
+  __m512 r = _mm512_sub_ps(v, hf);
+  r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r);
+  return (__m256i)_mm512_cvtneps_pbh(r);
+}
+
+}  // namespace
+
+void split_activations_bf16_avx512(const float* x, int64_t M, int64_t K, SplitActivations& s) {
+  s.rows = M;
+  s.k = K;
+  s.padded_rows = (M + 31) / 32 * 32;
+  s.ksteps = (K + 31) / 32;
+  const int64_t mblocks = s.padded_rows / 32;
+  s.data.reset(new uint16_t[static_cast<size_t>(mblocks * s.ksteps * SplitActivations::kBlock)]);
+  // Dword kp of a row's 32-column step (bf16 pair 2kp, 2kp+1) goes to dword kp·16 + mm of its
+  // B tile (mm = the row within its 16-row half).
+  const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(16));
+#pragma omp parallel for schedule(static) if (mblocks * s.ksteps >= 64)
+  for (int64_t t = 0; t < mblocks * s.ksteps; ++t) {
+    const int64_t mb = t / s.ksteps, ks = t % s.ksteps, k0 = ks * 32;
+    uint16_t* blk = s.data.get() + t * SplitActivations::kBlock;
+    const int64_t kc = std::min<int64_t>(32, K - k0);
+    const __mmask16 m0 = kc >= 16 ? 0xffff : static_cast<__mmask16>((1u << kc) - 1u);
+    const __mmask16 m1 = kc >= 32 ? 0xffff : kc <= 16 ? 0 : static_cast<__mmask16>((1u << (kc - 16)) - 1u);
+    for (int r = 0; r < 32; ++r) {
+      const int64_t m = mb * 32 + r;
+      __m512 v0 = _mm512_setzero_ps(), v1 = _mm512_setzero_ps();
+      if (m < M) {
+        v0 = _mm512_maskz_loadu_ps(m0, x + m * K + k0);
+        v1 = _mm512_maskz_loadu_ps(m1, x + m * K + k0 + 16);
+      }
+      __m512 h0, h1;
+      const __m256i hi0 = split_hi(v0, h0), hi1 = split_hi(v1, h1);
+      const __m256i lo0 = split_lo(v0, h0), lo1 = split_lo(v1, h1);
+      uint16_t* q = blk + (r / 16) * 512 + (r % 16) * 2;
+      _mm512_i32scatter_epi32(q, vindex, _mm512_inserti64x4(_mm512_castsi256_si512(hi0), hi1, 1), 4);
+      _mm512_i32scatter_epi32(q + 1024, vindex, _mm512_inserti64x4(_mm512_castsi256_si512(lo0), lo1, 1), 4);
+    }
   }
 }
 

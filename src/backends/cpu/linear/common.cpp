@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 
 #include "backends/cpu/linear/kernels.h"
 
@@ -13,6 +14,13 @@ void QuantizedActivations::resize(int64_t m, int64_t kk, int64_t row_multiple) {
   scales.assign(static_cast<size_t>(padded_rows * blocks), 0.0f);
   offsets.assign(static_cast<size_t>(padded_rows * blocks), 0);
 }
+
+namespace {
+std::atomic<uint64_t> g_amx_bf16_calls{0};
+}  // namespace
+
+void count_amx_bf16_call() { g_amx_bf16_calls.fetch_add(1, std::memory_order_relaxed); }
+uint64_t amx_bf16_calls() { return g_amx_bf16_calls.load(std::memory_order_relaxed); }
 
 const float* e8m0_table() {
   static const auto table = [] {

@@ -3,6 +3,7 @@
 // cpu_linear.cpp picks one at run time from active_isa(); tests call the quantizers directly.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/linear_weight.h"
@@ -35,13 +36,46 @@ void quantize_activations_avx2(const float* x, int64_t M, int64_t K, mxfp4::Scal
 void quantize_activations_avx512(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode,
                                  int64_t row_multiple, QuantizedActivations& q);
 
+// A row-major fp32 activation split into two BF16 matrices for the AMX-BF16 product
+// (linear_amx_bf16): hi = bf16_rn(x), lo = bf16_rn(x − hi), so hi + lo carries ~16 significant
+// bits (|x − hi − lo| ≤ 2^-16·|x|). Special values: a finite x whose bf16 rounding would overflow
+// takes hi = x truncated to bf16 (so hi + lo stays finite); x = ±inf gives hi = ±inf, lo = 0;
+// NaN gives hi = NaN, lo = 0. vcvtneps2bf16 treats fp32 denormals as zero, so a denormal x (or
+// residual) becomes 0 — as tdpbf16ps would do with a denormal bf16 anyway.
+// Layout (the B operand of tdpbf16ps, one 4 KiB block per 32 rows × 32 columns):
+//   block(mb, ks) + part·1024 + half·512 + (kk/2)·32 + mm·2 + kk%2
+// for row r = 32·mb + 16·half + mm, column k = 32·ks + kk, part 0 = hi, 1 = lo. Each 512-element
+// quarter is one B tile: 16 rows (column pairs) × 16 activation rows × 2 bf16. Rows ≥ `rows`
+// and columns ≥ `k` are zero.
+struct SplitActivations {
+  static constexpr int64_t kBlock = 2048;  // bf16 per (32-row block, 32-column step)
+  int64_t rows = 0, k = 0;
+  int64_t padded_rows = 0;  // rows rounded up to 32
+  int64_t ksteps = 0;       // ceil(k / 32)
+  std::unique_ptr<uint16_t[]> data;  // [padded_rows / 32][ksteps][kBlock]
+  const uint16_t* block(int64_t mb, int64_t ks) const { return data.get() + (mb * ksteps + ks) * kBlock; }
+};
+
+// Split M rows of K values (any K ≥ 1) into s (AVX-512 F + BF16; usable at level avx512).
+void split_activations_bf16_avx512(const float* x, int64_t M, int64_t K, SplitActivations& s);
+
 // y[M, out] = x · Wᵀ (+ bias) for every weight format. M ≥ 1, shapes already checked.
 void linear_generic(const LinearWeight& w, const float* x, int64_t M, float* y);
 void linear_avx2(const LinearWeight& w, const float* x, int64_t M, float* y);
 void linear_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
-// Handles what AMX is worth using for (W4A4 with M ≥ 16) and returns true; false otherwise
-// (the caller then uses the AVX-512 kernel).
+// Handles what AMX is worth using for (W4A4 and BF16 weights with M ≥ 16) and returns true;
+// false otherwise (the caller then uses the AVX-512 kernel).
 bool linear_amx(const LinearWeight& w, const float* x, int64_t M, float* y);
+// The AMX-BF16 part of linear_amx: BF16 weights with M ≥ 16 (any K, any N), the activation split
+// into hi + lo (SplitActivations) and both multiplied with tdpbf16ps into fp32 tiles. Returns
+// false (and does nothing) for any other weight format or M < 16. Only call it where
+// active_isa() is kAmx (it executes AMX instructions).
+bool linear_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y);
+// How many products linear_amx_bf16 has computed in this process (tests assert that a call
+// reached it; one relaxed atomic increment per call). Defined in common.cpp (baseline flags),
+// so reading it is safe on any CPU.
+uint64_t amx_bf16_calls();
+void count_amx_bf16_call();
 
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();
