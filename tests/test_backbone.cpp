@@ -115,23 +115,7 @@ void check_fixture_model(const std::string& variant, const std::function<Fixture
   check_model(variant, test::fixture("public/model-" + variant), test::fixture("public/cases"), variant, bounds);
 }
 
-// The "alt" release (every dimension differs from the fixture's: d_k ≠ d_v, conv kernel 3,
-// GQA 3, rotary 0.5, θ 1e6, eps 1e-5, 5 layers) is `stave synth --preset alt --seed 1`; its
-// reference outputs (transformers 5.17, fp32) are in tests/data/alt.
-std::string synth_alt(const std::string& format) {
-  const std::string dir = ::testing::TempDir() + "/backbone-alt-" + format;
-  if (!synth::is_synthetic_release(dir)) {
-    std::filesystem::remove_all(dir);
-    synth::SynthOptions o;
-    o.preset = "alt";
-    o.format = format;
-    o.out = dir;
-    o.seed = 1;
-    o.tokenizer = test::fixture("public/model-bf16/tokenizer.json");
-    synth::synth_release(o);
-  }
-  return dir;
-}
+std::string synth_alt(const std::string& format) { return test::synth_alt_release(format, "backbone"); }
 
 TEST(Backbone, MatchesBf16FixtureHiddenStates) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");

@@ -137,8 +137,8 @@ void split_reference(float x, uint16_t& hi, uint16_t& lo) {
 //  - The AMX-BF16 path (split_bf16) multiplies the split activation hi + lo (split_reference;
 //    |x − hi − lo| ≤ 2^-16·|x|) exactly and sums 2·Kp terms (Kp = K rounded up to 32) plus the
 //    bias in one fp32 chain. Against the exact sum over hi + lo it is held to
-//    min((2·Kp + 2)·u·(S + |b|)·(1 + 2^-7), 2e-6·(S + |b|)): the first is rigorous but grows
-//    with K; the second is ~30× the accumulation error random data show, and ~10× below what
+//    min((2·Kp + 2)·u·(S + |b|)·(1 + 2^-7), 4e-6·(S + |b|)): the first is rigorous but grows
+//    with K; the second is ~6× the largest accumulation error seen with emulated tiles (6e-7·S), and ~5× below what
 //    an activation that lost its lo half would give (~2^-10·S/√K at K = 3072). Against the
 //    exact sum over x add 2^-16·S; against ref::linear add (K + 2)·u·(S + |b|) more.
 void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64_t M, const std::vector<float>& y,
@@ -180,7 +180,7 @@ void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64
       std::string split_msg;
       if (split_bf16) {
         const double kp = std::ceil(K / 32.0) * 32.0;
-        const double tol_split = std::min((2 * kp + 2) * u * s * (1 + 1.0 / 128), 2e-6 * s) + 1e-37;
+        const double tol_split = std::min((2 * kp + 2) * u * s * (1 + 1.0 / 128), 4e-6 * s) + 1e-37;
         tol_exact = tol_split + std::ldexp(s, -16);
         tol_ref = tol_exact + (K + 2) * u * s;
         ok = std::fabs(got - exact_split) <= tol_split;

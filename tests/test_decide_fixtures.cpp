@@ -94,15 +94,7 @@ TEST(DecideFixtures, Mxfp4Exact) {
 void run_alt(const std::string& format) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
   const std::string data = std::string(STAVE_SOURCE_DIR) + "/tests/data/alt";
-  const std::string dir = ::testing::TempDir() + "/decide-alt-" + format;
-  fs::remove_all(dir);
-  synth::SynthOptions o;
-  o.preset = "alt";
-  o.format = format;
-  o.out = dir;
-  o.seed = 1;
-  o.tokenizer = test::fixture("public/model-bf16/tokenizer.json");
-  synth::synth_release(o);
+  const std::string dir = test::synth_alt_release(format, "decide");
   run_all(dir, data + "/cases", format, 1e-4);
   fs::remove_all(dir);
 }

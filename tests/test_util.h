@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "synth/synth_release.h"
 #include "util/mapped_file.h"
 
 namespace stave::test {
@@ -69,6 +70,24 @@ inline std::vector<std::string> fixture_cases() {
     if (e.is_directory()) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The "alt" release (every dimension differs from the fixture's: d_k ≠ d_v, conv kernel 3,
+// GQA 3, rotary 0.5, θ 1e6, eps 1e-5, 5 layers): `stave synth --preset alt --seed 1` with the
+// fixture's tokenizer, written afresh under the test temp folder as `<tag>-alt-<format>` (a tag
+// per test binary, so tests running side by side never share one). Its reference outputs
+// (transformers 5.17, fp32) are in tests/data/alt.
+inline std::string synth_alt_release(const std::string& format, const std::string& tag) {
+  const std::string dir = ::testing::TempDir() + "/" + tag + "-alt-" + format;
+  std::filesystem::remove_all(dir);
+  synth::SynthOptions o;
+  o.preset = "alt";
+  o.format = format;
+  o.out = dir;
+  o.seed = 1;
+  o.tokenizer = fixture("public/model-bf16/tokenizer.json");
+  synth::synth_release(o);
+  return dir;
 }
 
 }  // namespace stave::test

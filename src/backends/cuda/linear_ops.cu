@@ -209,6 +209,28 @@ void expand_weight(const DeviceLinear& w, Out* dst, cudaStream_t s) {
   STAVE_CUDA_LAUNCHED();
 }
 
+// Exact mode: W, x and y as fp64 copies in the context's scratch (grown to size), and the
+// product y = fp32(x·Wᵀ accumulated in fp64) (+ bias) on cuBLAS DGEMM. Column-major view:
+// y[M,N] row-major is yᵀ (N×M, ld N) = Wᵀᵀ·xᵀ with W row-major [N,K].
+struct WideOperands {
+  double *w, *x, *y;
+};
+WideOperands wide_operands(GpuContext& ctx, int64_t M, int64_t N, int64_t K) {
+  ctx.scratch_w().reserve(static_cast<size_t>(N * K) * sizeof(double));
+  ctx.scratch_x().reserve(static_cast<size_t>(M * K) * sizeof(double));
+  ctx.scratch_y().reserve(static_cast<size_t>(M * N) * sizeof(double));
+  return {ctx.scratch_w().as<double>(), ctx.scratch_x().as<double>(), ctx.scratch_y().as<double>()};
+}
+void wide_product(GpuContext& ctx, const WideOperands& d, int64_t M, int64_t N, int64_t K, const float* bias,
+                  float* y) {
+  const double one = 1.0, zero = 0.0;
+  STAVE_CUBLAS_CHECK(cublasDgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                 static_cast<int>(K), &one, d.w, static_cast<int>(K), d.x, static_cast<int>(K), &zero,
+                                 d.y, static_cast<int>(N)));
+  finish_double_kernel<<<blocks_for(M * N), kThreads, 0, ctx.stream()>>>(d.y, M, N, bias, y);
+  STAVE_CUDA_LAUNCHED();
+}
+
 }  // namespace
 
 bool device_available() {
@@ -262,25 +284,15 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
   const float* bias = w.bias.bytes() ? w.bias.as<float>() : nullptr;
   // Column-major view: y[M,N] row-major is yᵀ (N×M, ld N) = Wᵀᵀ·xᵀ with W row-major [N,K].
   if (ctx.exact()) {
-    const double one = 1.0, zero = 0.0;
-    ctx.scratch_w().reserve(static_cast<size_t>(N * K) * sizeof(double));
-    ctx.scratch_x().reserve(static_cast<size_t>(M * K) * sizeof(double));
-    ctx.scratch_y().reserve(static_cast<size_t>(M * N) * sizeof(double));
-    double* wd = ctx.scratch_w().as<double>();
-    double* xd = ctx.scratch_x().as<double>();
-    double* yd = ctx.scratch_y().as<double>();
-    expand_weight<double>(w, wd, s);
+    const WideOperands d = wide_operands(ctx, M, N, K);
+    expand_weight<double>(w, d.w, s);
     if (w.quantize_input)
-      launch_qdq<double>(x, M, K, w.input_scale_mode, xd, s);
+      launch_qdq<double>(x, M, K, w.input_scale_mode, d.x, s);
     else {
-      convert_kernel<double><<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, xd);
+      convert_kernel<double><<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, d.x);
       STAVE_CUDA_LAUNCHED();
     }
-    STAVE_CUBLAS_CHECK(cublasDgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                                   static_cast<int>(K), &one, wd, static_cast<int>(K), xd, static_cast<int>(K), &zero,
-                                   yd, static_cast<int>(N)));
-    finish_double_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(yd, M, N, bias, y);
-    STAVE_CUDA_LAUNCHED();
+    wide_product(ctx, d, M, N, K, bias, y);
     return;
   }
   const float one = 1.0f, zero = 0.0f;
@@ -333,21 +345,11 @@ void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const floa
   if (M <= 0 || N <= 0) return;
   cudaStream_t s = ctx.stream();
   if (ctx.exact()) {
-    const double one = 1.0, zero = 0.0;
-    ctx.scratch_w().reserve(static_cast<size_t>(N * K) * sizeof(double));
-    ctx.scratch_x().reserve(static_cast<size_t>(M * K) * sizeof(double));
-    ctx.scratch_y().reserve(static_cast<size_t>(M * N) * sizeof(double));
-    double* wd = ctx.scratch_w().as<double>();
-    double* xd = ctx.scratch_x().as<double>();
-    double* yd = ctx.scratch_y().as<double>();
-    convert_kernel<double><<<blocks_for(N * K), kThreads, 0, s>>>(w, N * K, wd);
-    convert_kernel<double><<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, xd);
+    const WideOperands d = wide_operands(ctx, M, N, K);
+    convert_kernel<double><<<blocks_for(N * K), kThreads, 0, s>>>(w, N * K, d.w);
+    convert_kernel<double><<<blocks_for(M * K), kThreads, 0, s>>>(x, M * K, d.x);
     STAVE_CUDA_LAUNCHED();
-    STAVE_CUBLAS_CHECK(cublasDgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                                   static_cast<int>(K), &one, wd, static_cast<int>(K), xd, static_cast<int>(K), &zero,
-                                   yd, static_cast<int>(N)));
-    finish_double_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(yd, M, N, bias, y);
-    STAVE_CUDA_LAUNCHED();
+    wide_product(ctx, d, M, N, K, bias, y);
     return;
   }
   const float one = 1.0f, zero = 0.0f;
