@@ -124,15 +124,7 @@ TEST(VisionEndToEnd, FixtureMxfp4MatchesReferenceHiddenStates) {
 void check_alt_variant(const std::string& variant) {
   const std::string data = std::string(STAVE_SOURCE_DIR) + "/tests/data/alt";
   if (!std::filesystem::exists(data + "/cases")) GTEST_SKIP() << "no tests/data/alt";
-  const std::string dir = ::testing::TempDir() + "/vision-e2e-alt-" + variant;
-  std::filesystem::remove_all(dir);
-  synth::SynthOptions o;
-  o.preset = "alt";
-  o.format = variant;
-  o.out = dir;
-  o.seed = 1;
-  o.tokenizer = test::fixture("public/model-bf16/tokenizer.json");
-  synth::synth_release(o);
+  const std::string dir = test::synth_alt_release(variant, "vision-e2e");
   auto release = open_release(dir);
   ASSERT_TRUE(release->image_processor.present);
   for (const char* name : {"fx-017-image-one", "fx-018-image-two", "img-jpeg", "img-two", "img-three"}) {
