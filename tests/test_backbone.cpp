@@ -103,7 +103,9 @@ void check_model(const std::string& label, const std::string& model_dir, const s
       if (max_abs_diff_rows(h, c.hidden, H, t, t + 1) > 1e-4f) first_over = t;
     worst = std::max(worst, d_all);
     EXPECT_LE(d_prefix, b.prefix_tolerance) << "positions [0, " << prefix << ") of " << L;
-    if (b.whole_tolerance > 0) EXPECT_LE(d_all, b.whole_tolerance) << L << " tokens";
+    if (b.whole_tolerance > 0) {
+      EXPECT_LE(d_all, b.whole_tolerance) << L << " tokens";
+    }
     std::printf("[ backbone ] %s %-36s L=%5lld  max |Δ| %.3g (first %lld: %.3g; > 1e-4 from %lld)\n", label.c_str(),
                 c.name.c_str(), static_cast<long long>(L), d_all, static_cast<long long>(prefix), d_prefix,
                 static_cast<long long>(first_over));
@@ -119,9 +121,14 @@ std::string synth_alt(const std::string& format) { return test::synth_alt_releas
 
 TEST(Backbone, MatchesBf16FixtureHiddenStates) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
-  // Observed: ≤ 5.3e-6 on the first 32 positions of every case; 9.8e-4 at most over whole cases
-  // (unchanged by reproducing torch.exp, docs/numerics.md).
-  check_fixture_model("bf16", [](const std::string&) { return FixtureBounds{1e-4f, 32, 2e-3f}; });
+  // Observed: ≤ 4.6e-6 on the first 32 positions of every case and ≤ 7.2e-5 over whole sequences
+  // on 15 of 17, since the softmax exp and softplus' log1pf follow SLEEF (docs/numerics.md); 011
+  // and 012 reach 1.2e-4 and 1.1e-4 from position 45 (an op not yet in torch order) and are held
+  // to 2e-4 by name, every other case to the 1e-4.
+  check_fixture_model("bf16", [](const std::string& name) {
+    const bool known_gap = name.starts_with("011-") || name.starts_with("012-");
+    return FixtureBounds{1e-4f, 32, known_gap ? 2e-4f : 1e-4f};
+  });
 }
 
 TEST(Backbone, MatchesAltReferenceHiddenStates) {

@@ -111,7 +111,7 @@ void softmax_inplace(float* x, int64_t n) {
   if (n <= 0) return;
   float mx = x[0];
   for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
-  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - mx);
+  for (int64_t i = 0; i < n; ++i) x[i] = torch_order::sleef_expf(x[i] - mx);  // Vectorized<float>::exp
   const float inv = 1.0f / torch_order::lane_tree_sum(x, n);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }

@@ -171,13 +171,54 @@ inline float sigmoid(float x, bool vectorized) {
 }
 inline float silu(float x, bool vectorized) { return x / (1.0f + (vectorized ? sleef_expf(-x) : std::exp(-x))); }
 
-// F.softplus (beta 1, threshold 20): x > 20 ? x : log1p(exp(x)). ATen's vectorized kernel uses
-// SLEEF's expf and log1pf; log1pf is approximated here by the correctly rounded log1p, which
-// agrees with it on 99.75% of probe inputs (docs/numerics.md). The scalar remainder uses libm.
+// SLEEF's log1pf (u10, FMA build: xlog1pf in sleefsimdsp.c with df.h's FMA double-float ops),
+// which ATen's Vectorized<float>::log1p() calls. A scalar transcription: e = ⌊log2((1 + d)/0.75)⌋,
+// m = d·2^−e + (2^−e − 1), x = m / (2 + m) in double-float, then
+// log1p = e·ln2 + 2x + x³·(c1 + c2·x² + c3·x⁴), the sums kept as (hi, lo) pairs until the end.
+inline float sleef_log1pf(float d) {
+  if (std::isnan(d) || d < -1.0f) return std::numeric_limits<float>::quiet_NaN();
+  if (d == -1.0f) return -std::numeric_limits<float>::infinity();
+  if (d > 1e38f) return std::numeric_limits<float>::infinity();
+  if (d == 0.0f) return d;  // keeps −0
+  float dp1 = d + 1.0f;
+  const bool tiny = dp1 < std::numeric_limits<float>::min();
+  if (tiny) dp1 *= 18446744073709551616.0f;  // 2^64, as vilogb2k needs a normal input
+  int e = static_cast<int>((std::bit_cast<uint32_t>(dp1 * (1.0f / 0.75f)) >> 23) & 0xff) - 0x7f;
+  const float t = std::bit_cast<float>(std::bit_cast<uint32_t>(1.0f) + static_cast<uint32_t>(-e << 23));
+  const float m = std::fma(d, t, t - 1.0f);
+  if (tiny) e -= 64;
+  const float fe = static_cast<float>(e);
+  // s = (ln2_hi, ln2_lo) · e  (dfmul_vf2_vf2_vf)
+  constexpr float kLn2Hi = 0.69314718246459960938f, kLn2Lo = -1.904654323148236017e-09f;
+  float sx = kLn2Hi * fe;
+  float sy = std::fma(kLn2Lo, fe, std::fma(kLn2Hi, fe, -sx));
+  // x = (m, 0) / (2 + m)  (dfadd_vf2_vf_vf, dfdiv_vf2_vf2_vf2)
+  const float dx = 2.0f + m;
+  const float dy = (2.0f - dx) + m;
+  const float rec = 1.0f / dx;
+  const float qx = m * rec;
+  const float u = std::fma(rec, m, -qx);
+  float qy = std::fma(-dy, rec, std::fma(-dx, rec, 1.0f));
+  qy = std::fma(qx, qy, std::fma(0.0f, rec, u));
+  const float x2 = qx * qx;
+  float poly = std::fma(0.3027294874f, x2, 0.3996108174f);
+  poly = std::fma(poly, x2, 0.6666694880f);
+  // s += 2x  (dfadd_vf2_vf2_vf2), then s += x²·x·poly  (dfadd_vf2_vf2_vf)
+  const float ax = 2.0f * qx, ay = 2.0f * qy;
+  float rx = sx + ax;
+  float ry = (((sx - rx) + ax) + sy) + ay;
+  const float w = (x2 * qx) * poly;
+  const float rx2 = rx + w;
+  const float ry2 = ((rx - rx2) + w) + ry;
+  return rx2 + ry2;
+}
+
+// F.softplus (beta 1, threshold 20): x > 20 ? x : log1p(exp(x)). ATen's vectorized kernel (AVX2
+// dispatch) uses SLEEF's expf and log1pf; the scalar remainder uses libm (see aten_vectorized).
 inline float softplus(float x, bool vectorized) {
   if (x > 20.0f) return x;
   if (!vectorized) return std::log1p(std::exp(x));
-  return static_cast<float>(std::log1p(static_cast<double>(sleef_expf(x))));
+  return sleef_log1pf(sleef_expf(x));
 }
 
 // ---- implementation

@@ -82,6 +82,9 @@ def main():
     ap.add_argument("--fixtures", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--cases", default="000-docs-example,017-image-one")
+    ap.add_argument("--detail-layers", default="0,1,2,3",
+                    help="decoder layers whose modules are dumped in detail (comma list, or 'all')")
+    ap.add_argument("--variants", default="bf16,mxfp4")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
@@ -102,7 +105,13 @@ def main():
     ip = mr.image_processor_for(os.path.join(pub, "model-bf16"))
     detail_cases = a.cases.split(",")
     layer_out = {}
+    every_layer = a.detail_layers == "all"
+    detail_layers = set(a.detail_layers.split(","))
+    # The gated delta rule and conv1d wrappers count calls per case: one per GDN layer.
+    max_calls = 1 << 30 if every_layer else 4
     for variant, mx in (("bf16", None), ("mxfp4", os.path.join(pub, "model-mxfp4"))):
+        if variant not in a.variants.split(","):
+            continue
         model = mr.load_model(os.path.join(pub, "model-bf16"), mx)
         head = mr.load_head(os.path.join(pub, "model-" + variant))
         rec = {"on": False, "case": "", "store": {}, "calls": {}}
@@ -128,8 +137,9 @@ def main():
             return h
 
         for name, mod in model.named_modules():
-            detail = (("language_model.layers." in name and name.split("language_model.layers.")[1].split(".")[0] in
-                       ("0", "1", "2", "3")) or ".visual" in name or "language_model.norm" in name)
+            in_layer = "language_model.layers." in name
+            detail = ((in_layer and (every_layer or name.split("language_model.layers.")[1].split(".")[0] in
+                                     detail_layers)) or ".visual" in name or "language_model.norm" in name)
             mod.register_forward_hook(hook(name, detail))
         for name, mod in head.named_modules():
             mod.register_forward_hook(hook("head." + name, True))
@@ -141,7 +151,7 @@ def main():
                 full = f"{rec['case']}/gdr"
                 n = rec["calls"].get(full, 0)
                 rec["calls"][full] = n + 1
-                if n < 4:
+                if n < max_calls:
                     for i, x in enumerate(args[:3]):
                         save(f"{full}#{n}/in{i}", x)
                     save(f"{full}#{n}/g", kw.get("g"))
@@ -155,7 +165,7 @@ def main():
                 full = f"{rec['case']}/conv"
                 n = rec["calls"].get(full, 0)
                 rec["calls"][full] = n + 1
-                if n < 4:
+                if n < max_calls:
                     save(f"{full}#{n}/in0", args[0])
                     save(f"{full}#{n}/out", out)
             return out
