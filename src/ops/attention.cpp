@@ -42,6 +42,9 @@ void attention_causal(const AttentionShape& shape, const float* q, int64_t token
   }
 }
 
+// HF eager attention without a mask (the vision tower), in the same torch CPU orders as
+// attention_causal: scores as MKL FMA chains times the scale, ATen's softmax, weights @ v as
+// FMA chains over the keys.
 void attention_dense(const AttentionShape& shape, const float* q, int64_t q_stride, int64_t q_rows, const float* k,
                      const float* v, int64_t kv_stride, int64_t kv_rows, float* out, int64_t out_stride) {
   const int64_t H = shape.n_q_heads, D = shape.head_dim, group = shape.n_q_heads / shape.n_kv_heads;
@@ -51,20 +54,12 @@ void attention_dense(const AttentionShape& shape, const float* q, int64_t q_stri
       std::vector<float> p(static_cast<size_t>(kv_rows));
       const float* qr = q + qi * q_stride + h * D;
       const int64_t kvh = h / group;
-      for (int64_t kj = 0; kj < kv_rows; ++kj) {
-        const float* kr = k + kj * kv_stride + kvh * D;
-        float acc = 0.0f;
-        for (int64_t d = 0; d < D; ++d) acc += qr[d] * kr[d];
-        p[kj] = acc * shape.scale;
-      }
+      for (int64_t kj = 0; kj < kv_rows; ++kj)
+        p[kj] = torch_order::gemm_dot(qr, 1, k + kj * kv_stride + kvh * D, 1, D) * shape.scale;
       softmax_inplace(p.data(), kv_rows);
       float* o = out + qi * out_stride + h * D;
-      std::fill(o, o + D, 0.0f);
-      for (int64_t kj = 0; kj < kv_rows; ++kj) {
-        const float* vv = v + kj * kv_stride + kvh * D;
-        const float pw = p[kj];
-        for (int64_t d = 0; d < D; ++d) o[d] += pw * vv[d];
-      }
+      for (int64_t d = 0; d < D; ++d)
+        o[d] = torch_order::gemm_dot(p.data(), 1, v + kvh * D + d, kv_stride, kv_rows);
     }
   }
 }

@@ -25,8 +25,8 @@ void attention_causal(const AttentionShape& shape, const float* q, int64_t token
 
 // Non-causal attention (vision tower): query row i, head h at q + i·q_stride + h·d attends every
 // key row j < kv_rows of kv head h/(n_q/n_kv) at k/v + j·kv_stride + (h/group)·d; writes
-// out + i·out_stride + h·d. fp32 scores and sums with ref::softmax_inplace, as the vision
-// tower always computed them.
+// out + i·out_stride + h·d. HF eager attention with no mask, in torch's CPU orders (the FMA
+// chains of MKL's sgemm and ATen's softmax, as attention_causal).
 void attention_dense(const AttentionShape& shape, const float* q, int64_t q_stride, int64_t q_rows, const float* k,
                      const float* v, int64_t kv_stride, int64_t kv_rows, float* out, int64_t out_stride);
 

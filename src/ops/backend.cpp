@@ -1,5 +1,7 @@
 #include "ops/backend.h"
 
+#include "ops/torch_cpu_order.h"
+
 #include "backends/cpu/cpu_backend.h"
 
 #include "ops/conv1d.h"
@@ -69,8 +71,12 @@ void Backend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w, in
   ref::matmul_nt(x, M, K, w, N, bias, y);
 }
 
+// ATen's GeluKernel (tanh form, AVX2 dispatch): SLEEF tanh on the vectorized elements, std::tanh
+// on the rest; above 16384 elements its parallel grain is numel / threads.
 void Backend::gelu_tanh_inplace(float* x, int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) x[i] = ref::gelu_tanh(x[i]);
+  const int64_t grain = n > 16384 ? n / 16 : 32768;
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = ref::torch_order::gelu_tanh(x[i], ref::torch_order::aten_vectorized(i, n, n, 16, grain));
 }
 
 const Backend& reference_backend() {

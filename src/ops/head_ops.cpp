@@ -1,5 +1,7 @@
 #include "ops/head_ops.h"
 
+#include "ops/torch_cpu_order.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -26,8 +28,14 @@ void matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, 
   }
 }
 
+// F.gelu / nn.GELU() on fp32 CPU tensors: oneDNN's eltwise_gelu_erf for more than one element
+// (ATen's gelu_out_cpu routes contiguous tensors there), ATen's scalar kernel for one.
 void gelu_erf_inplace(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = gelu_erf(x[i]);
+  if (n == 1) {
+    x[0] = torch_order::gelu_erf(x[0], false);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = torch_order::onednn_gelu_erf(x[i]);
 }
 
 void mean_rows(const float* x, int64_t dim, int64_t begin, int64_t end, float* out) {

@@ -86,22 +86,7 @@ void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, c
   // all L backbone states here, 10M values at 2048 tokens of the 27B).
 #pragma omp parallel for schedule(static) if (rows * dim >= (int64_t{1} << 18))
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = y + r * dim;
-    double mean = 0.0;
-    for (int64_t i = 0; i < dim; ++i) mean += xr[i];
-    mean /= static_cast<double>(dim);
-    double var = 0.0;
-    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-    var /= static_cast<double>(dim);
-    float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
-    float mu = static_cast<float>(mean);
-    for (int64_t i = 0; i < dim; ++i) {
-      float v = (xr[i] - mu) * inv;
-      if (gamma) v *= gamma[i];
-      if (beta) v += beta[i];
-      yr[i] = v;
-    }
+    torch_order::aten_layer_norm_row(x + r * dim, dim, gamma, beta, eps, y + r * dim);
   }
 }
 

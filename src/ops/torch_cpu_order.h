@@ -4,6 +4,7 @@
 // established them are described in docs/numerics.md. No ISA-specific code: results are the same
 // on every x86-64 (the FMAs are explicit std::fma calls, never contracted by the compiler).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -146,11 +147,15 @@ inline float exp(float x) {
 
 // Whether ATen's element-wise loop computes element `f` of an iteration of `numel` elements in
 // rows of `row_len` contiguous floats with its vector code (else with the scalar std:: code):
-// at::parallel_for cuts [0, numel) into ⌈numel / ⌈numel / 32768⌉⌉-sized ranges (16 threads on
-// the reference machine, grain 32768), each range runs row segment by row segment, and
-// vectorized_loop covers a segment in steps of 16 (two AVX2 vectors), leaving the rest scalar.
-inline bool aten_vectorized(int64_t f, int64_t row_len, int64_t numel) {
-  constexpr int64_t kGrain = 32768, kThreads = 16, kStep = 16;
+// at::parallel_for cuts [0, numel) into ⌈numel / tasks⌉-sized ranges (tasks = min(16 threads,
+// ⌈numel / grain⌉)), each range runs row segment by row segment, and vectorized_loop covers a
+// segment in steps of two vectors, leaving the rest scalar.
+// `step` is 16 for kernels registered at AVX2 width (REGISTER_DISPATCH) and 32 for those with an
+// AVX-512 kernel (ALSO_REGISTER_AVX512_DISPATCH: sigmoid, softplus); `grain` is the kernel's
+// parallel grain (GeLU uses numel / threads above 16384 elements).
+inline bool aten_vectorized(int64_t f, int64_t row_len, int64_t numel, int64_t kStep = 16,
+                            int64_t kGrain = 32768) {
+  constexpr int64_t kThreads = 16;
   int64_t begin = 0, end = numel;
   if (numel > kGrain) {
     const int64_t tasks = std::min<int64_t>(kThreads, (numel + kGrain - 1) / kGrain);
@@ -219,6 +224,268 @@ inline float softplus(float x, bool vectorized) {
   if (x > 20.0f) return x;
   if (!vectorized) return std::log1p(std::exp(x));
   return sleef_log1pf(sleef_expf(x));
+}
+
+// ---- SLEEF tanhf (u10, FMA build) and ATen's vectorized erf
+
+namespace detail {
+// SLEEF's double-float helpers (df.h, ENABLE_FMA_SP branch), scalar.
+struct F2 {
+  float x, y;
+};
+inline F2 df_add2(F2 x, float y) {  // dfadd2_vf2_vf2_vf
+  F2 r;
+  r.x = x.x + y;
+  const float v = r.x - x.x;
+  r.y = (x.x - (r.x - v)) + (y - v);
+  r.y = r.y + x.y;
+  return r;
+}
+inline F2 df_add2(F2 x, F2 y) {  // dfadd2_vf2_vf2_vf2
+  F2 r;
+  r.x = x.x + y.x;
+  const float v = r.x - x.x;
+  r.y = (x.x - (r.x - v)) + (y.x - v);
+  r.y = r.y + (x.y + y.y);
+  return r;
+}
+inline F2 df_add(float x, F2 y) {  // dfadd_vf2_vf_vf2
+  F2 r;
+  r.x = x + y.x;
+  r.y = ((x - r.x) + y.x) + y.y;
+  return r;
+}
+inline F2 df_add(F2 x, F2 y) {  // dfadd_vf2_vf2_vf2 (|x| >= |y|)
+  F2 r;
+  r.x = x.x + y.x;
+  r.y = (((x.x - r.x) + y.x) + x.y) + y.y;
+  return r;
+}
+inline F2 df_mul(F2 x, float y) {  // dfmul_vf2_vf2_vf
+  F2 r;
+  r.x = x.x * y;
+  r.y = std::fma(x.y, y, std::fma(x.x, y, -r.x));
+  return r;
+}
+inline F2 df_mul(F2 x, F2 y) {  // dfmul_vf2_vf2_vf2
+  F2 r;
+  r.x = x.x * y.x;
+  r.y = std::fma(x.x, y.y, std::fma(x.y, y.x, std::fma(x.x, y.x, -r.x)));
+  return r;
+}
+inline F2 df_squ(F2 x) {  // dfsqu_vf2_vf2
+  F2 r;
+  r.x = x.x * x.x;
+  r.y = std::fma(x.x + x.x, x.y, std::fma(x.x, x.x, -r.x));
+  return r;
+}
+inline F2 df_rec(F2 d) {  // dfrec_vf2_vf2
+  F2 q;
+  q.x = 1.0f / d.x;
+  q.y = q.x * std::fma(-d.y, q.x, std::fma(-d.x, q.x, 1.0f));
+  return q;
+}
+inline F2 df_div(F2 n, F2 d) {  // dfdiv_vf2_vf2_vf2
+  const float t = 1.0f / d.x;
+  F2 q;
+  q.x = n.x * t;
+  const float u = std::fma(t, n.x, -q.x);
+  q.y = std::fma(-d.y, t, std::fma(-d.x, t, 1.0f));
+  q.y = std::fma(q.x, q.y, std::fma(n.y, t, u));
+  return q;
+}
+inline float ldexp2(float d, int e) {  // vldexp2_vf_vf_vi2: d · 2^(e>>1) · 2^(e − (e>>1))
+  auto pow2i = [](int q) { return std::bit_cast<float>(static_cast<uint32_t>(q + 0x7f) << 23); };
+  return d * pow2i(e >> 1) * pow2i(e - (e >> 1));
+}
+// expk2f: e^d in double-float.
+inline F2 expk2f(F2 d) {
+  constexpr float R_LN2f = 1.442695040888963407359924681001892137426645954152985934135449406931f;
+  constexpr float L2Uf = 0.693145751953125f, L2Lf = 1.428606765330187045e-06f;
+  const float u0 = (d.x + d.y) * R_LN2f;
+  const int q = static_cast<int>(std::nearbyint(u0));
+  F2 s = df_add2(d, static_cast<float>(q) * -L2Uf);
+  s = df_add2(s, static_cast<float>(q) * -L2Lf);
+  float u = 0.1980960224e-3f;
+  u = std::fma(u, s.x, 0.1394256484e-2f);
+  u = std::fma(u, s.x, 0.8333456703e-2f);
+  u = std::fma(u, s.x, 0.4166637361e-1f);
+  F2 t = df_add2(df_mul(s, u), 0.166666659414234244790680580464e+0f);
+  t = df_add2(df_mul(s, t), 0.5f);
+  t = df_add2(s, df_mul(df_squ(s), t));
+  t = df_add(1.0f, t);
+  t.x = ldexp2(t.x, q);
+  t.y = ldexp2(t.y, q);
+  if (d.x < -104.0f) t = {0.0f, 0.0f};
+  return t;
+}
+}  // namespace detail
+
+// SLEEF's tanhf (u10; xtanhf in sleefsimdsp.c), which ATen's Vectorized<float>::tanh() calls:
+// (e^|x| − e^−|x|) / (e^|x| + e^−|x|) in double-float, 1 beyond |x| > 8.664339742, sign of x.
+inline float sleef_tanhf(float x) {
+  if (std::isnan(x)) return x;
+  const float a = std::fabs(x);
+  detail::F2 d = detail::expk2f({a, 0.0f});
+  const detail::F2 e = detail::df_rec(d);
+  d = detail::df_div(detail::df_add(d, detail::F2{-e.x, -e.y}), detail::df_add(d, e));
+  float y = d.x + d.y;
+  if (a > 8.664339742f || std::isnan(y)) y = 1.0f;
+  return std::copysign(y, x);
+}
+
+// ATen's Vectorized<float>::erf() (vec256/vec512_float.h): Abramowitz–Stegun 7.1.26 with FMAs,
+// t = 1 / (p·|x| + 1), erf = sign(x) · (1 − r(t)·t·exp(−x²)), exp from SLEEF. About 1e-7 off the
+// true erf; F.gelu's vector loop uses it, its scalar remainder std::erf.
+inline float aten_vec_erf(float x) {
+  const float ax = std::fabs(x);
+  const float t = 1.0f / std::fma(0.3275911f, ax, 1.0f);
+  float r = std::fma(1.061405429f, t, -1.453152027f);
+  r = std::fma(r, t, 1.421413741f);
+  r = std::fma(r, t, -0.284496736f);
+  r = std::fma(r, t, 0.254829592f);
+  const float e = sleef_expf(-(x * x));
+  const float v = std::fma(-e * t, r, 1.0f);
+  return std::signbit(x) ? -v : v;
+}
+
+// F.gelu(x) (erf form) on a contiguous fp32 CPU tensor of more than one element: ATen hands it
+// to oneDNN (gelu_out_cpu → eltwise_gelu_erf), whose AVX-512 JIT kernel (oneDNN 3.x,
+// jit_uni_eltwise_injector gelu_erf_minimax_approx_compute_vector_fwd) evaluates erf(x/√2) by a
+// degree-5 minimax polynomial in |x| chosen from 24 intervals by the top bits of |x|, then
+// y = (x · (1 + sign(x)·p)) · 0.5. Coefficients from oneDNN's gelu_erf_minimax_polynomial table.
+inline float onednn_gelu_erf(float x) {
+  static constexpr uint32_t kPol[6][25] = {
+      {0xa6f2cb94, 0x32827792, 0x3381cc0c, 0x34523d4a, 0x351ac44d, 0x35f36d88, 0x36ee8229, 0x37b8a3bb, 0x3867a213,
+       0x3940033b, 0x3a2a5a1d, 0x3ae35863, 0x3b7828f2, 0x3c08b14b, 0x3c515ed3, 0xbb503236, 0xbd8d8e5e, 0xbe8abcd9,
+       0xbf0c19a2, 0xbeccb328, 0x3e176ced, 0x3f470d99, 0x3f7abb28, 0x3f800000, 0x00000000},
+      {0x3f4c422a, 0x3f4c421f, 0x3f4c4207, 0x3f4c41cb, 0x3f4c413b, 0x3f4c3fad, 0x3f4c3a2f, 0x3f4c2d40, 0x3f4c146a,
+       0x3f4bc341, 0x3f4ad08c, 0x3f48f8cf, 0x3f45fac7, 0x3f404e07, 0x3f3b980f, 0x3f48dff3, 0x3f78b21b, 0x3fbb0704,
+       0x40019c32, 0x3fe536d6, 0x3f81331e, 0x3e6c8684, 0x3c98f936, 0x00000000, 0x3f800000},
+      {0xb62173f4, 0x3735e4cf, 0x37f2ff89, 0x388c23be, 0x3917535c, 0x39ab2ab0, 0x3a60fadb, 0x3af9b960, 0x3b6e5491,
+       0x3c0a4ec5, 0x3ca5aa8c, 0x3d2138d9, 0x3d8737d4, 0x3ddfb660, 0x3e0f27ab, 0x3d94004b, 0xbe0efdeb, 0xbf1d96c3,
+       0xbf89db58, 0xbf6d9897, 0xbef69fb8, 0xbdc4f8a8, 0xbbde6422, 0x00000000, 0x00000000},
+      {0xbe081a19, 0xbe084570, 0xbe08639b, 0xbe089837, 0xbe08f409, 0xbe09ab95, 0xbe0b66d0, 0xbe0e400a, 0xbe124df8,
+       0xbe1bde02, 0xbe2f19c9, 0xbe4931bf, 0xbe685fbc, 0xbe89c95f, 0xbe96cbca, 0xbe8044aa, 0xbe0550f2, 0x3dcfd6a1,
+       0x3e94c826, 0x3e79345f, 0x3decec91, 0x3ca46568, 0x3aa1e00a, 0x00000000, 0x00000000},
+      {0xba3d61db, 0x39f097a3, 0x3a5845dc, 0x3ab1fa35, 0x3b0cefb8, 0x3b653ab6, 0x3bcae527, 0x3c221712, 0x3c6c5840,
+       0x3cc0a703, 0x3d1dcc19, 0x3d63656d, 0x3d955907, 0x3dbf9910, 0x3dd53f69, 0x3db7dcef, 0x3d639ebe, 0xba6ede48,
+       0xbd22be69, 0xbd041cf1, 0xbc64f5ab, 0xbb097a32, 0xb8ebf380, 0x00000000, 0x00000000},
+      {0x3cb7d80c, 0x3c9b6050, 0x3c978d11, 0x3c92e850, 0x3c8d058b, 0x3c848454, 0x3c6cd623, 0x3c4c824b, 0x3c2a7935,
+       0x3be0b390, 0x3b0651ac, 0xbb232f53, 0xbbd42fa0, 0xbc2c5366, 0xbc492c9e, 0xbc2a7aa6, 0xbbd55d04, 0xba823a76,
+       0x3b102aa8, 0x3ae25a7e, 0x3a31f792, 0x38b84375, 0x3689bb5a, 0x00000000, 0x00000000}};
+  const uint32_t abs_bits = std::bit_cast<uint32_t>(x) & 0x7fffffffu;
+  const float ax = std::bit_cast<float>(abs_bits);
+  // (|x| bits + idx_bias) >> 21 (arithmetic), clamped to [1, 24]; 23 (erf = 1) beyond rbound.
+  int32_t idx = static_cast<int32_t>(abs_bits + 0xc21fffffu) >> 21;
+  idx = std::clamp<int32_t>(idx, 1, 24);
+  if (std::bit_cast<float>(0x40b15ceeu) < ax) idx = 23;
+  float p = std::bit_cast<float>(kPol[5][idx]);
+  for (int d = 4; d >= 0; --d) p = std::fma(p, ax, std::bit_cast<float>(kPol[d][idx]));
+  p = std::bit_cast<float>(std::bit_cast<uint32_t>(p) ^ (std::bit_cast<uint32_t>(x) & 0x80000000u));
+  return (x * (p + 1.0f)) * 0.5f;
+}
+
+// F.gelu(x) (erf form) on ATen's own kernel (a one-element tensor): x · 0.5 · (1 + erf(x · √½)).
+inline float gelu_erf(float x, bool vectorized) {
+  const float k = static_cast<float>(0.70710678118654752440);  // M_SQRT1_2
+  return x * 0.5f * (1.0f + (vectorized ? aten_vec_erf(x * k) : std::erf(x * k)));
+}
+
+// F.gelu(x, approximate="tanh") (ATen's GeluKernel; oneDNN is not used for the tanh form):
+// 0.5 · x · (1 + tanh(β (x + κ x³))), x³ = (x·x)·x; tanh from SLEEF on the vector branch,
+// std::tanh on the scalar one.
+// GCC builds ATen with floating-point contraction, so x + κ·x³ is one FMA (bit-exact on the
+// reference's vision MLP activations only so).
+inline float gelu_tanh(float x, bool vectorized) {
+  const float kBeta = static_cast<float>(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+  const float kKappa = 0.044715f;
+  const float cube = x * x * x;
+  const float inner = kBeta * std::fma(kKappa, cube, x);
+  return 0.5f * x * (1.0f + (vectorized ? sleef_tanhf(inner) : std::tanh(inner)));
+}
+
+// ---- LayerNorm (ATen layer_norm_kernel.cpp + moments_utils.h, AVX2 dispatch, GCC -O2 with
+// floating-point contraction: every a·b + c of the kernel is one FMA)
+
+// RowwiseMoments: Welford per 8-float lane over chunks of 16 vectors, chunk results combined by
+// a cascade (AddMomentsVec), the scalar tail by plain Welford, then the 8 lanes folded into the
+// tail's moments in lane order. Returns the mean and the biased variance.
+inline void aten_rowwise_moments(const float* X, int64_t N, float& mean, float& var) {
+  constexpr int W = 8;
+  constexpr int64_t kChunk = 16;
+  using Lanes = std::array<float, W>;
+  const int64_t n = N / W, m = (n + kChunk - 1) / kChunk;
+  int64_t depth = 1;  // utils::CeilLog2 (1 for m <= 2)
+  if (m > 2) {
+    depth = 0;
+    for (uint64_t v = static_cast<uint64_t>(m - 1); v; v >>= 1) ++depth;
+  }
+  std::array<int64_t, 64> m0s{};
+  std::array<Lanes, 64> m1s{}, m2s{};
+  auto add = [](int64_t m0_add, const Lanes& m1a, const Lanes& m2a, int64_t& m0, Lanes& m1, Lanes& m2) {
+    const int64_t total = m0 + m0_add;
+    const float c = total == 0 ? 0.0f : static_cast<float>(m0_add) / static_cast<float>(total);
+    for (int l = 0; l < W; ++l) {
+      const float d = m1a[l] - m1[l];
+      m1[l] = std::fma(c, d, m1[l]);
+      m2[l] = m2[l] + std::fma(d * d * c, static_cast<float>(m0), m2a[l]);
+    }
+    m0 = total;
+  };
+  for (int64_t i = 0; i < m; ++i) {
+    const float* P = X + i * kChunk * W;
+    const int64_t rows = std::min(kChunk, n - i * kChunk);
+    Lanes a1{}, a2{};
+    for (int64_t j = 0; j < rows; ++j) {
+      const float c = 1.0f / static_cast<float>(j + 1);
+      for (int l = 0; l < W; ++l) {
+        const float x = P[j * W + l];
+        const float d = x - a1[l];
+        a1[l] = std::fma(d, c, a1[l]);
+        a2[l] = std::fma(d, x - a1[l], a2[l]);
+      }
+    }
+    add(rows, a1, a2, m0s[0], m1s[0], m2s[0]);
+    int64_t mask = i + 1;
+    for (int64_t j = 1; j < depth && (mask & 1) == 0; ++j) {
+      add(m0s[j - 1], m1s[j - 1], m2s[j - 1], m0s[j], m1s[j], m2s[j]);
+      m0s[j - 1] = 0;
+      m1s[j - 1] = Lanes{};
+      m2s[j - 1] = Lanes{};
+      mask >>= 1;
+    }
+  }
+  for (int64_t i = 1; i < depth; ++i) add(m0s[i], m1s[i], m2s[i], m0s[0], m1s[0], m2s[0]);
+  int64_t m0 = 0;
+  float m1 = 0.0f, m2 = 0.0f;
+  for (int64_t i = n * W; i < N; ++i) {
+    const float x = X[i];
+    const float d = x - m1;
+    ++m0;
+    m1 += d / static_cast<float>(m0);
+    m2 = std::fma(d, x - m1, m2);
+  }
+  for (int l = 0; l < W; ++l) {
+    const int64_t total = m0 + n;
+    const float c = total == 0 ? 0.0f : static_cast<float>(n) / static_cast<float>(total);
+    const float d = m1s[0][l] - m1;
+    m1 = std::fma(c, d, m1);
+    m2 = m2 + std::fma(d * d * c, static_cast<float>(m0), m2s[0][l]);
+    m0 = total;
+  }
+  mean = m1;
+  var = m2 / static_cast<float>(N);
+}
+
+// One row of F.layer_norm: rstd = 1/√(var + eps), y = fma((x − mean)·rstd, γ, β).
+inline void aten_layer_norm_row(const float* x, int64_t N, const float* gamma, const float* beta, float eps,
+                                float* y) {
+  float mean, var;
+  aten_rowwise_moments(x, N, mean, var);
+  const float rstd = 1.0f / std::sqrt(var + eps);
+  for (int64_t j = 0; j < N; ++j)
+    y[j] = std::fma((x[j] - mean) * rstd, gamma ? gamma[j] : 1.0f, beta ? beta[j] : 0.0f);
 }
 
 // ---- implementation

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/head_ops.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
 #include "vision/vision_embeddings.h"
@@ -125,7 +126,8 @@ void VisionTower::attention(const Block& b, const float* x, int64_t n, const std
       }
     }
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // HF: self.scale = head_dim ** -0.5 (a Python double), rounded to fp32 where it meets the scores.
+  const float scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));
   std::vector<float> ctx(static_cast<size_t>(n * E));
   AttentionShape shape;
   shape.n_q_heads = shape.n_kv_heads = H;
@@ -185,7 +187,7 @@ VisionTower::Output VisionTower::forward(const float* pixel_values, int64_t rows
     if (tanh_gelu)
       backend_.gelu_tanh_inplace(mid.data(), static_cast<int64_t>(mid.size()));
     else
-      for (float& m : mid) m = ref::gelu_erf(m);
+      ref::gelu_erf_inplace(mid.data(), static_cast<int64_t>(mid.size()));
     backend_.linear(b.fc2, mid.data(), n, tmp.data());
     for (size_t k = 0; k < x.size(); ++k) x[k] += tmp[k];
   }
@@ -198,7 +200,7 @@ VisionTower::Output VisionTower::forward(const float* pixel_values, int64_t rows
   const int64_t groups = n / (M * M), ME = E * M * M;
   std::vector<float> h1(static_cast<size_t>(groups * ME));
   backend_.linear(merger_fc1_, normed.data(), groups, h1.data());
-  for (float& a : h1) a = ref::gelu_erf(a);
+  ref::gelu_erf_inplace(h1.data(), static_cast<int64_t>(h1.size()));
   out.merged.resize(static_cast<size_t>(groups * v.out_hidden_size));
   backend_.linear(merger_fc2_, h1.data(), groups, out.merged.data());
   return out;

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 def probes():
     g = torch.Generator().manual_seed(7)
     P = {}
-    for n in (4096, 31, 100):
+    for n in (4096, 31, 100, 48, 80, 1404):  # 48, 80, 1404: tell 16- from 32-wide vector loops
         x = (torch.rand(n, generator=g) * 24 - 12).float()
         P[f"ew{n}/x"] = x
         P[f"ew{n}/exp"] = x.exp()
@@ -34,6 +34,14 @@ def probes():
         P[f"ew{n}/sqrt"] = x.abs().sqrt()
         P[f"ew{n}/cos"] = x.cos()
         P[f"ew{n}/sin"] = x.sin()
+    # RoPE arguments as HF forms them (position · inv_freq in fp32) for torch.cos / torch.sin.
+    pos = torch.arange(20000, dtype=torch.float32)
+    for j, e in enumerate((0.0, 0.25, 0.5, 0.75, 0.125, 0.375)):
+        inv = 1.0 / (1e7 ** torch.tensor([e], dtype=torch.float32))
+        x = pos * inv
+        P[f"rope{j}/x"] = x
+        P[f"rope{j}/cos"] = x.cos()
+        P[f"rope{j}/sin"] = x.sin()
     for (M, N, K) in ((5, 7, 32), (300, 160, 32), (300, 32, 64), (300, 32, 96), (64, 64, 16), (257, 48, 1536),
                       (300, 64, 128), (33, 31, 33)):
         x = torch.randn(M, K, generator=g)
@@ -134,12 +142,16 @@ def main():
                     save(f"{key}/in{i}", x)
                 o = out[0] if isinstance(out, tuple) else out
                 save(f"{key}/out", o)
+                if isinstance(out, tuple):  # e.g. the rotary embedding's (cos, sin)
+                    for i, x in enumerate(out[1:], 1):
+                        save(f"{key}/out{i}", x)
             return h
 
         for name, mod in model.named_modules():
             in_layer = "language_model.layers." in name
             detail = ((in_layer and (every_layer or name.split("language_model.layers.")[1].split(".")[0] in
-                                     detail_layers)) or ".visual" in name or "language_model.norm" in name)
+                                     detail_layers)) or ".visual" in name or "language_model.norm" in name
+                      or "language_model.rotary_emb" in name)
             mod.register_forward_hook(hook(name, detail))
         for name, mod in head.named_modules():
             mod.register_forward_hook(hook("head." + name, True))
@@ -169,6 +181,49 @@ def main():
                     save(f"{full}#{n}/in0", args[0])
                     save(f"{full}#{n}/out", out)
             return out
+        orig_rope, orig_attn = mq.apply_rotary_pos_emb, mq.eager_attention_forward
+
+        def count(tag):
+            full = f"{rec['case']}/{tag}"
+            n = rec["calls"].get(full, 0)
+            rec["calls"][full] = n + 1
+            return full, n
+
+        def rope_wrap(q, k, cos, sin, *args, **kw):
+            out = orig_rope(q, k, cos, sin, *args, **kw)
+            if rec["on"]:
+                full, n = count("rope")
+                if n < max_calls:
+                    for name, x in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("q_out", out[0]),
+                                    ("k_out", out[1])):
+                        save(f"{full}#{n}/{name}", x)
+            return out
+
+        def attn_wrap(module, query, key, value, attention_mask, *args, **kw):
+            out = orig_attn(module, query, key, value, attention_mask, *args, **kw)
+            if rec["on"]:
+                full, n = count("attn")
+                if n < max_calls:
+                    for name, x in (("q", query), ("k", key), ("v", value), ("mask", attention_mask),
+                                    ("out", out[0]), ("weights", out[1])):
+                        if isinstance(x, torch.Tensor) and x.dtype == torch.bool:
+                            x = x.float()
+                        save(f"{full}#{n}/{name}", x)
+            return out
+        orig_vrope = getattr(mq, "apply_rotary_pos_emb_vision", None)
+
+        def vrope_wrap(q, k, cos, sin, *args, **kw):
+            out = orig_vrope(q, k, cos, sin, *args, **kw)
+            if rec["on"]:
+                full, n = count("vrope")
+                if n < max_calls:
+                    for name, x in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("q_out", out[0]),
+                                    ("k_out", out[1])):
+                        save(f"{full}#{n}/{name}", x)
+            return out
+        mq.apply_rotary_pos_emb, mq.eager_attention_forward = rope_wrap, attn_wrap
+        if orig_vrope is not None:
+            mq.apply_rotary_pos_emb_vision = vrope_wrap
         mq.torch_chunk_gated_delta_rule, mq.causal_conv1d_fn = chunk_wrap, conv_wrap
         for case in sorted(os.listdir(os.path.join(pub, "cases"))):
             d = os.path.join(pub, "cases", case)
@@ -183,6 +238,9 @@ def main():
             print(variant, case, "logit diff", max(mr.max_diff(x, y) for x, y in zip(got["logits"], want["logits"])),
                   time.time() - t0, flush=True)
         mq.torch_chunk_gated_delta_rule, mq.causal_conv1d_fn = orig_chunk, orig_conv
+        mq.apply_rotary_pos_emb, mq.eager_attention_forward = orig_rope, orig_attn
+        if orig_vrope is not None:
+            mq.apply_rotary_pos_emb_vision = orig_vrope
         save_file({k: v.contiguous() for k, v in rec["store"].items()}, os.path.join(a.out, f"detail-{variant}.safetensors"))
     save_file({k: v.float().contiguous() for k, v in layer_out.items()}, os.path.join(a.out, "layers.safetensors"))
     print("done", time.time() - t0, flush=True)
