@@ -79,6 +79,10 @@ void Backend::gelu_tanh_inplace(float* x, int64_t n) const {
     x[i] = ref::torch_order::gelu_tanh(x[i], ref::torch_order::aten_vectorized(i, n, n, 16, grain));
 }
 
+void Backend::patch_embed(const LinearWeight& w, int64_t channels, const float* x, int64_t rows, float* y) const {
+  ref::conv_patch_embed(w, channels, x, rows, y);
+}
+
 const Backend& reference_backend() {
   static const Backend backend;
   return backend;

@@ -59,8 +59,13 @@ class Backend {
   // y[M, N] = x[M, K] · Wᵀ (+ bias) for an fp32 weight W [N, K] (ref::matmul_nt).
   virtual void matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                          float* y) const;
-  // x ← GELU(x), tanh approximation (ref::gelu_tanh element-wise).
+  // x ← GELU(x), tanh approximation (ATen's GeluKernel order on the reference backend).
   virtual void gelu_tanh_inplace(float* x, int64_t n) const;
+  // The vision Conv3d patch embedding (kernel = stride): y[rows, w.out] = rows of x, each
+  // [channels, taps] (taps = T·P·P), times the weight [out, channels·taps] (+ w.bias).
+  // The reference follows oneDNN's convolution (ref::conv_patch_embed); others may treat it as
+  // the linear it is.
+  virtual void patch_embed(const LinearWeight& w, int64_t channels, const float* x, int64_t rows, float* y) const;
 };
 
 // fp32 reference kernels (never changes numerics; the oracle).

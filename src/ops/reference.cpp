@@ -81,6 +81,23 @@ void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float e
   }
 }
 
+void conv_patch_embed(const LinearWeight& w, int64_t channels, const float* x, int64_t rows, float* y) {
+  const int64_t K = w.in, taps = K / channels;
+  std::vector<float> W(static_cast<size_t>(w.out * K));
+  for (int64_t n = 0; n < w.out; ++n) weight_row_f32(w, n, W.data() + n * K);
+#pragma omp parallel for schedule(static) if (rows * w.out * K >= (int64_t{1} << 22))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * K;
+    for (int64_t n = 0; n < w.out; ++n) {
+      const float* wr = W.data() + n * K;
+      float acc = 0.0f;
+      for (int64_t t = 0; t < taps; ++t)
+        for (int64_t c = 0; c < channels; ++c) acc = std::fma(xr[c * taps + t], wr[c * taps + t], acc);
+      y[r * w.out + n] = w.bias ? acc + w.bias[n] : acc;
+    }
+  }
+}
+
 void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, const float* beta, float eps, float* y) {
   // Rows are independent: threads change nothing in any row's arithmetic (the head normalises
   // all L backbone states here, 10M values at 2048 tokens of the 27B).

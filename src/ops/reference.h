@@ -25,6 +25,12 @@ void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, c
 
 void softmax_inplace(float* x, int64_t n);
 
+// nn.Conv3d with kernel = stride (the vision patch embedding) as oneDNN computes it on the
+// reference machine: per output one FMA chain over the kernel taps (T, P, P) with the input
+// channels innermost (channels-last), the bias added after. x rows are [channels, taps] as
+// PyTorch lays them out; w is [out, channels·taps] in the same order.
+void conv_patch_embed(const LinearWeight& w, int64_t channels, const float* x, int64_t rows, float* y);
+
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // torch.nn.functional.softplus with beta 1, threshold 20.

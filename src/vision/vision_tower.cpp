@@ -161,7 +161,7 @@ VisionTower::Output VisionTower::forward(const float* pixel_values, int64_t rows
 
   // Patch embedding + position embeddings; rotary tables for the whole sequence.
   std::vector<float> x(static_cast<size_t>(n * E));
-  backend_.linear(patch_, pixel_values, n, x.data());
+  backend_.patch_embed(patch_, v.in_channels, pixel_values, n, x.data());
   std::vector<float> cos, sin;
   cos.reserve(static_cast<size_t>(n * head_dim_));
   sin.reserve(cos.capacity());

@@ -46,6 +46,10 @@ class CpuBackend : public Backend {
   void matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                  float* y) const override;
   void gelu_tanh_inplace(float* x, int64_t n) const override;
+  // The fast path computes the patch embedding as the linear it is.
+  void patch_embed(const LinearWeight& w, int64_t, const float* x, int64_t rows, float* y) const override {
+    linear(w, x, rows, y);
+  }
 };
 
 const Backend& fast_backend();
