@@ -93,10 +93,12 @@ float run_case(const Release& release, const ImageProcessorConfig& proc, const s
 }
 
 // MXFP4: the activation quantizer absorbs the exact path's remaining one-ulp differences
-// (observed ≤ 2.2e-6), so 1e-4 holds everywhere. BF16: those ulps (the vision tower's kernels,
-// the text ops not yet in torch order) grow through the tiny random model's amplifying layers, as
-// on text (test_backbone.cpp): observed 3.6e-4 (fixture 017) and 1.5e-4 (alt img-jpeg), every
-// other image case ≤ 8.2e-5. Held to the measured floor until those ops follow torch (docs/numerics.md).
+// (observed ≤ 1.1e-6), so 1e-4 holds everywhere. BF16: the vision tower now follows torch op by
+// op (tools/refdiff on a dump of fixture 017) except the rotary cos/sin (torch.cos/sin are MKL
+// VML's HA kernels, not reproduced) and the merger's 4-row linears (MKL's small-M sgemm order, not
+// reproduced); their ulps grow through the tiny random model's amplifying layers: observed 1.8e-4
+// (fixture 017), 1.2e-4 (alt fx-018), 1.6e-4 (alt img-jpeg), every other case ≤ 7.1e-5. Held to
+// 2.5e-4 until those two follow MKL too (docs/numerics.md).
 float tolerance(const std::string& variant, float bf16_floor) { return variant == "mxfp4" ? 1e-4f : bf16_floor; }
 
 void check_fixture_variant(const std::string& variant) {
@@ -105,7 +107,7 @@ void check_fixture_variant(const std::string& variant) {
   for (const char* name : {"017-image-one", "018-image-two"}) {
     SCOPED_TRACE(name);
     EXPECT_LE(run_case(*release, release->image_processor, test::fixture(std::string("public/cases/") + name), variant),
-              tolerance(variant, 5e-4f));
+              tolerance(variant, 2.5e-4f));
   }
 }
 

@@ -67,7 +67,10 @@ void report(const std::string& what, const std::vector<float>& got, const std::v
   for (size_t i = 0; i < got.size(); ++i) {
     const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
     if (got[i] != want[i]) {
-      if (differ < 6) some += " " + std::to_string(i);
+      if (differ < 6) {
+        some += ' ';
+        some += std::to_string(i);
+      }
       ++differ;
       if (first < 0) first = static_cast<int64_t>(i) / row;
     }
@@ -206,6 +209,9 @@ int run(int argc, char** argv) {
   const float eps = static_cast<float>(tc.rms_norm_eps);
   Backbone backbone(*release, be);
   Backbone::Sequence seq0 = backbone.start(ids);  // RoPE tables (text positions)
+  if (expected.contains("media"))
+    std::printf("note: this tool uses text positions (arange); the full-attention layer, RoPE and whole-layer\n"
+                "      lines are not meaningful for an image case (its M-RoPE positions differ)\n");
   const std::string lp = "model.language_model.layers.";
   const std::string wp = "model.language_model.layers.";  // checkpoint names
   std::printf("%s: %lld tokens, %lld layers\n", case_name.c_str(), static_cast<long long>(L),
@@ -329,6 +335,46 @@ int run(int argc, char** argv) {
       const auto want = dump.get(a + ".o_proj#0/in0");
       be.sigmoid_mul(o.data(), gate.data(), static_cast<int64_t>(o.size()));
       report("rope+attention+sigmoid gate", o, want, nq * d);
+      // With the rope and eager-attention wrappers of dump_intermediates.py the two halves are
+      // checked apart: RoPE on the reference's q/k, attention on its rotated q/k/v.
+      int64_t n_attn = 0;
+      for (int64_t j = 0; j < i; ++j) n_attn += tc.layer_types[j] == LayerType::kFullAttention;
+      // The vision blocks call the same eager attention first (one call per block and image).
+      const int64_t vision_calls = dump.has("model.visual#0/in0") ? release->config.vision.depth : 0;
+      const std::string rp = "rope#" + std::to_string(n_attn), ap = "attn#" + std::to_string(n_attn + vision_calls);
+      // [1, H, L, d] -> [L, H, d]
+      auto token_major = [&](const std::vector<float>& x, int64_t heads) {
+        if (static_cast<int64_t>(x.size()) != L * heads * d)
+          throw Error(ErrorKind::kInvalidRequest, "dump tensor of " + std::to_string(x.size()) + " floats, expected " +
+                                                      std::to_string(L * heads * d) + " (a different call?)");
+        std::vector<float> y(x.size());
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t t = 0; t < L; ++t) std::memcpy(&y[(t * heads + h) * d], &x[(h * L + t) * d], d * sizeof(float));
+        return y;
+      };
+      if (dump.has(rp + "/cos")) {
+        const int64_t half = tc.rotary_dim() / 2;
+        const auto cr = dump.get(rp + "/cos"), sr = dump.get(rp + "/sin");  // [L, rotary_dim] = cat(f, f)
+        std::vector<float> c_ours(static_cast<size_t>(L * half)), c_ref(c_ours.size()), s_ref(c_ours.size());
+        for (int64_t t = 0; t < L; ++t)
+          for (int64_t f = 0; f < half; ++f) {
+            c_ref[t * half + f] = cr[t * 2 * half + f];
+            s_ref[t * half + f] = sr[t * 2 * half + f];
+          }
+        report("rope cos table (torch.cos: MKL VML)", seq0.cos, c_ref, half);
+        report("rope sin table (torch.sin: MKL VML)", seq0.sin, s_ref, half);
+        auto rq = token_major(dump.get(rp + "/q"), nq), rk = token_major(dump.get(rp + "/k"), nkv);
+        be.apply_rope(rq.data(), L, nq, d, tc.rotary_dim(), c_ref.data(), s_ref.data());
+        be.apply_rope(rk.data(), L, nkv, d, tc.rotary_dim(), c_ref.data(), s_ref.data());
+        report("rope on the reference's tables", rq, token_major(dump.get(rp + "/q_out"), nq), nq * d);
+      }
+      if (dump.has(ap + "/out")) {
+        const auto aq = token_major(dump.get(ap + "/q"), nq), ak = token_major(dump.get(ap + "/k"), nkv),
+                   av = token_major(dump.get(ap + "/v"), nkv);
+        std::vector<float> ao(static_cast<size_t>(L * nq * d));
+        be.attention_causal(shape, aq.data(), L, 0, ak.data(), av.data(), ao.data());
+        report("eager attention on the reference's q/k/v", ao, dump.get(ap + "/out"), nq * d);
+      }
     }
   }
   if (dump.has("model.visual#0/in0") && expected.contains("media")) compare_vision(*release, dump, expected["media"]);
