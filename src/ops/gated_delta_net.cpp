@@ -24,12 +24,6 @@ void l2_normalize(const float* x, int64_t d, double post_scale, double* y) {
   for (int64_t i = 0; i < d; ++i) y[i] = x[i] * inv;
 }
 
-double dot(const double* a, const double* b, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 // HF l2norm in fp32: x · rsqrt((x·x).sum(-1) + 1e-6).
 void l2_normalize_f32(const float* x, int64_t d, float* y) {
   const float inv = 1.0f / std::sqrt(torch_order::row_sum_squares(x, d) + 1e-6f);

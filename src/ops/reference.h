@@ -35,10 +35,5 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // torch.nn.functional.softplus with beta 1, threshold 20.
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
-inline float gelu_tanh(float x) {
-  const float k = 0.79788456080286535588f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
 
 }  // namespace stave::ref

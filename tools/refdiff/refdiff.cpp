@@ -259,8 +259,8 @@ int run(int argc, char** argv) {
     if (linear) {
       const std::string a = m + ".linear_attn";
       const std::string aw = w + "linear_attn.";
-      const int64_t conv_dim = tc.linear_conv_dim(), vdim = tc.linear_value_dim(), kdim = tc.linear_key_dim();
-      const int64_t nv = tc.linear_num_value_heads, nk = tc.linear_num_key_heads;
+      const int64_t conv_dim = tc.linear_conv_dim(), vdim = tc.linear_value_dim();
+      const int64_t nv = tc.linear_num_value_heads;
       const int64_t dk = tc.linear_key_head_dim, dv = tc.linear_value_head_dim, K = tc.linear_conv_kernel_dim;
       const auto qkv = linear_check(a + ".in_proj_qkv", aw + "in_proj_qkv", conv_dim, H);
       linear_check(a + ".in_proj_z", aw + "in_proj_z", vdim, H);
@@ -303,8 +303,6 @@ int run(int argc, char** argv) {
         std::vector<float> state(static_cast<size_t>(dims.state_floats()), 0.0f), out(static_cast<size_t>(L * nv * dv));
         be.gated_delta_rule(dims, in, state.data(), out.data());
         report("gated delta rule (chunked)", out, dump.get(gn + "/out"), nv * dv);
-        (void)nk;
-        (void)kdim;
       }
       {  // gated RMSNorm per v head
         const auto x = dump.get(a + ".norm#0/in0"), z = dump.get(a + ".norm#0/in1");

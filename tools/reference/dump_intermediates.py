@@ -157,12 +157,16 @@ def main():
             mod.register_forward_hook(hook("head." + name, True))
         orig_chunk, orig_conv = mq.torch_chunk_gated_delta_rule, mq.causal_conv1d_fn
 
+        def count(tag):
+            full = f"{rec['case']}/{tag}"
+            n = rec["calls"].get(full, 0)
+            rec["calls"][full] = n + 1
+            return full, n
+
         def chunk_wrap(*args, **kw):
             out = orig_chunk(*args, **kw)
             if rec["on"]:
-                full = f"{rec['case']}/gdr"
-                n = rec["calls"].get(full, 0)
-                rec["calls"][full] = n + 1
+                full, n = count("gdr")
                 if n < max_calls:
                     for i, x in enumerate(args[:3]):
                         save(f"{full}#{n}/in{i}", x)
@@ -174,30 +178,24 @@ def main():
         def conv_wrap(*args, **kw):
             out = orig_conv(*args, **kw)
             if rec["on"]:
-                full = f"{rec['case']}/conv"
-                n = rec["calls"].get(full, 0)
-                rec["calls"][full] = n + 1
+                full, n = count("conv")
                 if n < max_calls:
                     save(f"{full}#{n}/in0", args[0])
                     save(f"{full}#{n}/out", out)
             return out
         orig_rope, orig_attn = mq.apply_rotary_pos_emb, mq.eager_attention_forward
 
-        def count(tag):
-            full = f"{rec['case']}/{tag}"
-            n = rec["calls"].get(full, 0)
-            rec["calls"][full] = n + 1
-            return full, n
-
-        def rope_wrap(q, k, cos, sin, *args, **kw):
-            out = orig_rope(q, k, cos, sin, *args, **kw)
-            if rec["on"]:
-                full, n = count("rope")
-                if n < max_calls:
-                    for name, x in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("q_out", out[0]),
-                                    ("k_out", out[1])):
-                        save(f"{full}#{n}/{name}", x)
-            return out
+        def rope_wrapper(orig, tag):  # apply_rotary_pos_emb and its vision twin
+            def wrap(q, k, cos, sin, *args, **kw):
+                out = orig(q, k, cos, sin, *args, **kw)
+                if rec["on"]:
+                    full, n = count(tag)
+                    if n < max_calls:
+                        for name, x in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("q_out", out[0]),
+                                        ("k_out", out[1])):
+                            save(f"{full}#{n}/{name}", x)
+                return out
+            return wrap
 
         def attn_wrap(module, query, key, value, attention_mask, *args, **kw):
             out = orig_attn(module, query, key, value, attention_mask, *args, **kw)
@@ -211,19 +209,9 @@ def main():
                         save(f"{full}#{n}/{name}", x)
             return out
         orig_vrope = getattr(mq, "apply_rotary_pos_emb_vision", None)
-
-        def vrope_wrap(q, k, cos, sin, *args, **kw):
-            out = orig_vrope(q, k, cos, sin, *args, **kw)
-            if rec["on"]:
-                full, n = count("vrope")
-                if n < max_calls:
-                    for name, x in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("q_out", out[0]),
-                                    ("k_out", out[1])):
-                        save(f"{full}#{n}/{name}", x)
-            return out
-        mq.apply_rotary_pos_emb, mq.eager_attention_forward = rope_wrap, attn_wrap
+        mq.apply_rotary_pos_emb, mq.eager_attention_forward = rope_wrapper(orig_rope, "rope"), attn_wrap
         if orig_vrope is not None:
-            mq.apply_rotary_pos_emb_vision = vrope_wrap
+            mq.apply_rotary_pos_emb_vision = rope_wrapper(orig_vrope, "vrope")
         mq.torch_chunk_gated_delta_rule, mq.causal_conv1d_fn = chunk_wrap, conv_wrap
         for case in sorted(os.listdir(os.path.join(pub, "cases"))):
             d = os.path.join(pub, "cases", case)
