@@ -30,7 +30,7 @@ void matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, 
 
 // F.gelu / nn.GELU() on fp32 CPU tensors: oneDNN's eltwise_gelu_erf for more than one element
 // (ATen's gelu_out_cpu routes contiguous tensors there), ATen's scalar kernel for one.
-void gelu_erf_inplace(float* x, int64_t n) {
+STAVE_FMA_CLONES void gelu_erf_inplace(float* x, int64_t n) {
   if (n == 1) {
     x[0] = torch_order::gelu_erf(x[0], false);
     return;

@@ -98,12 +98,20 @@ void conv_patch_embed(const LinearWeight& w, int64_t channels, const float* x, i
   }
 }
 
+namespace {
+// One row, outside the OpenMP region (an outlined region would not inherit the clones' ISA).
+STAVE_FMA_CLONES void layer_norm_row(const float* x, int64_t dim, const float* gamma, const float* beta, float eps,
+                                     float* y) {
+  torch_order::aten_layer_norm_row(x, dim, gamma, beta, eps, y);
+}
+}  // namespace
+
 void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, const float* beta, float eps, float* y) {
   // Rows are independent: threads change nothing in any row's arithmetic (the head normalises
   // all L backbone states here, 10M values at 2048 tokens of the 27B).
 #pragma omp parallel for schedule(static) if (rows * dim >= (int64_t{1} << 18))
   for (int64_t r = 0; r < rows; ++r) {
-    torch_order::aten_layer_norm_row(x + r * dim, dim, gamma, beta, eps, y + r * dim);
+    layer_norm_row(x + r * dim, dim, gamma, beta, eps, y + r * dim);
   }
 }
 

@@ -11,6 +11,24 @@
 #include <cstdint>
 #include <limits>
 
+// The torch-order kernels round like the reference because every fused step is an explicit
+// std::fma and nothing else is contracted (the project builds in ISO C++ mode, so GCC's
+// -ffp-contract defaults to off). Without FMA in the target ISA each std::fma is a libm call;
+// STAVE_FMA_CLONES gives a hot caller a second, FMA-ISA clone picked at load time. The results
+// are the same bits on both clones (fma is correctly rounded either way); only speed differs.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__FMA__)
+#define STAVE_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define STAVE_FMA_CLONES
+#endif
+// Helpers a STAVE_FMA_CLONES caller must compile into itself (an out-of-line copy keeps the
+// default ISA).
+#if defined(__GNUC__)
+#define STAVE_INLINE_INTO_CALLER inline __attribute__((always_inline))
+#else
+#define STAVE_INLINE_INTO_CALLER inline
+#endif
+
 namespace stave::ref::torch_order {
 
 // Reductions over a contiguous row (sum, mean, pow(2).mean, (x*x).sum): ATen's SumKernel
@@ -411,7 +429,7 @@ inline float gelu_tanh(float x, bool vectorized) {
 // RowwiseMoments: Welford per 8-float lane over chunks of 16 vectors, chunk results combined by
 // a cascade (AddMomentsVec), the scalar tail by plain Welford, then the 8 lanes folded into the
 // tail's moments in lane order. Returns the mean and the biased variance.
-inline void aten_rowwise_moments(const float* X, int64_t N, float& mean, float& var) {
+STAVE_INLINE_INTO_CALLER void aten_rowwise_moments(const float* X, int64_t N, float& mean, float& var) {
   constexpr int W = 8;
   constexpr int64_t kChunk = 16;
   using Lanes = std::array<float, W>;
@@ -479,7 +497,7 @@ inline void aten_rowwise_moments(const float* X, int64_t N, float& mean, float& 
 }
 
 // One row of F.layer_norm: rstd = 1/√(var + eps), y = fma((x − mean)·rstd, γ, β).
-inline void aten_layer_norm_row(const float* x, int64_t N, const float* gamma, const float* beta, float eps,
+STAVE_INLINE_INTO_CALLER void aten_layer_norm_row(const float* x, int64_t N, const float* gamma, const float* beta, float eps,
                                 float* y) {
   float mean, var;
   aten_rowwise_moments(x, N, mean, var);
