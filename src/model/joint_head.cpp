@@ -53,48 +53,45 @@ void check_inputs(int64_t L, const std::vector<int32_t>& input_ids, const std::v
   }
 }
 
+// y[rows, out] = x · Wᵀ + b on `backend`: the reference backend keeps ref::matmul_nt (exact
+// precision), a fast backend uses its own product kernels.
+void apply_linear(const Backend& backend, const HeadLinear& l, const float* x, int64_t rows, float* y) {
+  backend.matmul_nt(x, rows, l.in, l.weight.data(), l.out, l.bias.empty() ? nullptr : l.bias.data(), y);
+}
+
 // x ← x + FFN(norm(x)) with FFN = out(GELU(in(·))): the feed-forward block shared by the
 // routing layers (feedforward.0/.3) and the decoder layers (linear1/linear2).
-void feedforward_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, const HeadLinear& in,
-                          const HeadLinear& out) {
+void feedforward_residual(const Backend& backend, Matrix& x, int64_t rows, const HeadLayerNorm& norm,
+                          const HeadLinear& in, const HeadLinear& out) {
   Matrix normed(x.size());
   norm.apply(x.data(), rows, normed.data());
   Matrix inner = zeros(rows, in.out);
-  in.apply(normed.data(), rows, inner.data());
+  apply_linear(backend, in, normed.data(), rows, inner.data());
   ref::gelu_erf_inplace(inner.data(), static_cast<int64_t>(inner.size()));
   Matrix y = zeros(rows, out.out);
-  out.apply(inner.data(), rows, y.data());
+  apply_linear(backend, out, inner.data(), rows, y.data());
   add_inplace(x, y);
 }
 
-// x ← x + MHA(norm(x), kv) with the keys/values already projected.
-void attention_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, const ref::MultiheadAttentionWeights& mha,
-                        const ref::ProjectedKeyValues& kv) {
+// x ← x + MHA_a(norm(x), memory): attention `a` of the head memory.
+void memory_attention_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, const HeadMemory& memory,
+                               size_t a) {
   Matrix normed(x.size());
   norm.apply(x.data(), rows, normed.data());
   Matrix y(x.size());
-  ref::mha_attend(mha, normed.data(), rows, kv, y.data());
+  memory.attend(a, normed.data(), rows, y.data());
   add_inplace(x, y);
 }
 
-// ref::mha_project_key_values on `backend` (L rows): the key and value row blocks of the packed
-// in_proj weight are adjacent, so one product with 2E outputs makes both (each output is the
-// same dot product as in two products; one pass over x, which a GPU backend uploads once).
-ref::ProjectedKeyValues project_key_values(const Backend& backend, const ref::MultiheadAttentionWeights& w,
-                                           const float* x, int64_t rows) {
-  const int64_t E = w.embed_dim;
-  ref::ProjectedKeyValues kv;
-  kv.rows = rows;
-  kv.keys.resize(static_cast<size_t>(rows * E));
-  kv.values.resize(static_cast<size_t>(rows * E));
-  std::vector<float> both(static_cast<size_t>(rows * 2 * E));
-  backend.matmul_nt(x, rows, E, w.in_proj_weight + E * E, 2 * E, w.in_proj_bias + E, both.data());
-#pragma omp parallel for schedule(static) if (rows * E >= (int64_t{1} << 18))
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(both.data() + r * 2 * E, E, kv.keys.data() + r * E);
-    std::copy_n(both.data() + r * 2 * E + E, E, kv.values.data() + r * E);
-  }
-  return kv;
+LayerNormView view_of(const HeadLayerNorm& n) {
+  return LayerNormView{n.weight.data(), n.bias.data(), n.dim(), HeadLayerNorm::kEps};
+}
+
+// LayerNorm(hidden rows [begin, end)) averaged over the rows (ref::mean_rows on the normed rows).
+void mean_of_normed_rows(const HeadMemory& memory, int64_t H, const Span& s, std::vector<float>& rows, float* out) {
+  rows.resize(static_cast<size_t>((s.second - s.first) * H));
+  memory.normed_hidden_rows(s.first, s.second, rows.data());
+  ref::mean_rows(rows.data(), H, 0, s.second - s.first, out);
 }
 
 float capped_scale(float log_scale) {
@@ -124,6 +121,20 @@ JointHead::JointHead(const JointHeadConfig& config, const TensorStore& head_tens
                                               std::to_string(config.hidden_size));
 }
 
+HeadMemorySpec JointHead::memory_spec() const {
+  const JointHeadWeights& w = weights_;
+  HeadMemorySpec spec;
+  spec.hidden_size = w.config.hidden_size;
+  spec.width = w.config.width;
+  spec.hidden_norm = view_of(w.hidden_norm);
+  spec.memory_projection = w.memory_projection.weight.data();
+  for (const EvidenceRoutingLayerWeights& layer : w.evidence_layers)
+    spec.attentions.push_back({true, view_of(layer.memory_norm), layer.attention.view(w.config.width, w.config.heads)});
+  for (const FieldDecoderLayerWeights& layer : w.layers)
+    spec.attentions.push_back({false, LayerNormView{}, layer.cross_attn.view(w.config.width, w.config.heads)});
+  return spec;
+}
+
 std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t L, const std::vector<int32_t>& input_ids,
                                                    const std::vector<EncodedQuestion>& questions) const {
   check_inputs(L, input_ids, questions);
@@ -134,22 +145,22 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
 
   StageTimer stages("STAVE_HEAD_STAGES");  // profiling aid, see util/stage_timer.h
 
-  // 1. LayerNorm over the backbone states, the memory over all tokens, the global vector.
-  stages.enter("hidden norm");
-  Matrix seq = zeros(L, H);
-  w.hidden_norm.apply(hidden, L, seq.data());
-  Matrix memory = zeros(L, W);
-  stages.enter("memory projection");
-  backend_->matmul_nt(seq.data(), L, H, w.memory_projection.weight.data(), W, nullptr, memory.data());
-  const float* global = seq.data() + (L - 1) * H;
+  // 1. LayerNorm over the backbone states, the memory over all tokens (both held by the
+  //    backend's head memory), the global vector (the last normed row).
+  stages.enter("memory");
+  const std::unique_ptr<HeadMemory> memory = backend_->head_memory(memory_spec(), hidden, L);
+  std::vector<float> global_row(static_cast<size_t>(H));
+  memory->normed_hidden_rows(L - 1, L, global_row.data());
+  const float* global = global_row.data();
 
   // 2-4. Question vectors, option context and lexical vectors (span means).
   stages.enter("span means");
+  std::vector<float> span_rows;
   Matrix question_vectors = zeros(Q, H);
   std::vector<int64_t> first_option(static_cast<size_t>(Q) + 1, 0);  // option rows of question i
   for (int64_t i = 0; i < Q; ++i) {
     const EncodedQuestion& q = questions[i];
-    ref::mean_rows(seq.data(), H, q.question_span.first, q.question_span.second, question_vectors.data() + i * H);
+    mean_of_normed_rows(*memory, H, q.question_span, span_rows, question_vectors.data() + i * H);
     first_option[i + 1] = first_option[i] + static_cast<int64_t>(q.option_spans.size());
   }
   const int64_t N = first_option[Q];
@@ -160,16 +171,16 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
       const Span& s = questions[i].option_spans[j];
       const int64_t n = first_option[i] + static_cast<int64_t>(j);
       question_of[n] = i;
-      ref::mean_rows(seq.data(), H, s.first, s.second, context.data() + n * H);
+      mean_of_normed_rows(*memory, H, s, span_rows, context.data() + n * H);
       output_embedding_.mean_rows(input_ids.data() + s.first, s.second - s.first, lexical.data() + n * H);
     }
   }
 
   // 5. Option queries R = W_oc·c + W_ol·ℓ + W_oq·q (all questions' options stacked).
   Matrix routed = zeros(N, W), lexical_projected = zeros(N, W), question_part = zeros(Q, W);
-  w.option_context_projection.apply(context.data(), N, routed.data());
-  w.option_lexical_projection.apply(lexical.data(), N, lexical_projected.data());
-  w.option_question_projection.apply(question_vectors.data(), Q, question_part.data());
+  apply_linear(*backend_, w.option_context_projection, context.data(), N, routed.data());
+  apply_linear(*backend_, w.option_lexical_projection, lexical.data(), N, lexical_projected.data());
+  apply_linear(*backend_, w.option_question_projection, question_vectors.data(), Q, question_part.data());
   for (int64_t n = 0; n < N; ++n) {
     const float* qp = question_part.data() + question_of[n] * W;
     for (int64_t c = 0; c < W; ++c) {
@@ -180,19 +191,15 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
 
   // 6. Evidence routing: every option attends to the layer's normalised memory.
   stages.enter("routing layers");
-  Matrix memory_normed = zeros(L, W);
+  size_t memory_attention = 0;  // the head memory's attentions, in spec order
   for (const EvidenceRoutingLayerWeights& layer : w.evidence_layers) {
-    const ref::MultiheadAttentionWeights mha = layer.attention.view(W, heads);
-    layer.memory_norm.apply(memory.data(), L, memory_normed.data());
-    const ref::ProjectedKeyValues kv =
-        project_key_values(*backend_, mha, memory_normed.data(), L);
-    attention_residual(routed, N, layer.query_norm, mha, kv);
-    feedforward_residual(routed, N, layer.feedforward_norm, layer.feedforward_in, layer.feedforward_out);
+    memory_attention_residual(routed, N, layer.query_norm, *memory, memory_attention++);
+    feedforward_residual(*backend_, routed, N, layer.feedforward_norm, layer.feedforward_in, layer.feedforward_out);
   }
 
   // 7. Option summary per question: softmax_j(<R_ij, b_i> / sqrt(W)) weighted sum of R_ij.
   Matrix base = zeros(Q, W), summary = zeros(Q, W);
-  w.question_projection.apply(question_vectors.data(), Q, base.data());
+  apply_linear(*backend_, w.question_projection, question_vectors.data(), Q, base.data());
   const float inv_sqrt_width = 1.0f / std::sqrt(static_cast<float>(W));
   for (int64_t i = 0; i < Q; ++i) {
     const int64_t n0 = first_option[i], count = first_option[i + 1] - n0;
@@ -210,7 +217,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
   // 8. Fields F_i = b_i + LN(s_i) + W_g·g + T[type_i].
   w.option_summary_norm.apply(summary.data(), Q, summary.data());
   Matrix global_part = zeros(1, W);
-  w.global_projection.apply(global, 1, global_part.data());
+  apply_linear(*backend_, w.global_projection, global, 1, global_part.data());
   Matrix fields = zeros(Q, W);
   for (int64_t i = 0; i < Q; ++i) {
     const float* type_row = w.type_embedding.data() + static_cast<int64_t>(questions[i].type) * W;
@@ -229,10 +236,8 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
     ref::mha_attend(self_mha, normed.data(), Q, self_kv, self_out.data());
     add_inplace(fields, self_out);
 
-    const ref::MultiheadAttentionWeights cross_mha = layer.cross_attn.view(W, heads);
-    const ref::ProjectedKeyValues memory_kv = project_key_values(*backend_, cross_mha, memory.data(), L);
-    attention_residual(fields, Q, layer.norm2, cross_mha, memory_kv);
-    feedforward_residual(fields, Q, layer.norm3, layer.linear1, layer.linear2);
+    memory_attention_residual(fields, Q, layer.norm2, *memory, memory_attention++);
+    feedforward_residual(*backend_, fields, Q, layer.norm3, layer.linear1, layer.linear2);
   }
   w.field_norm.apply(fields.data(), Q, fields.data());
 
@@ -267,9 +272,9 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
       }
     }
     Matrix hidden_scores = zeros(count, W), residual = zeros(count, 1);
-    w.residual_in.apply(features.data(), count, hidden_scores.data());
+    apply_linear(*backend_, w.residual_in, features.data(), count, hidden_scores.data());
     ref::gelu_erf_inplace(hidden_scores.data(), count * W);
-    w.residual_out.apply(hidden_scores.data(), count, residual.data());
+    apply_linear(*backend_, w.residual_out, hidden_scores.data(), count, residual.data());
 
     std::vector<float>& out = logits[i];
     out.resize(static_cast<size_t>(count));

@@ -10,6 +10,7 @@
 #include "model/head_lexical.h"
 #include "model/joint_head_weights.h"
 #include "ops/backend.h"
+#include "ops/head_memory.h"
 
 namespace stave {
 
@@ -18,8 +19,9 @@ class JointHead {
   // Reads joint_head.safetensors to fp32 once and binds the lm_head rows in place: the release
   // must outlive the head. Throws stave::Error(kInvalidModel) naming what does not fit (a
   // missing or mis-shaped tensor, a head hidden_size that is not the backbone's).
-  // `backend` runs the products over all L rows (memory projection, key/value projections);
-  // it must outlive the head.
+  // `backend` runs the work over all L rows (its head_memory: hidden LayerNorm, memory
+  // projection, the memory attentions) and the head's products (matmul_nt); it must outlive the
+  // head. The reference backend (exact precision) keeps every op in the reference's order.
   explicit JointHead(const Release& release, const Backend& backend = reference_backend());
   // The same from parts (tests, synthetic heads). `output_embedding.dim()` must equal
   // config.hidden_size.
@@ -38,6 +40,9 @@ class JointHead {
                                           const std::vector<EncodedQuestion>& questions) const;
 
  private:
+  // Views of the weights for the backend's head memory (the L-row work).
+  HeadMemorySpec memory_spec() const;
+
   JointHeadWeights weights_;
   OutputEmbeddingTable output_embedding_;
   const Backend* backend_;

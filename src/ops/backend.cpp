@@ -66,6 +66,10 @@ void Backend::attention_dense(const AttentionShape& shape, const float* q, int64
   ref::attention_dense(shape, q, q_stride, q_rows, k, v, kv_stride, kv_rows, out, out_stride);
 }
 
+std::unique_ptr<HeadMemory> Backend::head_memory(const HeadMemorySpec& spec, const float* hidden, int64_t L) const {
+  return host_head_memory(*this, spec, hidden, L);
+}
+
 void Backend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                         float* y) const {
   ref::matmul_nt(x, M, K, w, N, bias, y);

@@ -5,10 +5,12 @@
 // to the reference implementation (the ref:: function named in the comment).
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "model/linear_weight.h"
 #include "ops/attention.h"
 #include "ops/gated_delta_net.h"
+#include "ops/head_memory.h"
 #include "stave/options.h"
 
 namespace stave {
@@ -66,6 +68,10 @@ class Backend {
   // The reference follows oneDNN's convolution (ref::conv_patch_embed); others may treat it as
   // the linear it is.
   virtual void patch_embed(const LinearWeight& w, int64_t channels, const float* x, int64_t rows, float* y) const;
+  // The joint head's work over all L rows (head_memory.h). The default runs on the host
+  // (host_head_memory, with this backend's matmul_nt); a GPU backend keeps the memory resident.
+  // `hidden` [L, spec.hidden_size] and the spec's weights must outlive the returned object.
+  virtual std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, const float* hidden, int64_t L) const;
 };
 
 // fp32 reference kernels (never changes numerics; the oracle).

@@ -4,11 +4,14 @@
 #include <limits>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device_buffer.h"
 #include "cuda_test_util.h"
 #include "ops/attention.h"
 #include "ops/conv1d.h"
 #include "ops/elementwise.h"
 #include "ops/gated_delta_net.h"
+#include "ops/backend.h"
+#include "ops/head_memory.h"
 #include "ops/head_ops.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
@@ -278,6 +281,99 @@ TEST(CudaOps, MatmulNtBothPrecisionsAndResidentWeights) {
           EXPECT_LE(rel_error(a, want), tol);
           EXPECT_LE(rel_error(r, want), tol);
         }
+    }
+  }
+}
+
+// The joint head's L-row work (ops/head_memory.h) on the GPU against the host oracle: the
+// normalised hidden rows, and every attention (routing layers over the normalised memory,
+// decoder layers over the raw one), asked in and out of order and twice, over memories from one
+// row to several score chunks long.
+TEST(CudaOps, HeadMemoryMatchesHost) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  cuda::CudaBackendOptions keep;
+  keep.keep_matmul_weights = true;
+  keep.attention_score_bytes = 4 * 1024;  // a few score rows: the queries run in many chunks
+  const cuda::CudaBackend gpu(Precision::kFast, keep);
+  for (auto [H, W, heads] : {std::tuple<int64_t, int64_t, int64_t>{96, 64, 4}, {200, 48, 3}, {1024, 128, 8}}) {
+    const auto ln_w = random_floats(rng, H, 0.5f, 1.5f), ln_b = random_floats(rng, H, -0.2f, 0.2f);
+    const auto proj = random_floats(rng, W * H, -0.1f, 0.1f);
+    struct Owned {
+      std::vector<float> norm_w, norm_b, in_w, in_b, out_w, out_b;
+    };
+    std::vector<Owned> owned(4);
+    HeadMemorySpec spec;
+    spec.hidden_size = H;
+    spec.width = W;
+    spec.hidden_norm = {ln_w.data(), ln_b.data(), H, 1e-5f};
+    spec.memory_projection = proj.data();
+    for (size_t a = 0; a < owned.size(); ++a) {
+      Owned& o = owned[a];
+      o.norm_w = random_floats(rng, W, 0.5f, 1.5f);
+      o.norm_b = random_floats(rng, W, -0.2f, 0.2f);
+      o.in_w = random_floats(rng, 3 * W * W, -0.2f, 0.2f);
+      o.in_b = random_floats(rng, 3 * W, -0.1f, 0.1f);
+      o.out_w = random_floats(rng, W * W, -0.2f, 0.2f);
+      o.out_b = random_floats(rng, W, -0.1f, 0.1f);
+      HeadMemoryAttention at;
+      at.normalise_memory = a < 2;  // two routing layers, then two decoder layers
+      at.memory_norm = {o.norm_w.data(), o.norm_b.data(), W, 1e-5f};
+      at.attention = {W, heads, o.in_w.data(), o.in_b.data(), o.out_w.data(), o.out_b.data()};
+      spec.attentions.push_back(at);
+    }
+    for (int64_t L : {int64_t{1}, int64_t{37}, int64_t{300}}) {
+      SCOPED_TRACE(::testing::Message() << "H " << H << " W " << W << " heads " << heads << " L " << L);
+      const auto hidden = random_floats(rng, L * H, -3.0f, 3.0f);
+      const auto host = host_head_memory(reference_backend(), spec, hidden.data(), L);
+      const auto dev = gpu.head_memory(spec, hidden.data(), L);
+      const int64_t begin = L / 3, end = L;
+      std::vector<float> want((end - begin) * H), got = poisoned((end - begin) * H);
+      host->normed_hidden_rows(begin, end, want.data());
+      dev->normed_hidden_rows(begin, end, got.data());
+      EXPECT_LE(rel_error(got, want), 1e-6);
+      for (size_t a : {size_t{0}, size_t{2}, size_t{1}, size_t{3}, size_t{0}})
+        for (int64_t rows : {int64_t{1}, int64_t{13}}) {
+          SCOPED_TRACE(::testing::Message() << "attention " << a << " rows " << rows);
+          const auto query = random_floats(rng, rows * W, -2.0f, 2.0f);
+          std::vector<float> w(rows * W), g = poisoned(rows * W);
+          host->attend(a, query.data(), rows, w.data());
+          dev->attend(a, query.data(), rows, g.data());
+          EXPECT_LE(rel_error(g, w), 1e-5);
+        }
+    }
+  }
+}
+
+// The non-causal attention the head memory uses, alone (all queries see all keys).
+TEST(CudaOps, AttentionFullMatchesReference) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  for (auto [heads, d, rows, keys] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 16, 1, 1}, {4, 16, 7, 300},
+                                      {8, 32, 40, 65}}) {
+    SCOPED_TRACE(::testing::Message() << "heads " << heads << " d " << d << " rows " << rows << " keys " << keys);
+    const int64_t E = heads * d;
+    const auto q = random_floats(rng, rows * E, -2, 2), k = random_floats(rng, keys * E, -2, 2),
+               v = random_floats(rng, keys * E);
+    std::vector<float> want(rows * E);
+    AttentionShape shape;
+    shape.n_q_heads = shape.n_kv_heads = heads;
+    shape.head_dim = d;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    ref::attention_dense(shape, q.data(), E, rows, k.data(), v.data(), E, keys, want.data(), E);
+    cuda::GpuContext ctx(/*exact=*/false);
+    cuda::DeviceBuffer dq, dk, dv, dout;
+    dq.upload(q.data(), q.size() * sizeof(float));
+    dk.upload(k.data(), k.size() * sizeof(float));
+    dv.upload(v.data(), v.size() * sizeof(float));
+    dout.reserve(want.size() * sizeof(float));
+    for (size_t budget : {size_t{1024}, cuda::dev::kAttentionScoreBytes}) {
+      cuda::dev::attention_full(ctx, shape, dq.as<float>(), rows, dk.as<float>(), dv.as<float>(), keys,
+                                dout.as<float>(), budget);
+      ctx.synchronize();
+      std::vector<float> got = poisoned(want.size());
+      dout.download(got.data(), got.size() * sizeof(float));
+      EXPECT_LE(rel_error(got, want), 1e-5);
     }
   }
 }

@@ -41,13 +41,13 @@ __device__ T block_reduce(T v, bool is_max, T* red) {
 }
 
 // One block per score row: row r = head · rows + i holds the scores of query i0 + i, which sees
-// keys 0 .. first_valid + i − 1; later keys get probability 0. As the reference: max, exp,
-// sum, × 1/sum.
+// keys 0 .. first_valid + step·i − 1 (step 1: causal; step 0: every row sees first_valid keys);
+// later keys get probability 0. As the reference: max, exp, sum, × 1/sum.
 template <class T>
-__global__ void causal_softmax_kernel(T* s, int64_t rows, int64_t n_keys, int64_t first_valid) {
+__global__ void masked_softmax_kernel(T* s, int64_t rows, int64_t n_keys, int64_t first_valid, int64_t step) {
   __shared__ T red[32];
   const int64_t r = blockIdx.x;
-  const int64_t valid = first_valid + r % rows;
+  const int64_t valid = first_valid + step * (r % rows);
   T* row = s + r * n_keys;
   T m = T(-INFINITY);
   for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = row[j] > m ? row[j] : m;
@@ -86,14 +86,17 @@ cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ta, int m, int n
                                    batch);
 }
 
-// q [tokens, nq·d], k/v [q_pos0 + tokens, nkv·d], out [tokens, nq·d], all T on the device;
-// `scores` is grown to the chunk's size.
+// q [tokens, nq·d], out [tokens, nq·d], all T on the device; `scores` is grown to the chunk's
+// size. Causal (n_keys < 0): k/v [q_pos0 + tokens, nkv·d], query i at position q_pos0 + i.
+// Full (n_keys > 0): k/v [n_keys, nkv·d], every query over all of them (q_pos0 unused).
 template <class T>
 void attend(GpuContext& ctx, const AttentionShape& shape, const T* q, int64_t tokens, int64_t q_pos0, const T* k,
-            const T* v, T* out, size_t max_score_bytes, DeviceBuffer& scores) {
+            const T* v, T* out, size_t max_score_bytes, DeviceBuffer& scores, int64_t n_keys = -1) {
+  const bool causal = n_keys < 0;
+  if (!causal) q_pos0 = 0;
   const int64_t d = shape.head_dim, nq = shape.n_q_heads, nkv = shape.n_kv_heads;
   const int64_t group = nq / nkv, kvw = nkv * d;
-  const int64_t per_query = nq * (q_pos0 + tokens) * static_cast<int64_t>(sizeof(T));
+  const int64_t per_query = nq * (causal ? q_pos0 + tokens : n_keys) * static_cast<int64_t>(sizeof(T));
   const int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(max_score_bytes) / per_query, 1, tokens);
   scores.reserve(static_cast<size_t>(chunk * per_query));
   T* S = scores.as<T>();
@@ -101,7 +104,7 @@ void attend(GpuContext& ctx, const AttentionShape& shape, const T* q, int64_t to
   const T scale = static_cast<T>(shape.scale), one = 1, zero = 0;
   for (int64_t i0 = 0; i0 < tokens; i0 += chunk) {
     const int64_t rows = std::min(chunk, tokens - i0);
-    const int64_t keys = q_pos0 + i0 + rows;  // what the chunk's last query sees
+    const int64_t keys = causal ? q_pos0 + i0 + rows : n_keys;  // what the chunk's last query sees
     for (int64_t g = 0; g < nkv; ++g)
       // Column-major: Sᵀ_h [keys, rows] = K_g [keys, d] · Q_hᵀ; one batch entry per q head of
       // the group, the group's keys shared (stride 0).
@@ -110,8 +113,8 @@ void attend(GpuContext& ctx, const AttentionShape& shape, const T* q, int64_t to
                                       q + (i0 * nq + g * group) * d, static_cast<int>(nq * d), d, &zero,
                                       S + g * group * rows * keys, static_cast<int>(keys), rows * keys,
                                       static_cast<int>(group)));
-    causal_softmax_kernel<T><<<static_cast<unsigned>(nq * rows), kThreads, 0, ctx.stream()>>>(S, rows, keys,
-                                                                                               q_pos0 + i0 + 1);
+    masked_softmax_kernel<T><<<static_cast<unsigned>(nq * rows), kThreads, 0, ctx.stream()>>>(
+        S, rows, keys, causal ? q_pos0 + i0 + 1 : keys, causal ? 1 : 0);
     STAVE_CUDA_LAUNCHED();
     for (int64_t g = 0; g < nkv; ++g)
       // Oᵀ_h [d, rows] = V_g [d, keys] (column-major view of v) · Pᵀ_h [keys, rows].
@@ -151,6 +154,16 @@ void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float*
   attend<double>(ctx, shape, qd, tokens, q_pos0, kd, vd, od, max_score_bytes, ctx.scratch_scores());
   narrow_kernel<<<blocks_for(nqd), kThreads, 0, s>>>(od, nqd, out);
   STAVE_CUDA_LAUNCHED();
+}
+
+void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t rows, const float* k,
+                    const float* v, int64_t n_keys, float* out, size_t max_score_bytes) {
+  if (rows <= 0) return;
+  const int64_t d = shape.head_dim, nq = shape.n_q_heads, nkv = shape.n_kv_heads;
+  if (d <= 0 || nkv <= 0 || nq % nkv != 0 || n_keys <= 0)
+    throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads, keys non-empty");
+  if (ctx.exact()) throw Error(ErrorKind::kInternal, "attention_full: fast precision only");
+  attend<float>(ctx, shape, q, rows, 0, k, v, out, max_score_bytes, ctx.scratch_scores(), n_keys);
 }
 
 }  // namespace stave::cuda::dev

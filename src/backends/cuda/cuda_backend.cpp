@@ -178,6 +178,19 @@ void CudaBackend::attention_causal(const AttentionShape& shape, const float* q, 
   to_host(out, dout, tokens * qw);
 }
 
+std::pair<const float*, const float*> CudaBackend::resident_matrix(const float* w, const float* bias, int64_t N,
+                                                                  int64_t K) const {
+  const auto key = std::make_tuple(w, bias, N, K);
+  auto it = matmul_weights_.find(key);
+  if (it == matmul_weights_.end()) {
+    auto dwb = std::make_unique<DeviceBuffer>(), dbb = std::make_unique<DeviceBuffer>();
+    dwb->upload(w, static_cast<size_t>(N * K) * sizeof(float));
+    if (bias) dbb->upload(bias, static_cast<size_t>(N) * sizeof(float));
+    it = matmul_weights_.emplace(key, std::make_pair(std::move(dwb), std::move(dbb))).first;
+  }
+  return {it->second.first->as<float>(), bias ? it->second.second->as<float>() : nullptr};
+}
+
 void CudaBackend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                             float* y) const {
   if (M <= 0 || N <= 0) return;
@@ -186,16 +199,7 @@ void CudaBackend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w
   const float* dw;
   const float* db = nullptr;
   if (options_.keep_matmul_weights) {
-    const auto key = std::make_tuple(w, bias, N, K);
-    auto it = matmul_weights_.find(key);
-    if (it == matmul_weights_.end()) {
-      auto dwb = std::make_unique<DeviceBuffer>(), dbb = std::make_unique<DeviceBuffer>();
-      dwb->upload(w, static_cast<size_t>(N * K) * sizeof(float));
-      if (bias) dbb->upload(bias, static_cast<size_t>(N) * sizeof(float));
-      it = matmul_weights_.emplace(key, std::make_pair(std::move(dwb), std::move(dbb))).first;
-    }
-    dw = it->second.first->as<float>();
-    if (bias) db = it->second.second->as<float>();
+    std::tie(dw, db) = resident_matrix(w, bias, N, K);
   } else {
     dw = st.in(w, N * K);
     if (bias) db = st.in(bias, N);

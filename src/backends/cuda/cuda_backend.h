@@ -52,9 +52,17 @@ class CudaBackend : public Backend {
                         const float* v, float* out) const override;
   void matmul_nt(const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                  float* y) const override;
+  // Fast precision with keep_matmul_weights: the memory, its projections and attentions stay on
+  // the GPU (cuda_head_memory.cpp); otherwise the host implementation over this backend's ops.
+  std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, const float* hidden,
+                                          int64_t L) const override;
 
  private:
+  friend class CudaHeadMemory;
   const DeviceLinear& resident(const LinearWeight& w) const;
+  // Device copies of an fp32 matmul_nt weight [N, K] and its bias (nullptr without), uploaded
+  // on first use and kept (keep_matmul_weights). Caller holds mutex_.
+  std::pair<const float*, const float*> resident_matrix(const float* w, const float* bias, int64_t N, int64_t K) const;
 
   Precision precision_;
   CudaBackendOptions options_;

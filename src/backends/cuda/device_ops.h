@@ -99,6 +99,17 @@ constexpr size_t kAttentionScoreBytes = size_t{512} << 20;
 void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
                       const float* k, const float* v, float* out, size_t max_score_bytes = kAttentionScoreBytes);
 
+// Non-causal attention: q [rows, nq·d], every query over all n_keys keys and values
+// k/v [n_keys, nkv·d] (ref::mha_attend's core, ref::attention_dense with dense rows); fp32
+// cuBLAS products, queries chunked to `max_score_bytes`. Fast precision only.
+void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t rows, const float* k,
+                    const float* v, int64_t n_keys, float* out, size_t max_score_bytes = kAttentionScoreBytes);
+
+// y[rows, dim] = (x − mean)/√(var + eps) · gamma + beta per row (ref::layer_norm), fp32 with the
+// row's moments in double; y may alias x.
+void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, const float* beta, float eps, float* y,
+                cudaStream_t s);
+
 // y[M, N] = x[M, K] · Wᵀ (+ bias) for an fp32 weight W [N, K] on the device (ref::matmul_nt):
 // exact: fp64 accumulation (DGEMM on widened copies); fast: SGEMM (fp32, no TF32).
 void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,

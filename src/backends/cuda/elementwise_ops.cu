@@ -34,6 +34,25 @@ __global__ void rms_norm_zc_kernel(const float* x, int64_t dim, const float* w, 
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), 1.0f + w[i]);
 }
 
+// Two passes over the row (mean, then the centred second moment), both summed in double.
+__global__ void layer_norm_kernel(const float* x, int64_t dim, const float* gamma, const float* beta, float eps,
+                                  float* y) {
+  const float* xr = x + blockIdx.x * dim;
+  float* yr = y + blockIdx.x * dim;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i];
+  const double mean = block_sum(sum) / static_cast<double>(dim);
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const double c = xr[i] - mean;
+    ss += c * c;
+  }
+  const double var = block_sum(ss) / static_cast<double>(dim);
+  const float meanf = static_cast<float>(mean);
+  const float rstd = static_cast<float>(1.0 / sqrt(var + eps));
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = fmaf((xr[i] - meanf) * rstd, gamma[i], beta[i]);
+}
+
 __global__ void gated_rms_norm_kernel(const float* x, const float* z, int64_t dim, const float* w, float eps,
                                       float* y) {
   const float* xr = x + blockIdx.x * dim;
@@ -130,6 +149,13 @@ void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const flo
                             cudaStream_t s) {
   if (rows <= 0) return;
   rms_norm_zc_kernel<<<static_cast<unsigned>(rows), dim >= 1024 ? 512 : 128, 0, s>>>(x, dim, w, eps, y);
+  STAVE_CUDA_LAUNCHED();
+}
+
+void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, const float* beta, float eps, float* y,
+                cudaStream_t s) {
+  if (rows <= 0) return;
+  layer_norm_kernel<<<static_cast<unsigned>(rows), dim >= 1024 ? 512 : 128, 0, s>>>(x, dim, gamma, beta, eps, y);
   STAVE_CUDA_LAUNCHED();
 }
 

@@ -1,0 +1,62 @@
+// The joint schema head's work over all L positions (../shared/spec/clef-decision.md §3.2
+// steps 1, 6 and 9), behind one object so that a backend can keep the [L, width] memory where
+// it computes: the LayerNorm of the backbone's hidden states, the memory projection, and every
+// attention of the option queries (routing layers, over the layer-normalised memory) and the
+// field queries (decoder cross-attention, over the raw memory). Everything else the head does is
+// N- or Q-sized (options, questions) and stays with the head.
+//
+// The host implementation below is the oracle and the CPU path: it runs the reference ops (and
+// the backend's matmul_nt for the L-row products) exactly as the head did before this split.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ops/multihead_attention.h"
+
+namespace stave {
+
+class Backend;
+
+// nn.LayerNorm's parameters, viewed (owned by the head's weights).
+struct LayerNormView {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  int64_t dim = 0;
+  float eps = 1e-5f;
+};
+
+// One attention over the memory. Routing layers normalise the memory first (their
+// memory_norm); the decoder layers' cross-attention reads it as projected.
+struct HeadMemoryAttention {
+  bool normalise_memory = false;
+  LayerNormView memory_norm;
+  ref::MultiheadAttentionWeights attention;  // embed_dim = the head's width
+};
+
+struct HeadMemorySpec {
+  int64_t hidden_size = 0, width = 0;
+  LayerNormView hidden_norm;                    // over hidden_size
+  const float* memory_projection = nullptr;     // [width, hidden_size], no bias
+  std::vector<HeadMemoryAttention> attentions;  // routing layers, then decoder layers
+};
+
+class HeadMemory {
+ public:
+  virtual ~HeadMemory() = default;
+  // out[end − begin, hidden_size] = LayerNorm(hidden rows [begin, end)); 0 <= begin < end <= L.
+  virtual void normed_hidden_rows(int64_t begin, int64_t end, float* out) const = 0;
+  // out[rows, width] = MHA_a(query, memory_a): attention `a` of the spec with its keys and values
+  // projected from the (normalised) memory; `query` rows are already normalised by the caller.
+  // Each attention is computed when asked; asking twice recomputes it.
+  virtual void attend(size_t a, const float* query, int64_t rows, float* out) const = 0;
+};
+
+// The host implementation: hidden states normalised with ref::layer_norm, the memory and the
+// key/value projections through `backend.matmul_nt`, the attention with ref::mha_attend.
+// `hidden` [L, hidden_size] and the spec's weights must outlive the returned object.
+std::unique_ptr<HeadMemory> host_head_memory(const Backend& backend, const HeadMemorySpec& spec, const float* hidden,
+                                             int64_t L);
+
+}  // namespace stave
