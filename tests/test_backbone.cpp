@@ -121,16 +121,10 @@ std::string synth_alt(const std::string& format) { return test::synth_alt_releas
 
 TEST(Backbone, MatchesBf16FixtureHiddenStates) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
-  // Observed: ≤ 4.6e-6 on the first 32 positions of every case and ≤ 7.2e-5 over whole sequences
-  // on 15 of 17, since the softmax exp and softplus' log1pf follow SLEEF (docs/numerics.md); 011
-  // and 012 reach 1.2e-4 and 1.1e-4 from position 45 and are held to 2e-4 by name, every other
-  // case to the 1e-4. The cause is known: the RoPE cos/sin tables (torch.cos/sin are MKL
-  // VML's HA kernels; 54 + 35 of 936 entries of 012 differ by one ulp). With the reference's own
-  // tables substituted, 012 is bit-identical over the whole sequence (stave_refdiff on a dump).
-  check_fixture_model("bf16", [](const std::string& name) {
-    const bool known_gap = name.starts_with("011-") || name.starts_with("012-");
-    return FixtureBounds{1e-4f, 32, known_gap ? 2e-4f : 1e-4f};
-  });
+  // Observed: 0 (bit-identical) over whole sequences on 11 of 17 cases, ≤ 7.9e-5 on the rest,
+  // since the RoPE tables follow MKL VML's cos/sin kernels and the softmax exp and softplus'
+  // log1pf follow SLEEF (docs/numerics.md). Every case is held to the 1e-4.
+  check_fixture_model("bf16", [](const std::string&) { return FixtureBounds{1e-4f, 32, 1e-4f}; });
 }
 
 TEST(Backbone, MatchesAltReferenceHiddenStates) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ops/torch_cpu_order.h"
+
 namespace stave {
 
 int RopeSpec::axis_of(int64_t i) const {
@@ -24,8 +26,9 @@ void mrope_cos_sin(const RopeSpec& spec, const int32_t* pos_t, const int32_t* po
     const int32_t* pos = rows[spec.axis_of(i)];
     for (int64_t t = 0; t < tokens; ++t) {
       const float phi = static_cast<float>(pos[t]) * inv_freq;
-      cos[t * half + i] = static_cast<float>(std::cos(static_cast<double>(phi)));
-      sin[t * half + i] = static_cast<float>(std::sin(static_cast<double>(phi)));
+      // torch.cos / torch.sin of the fp32 angle: MKL VML's kernels, not the rounded exact value.
+      cos[t * half + i] = torch_order::cos(phi);
+      sin[t * half + i] = torch_order::sin(phi);
     }
   }
 }

@@ -163,6 +163,67 @@ inline float exp(float x) {
   return std::fma(p, scaled, scaled);
 }
 
+// torch.cos / torch.sin on fp32 CPU tensors (the RoPE tables). ATen hands both to MKL VML
+// (vmsCos / vmsSin, VML_HA), whose AVX-512 kernels are Intel's __svml_cosf16_ha /
+// __svml_sinf16_ha (numpy/SVML, linux/avx512/svml_z0_{cos,sin}_s_ha.s). For |x| <= 10000:
+//   sin: N = fl(fl(|x|·(1/π)) + 1.5·2^23) − 1.5·2^23 (one float FMA: |x|/π to the nearest integer),
+//   cos: N = (the same of fl(|x| + fl(π/2))) − 0.5 (cos x = sin(|x| + π/2)),
+//   r = (|x| − N·π1) − N·π2 in double (two FMAs, π1 + π2 ≈ π to ~85 bits),
+//   sin r ≈ r + r·(r²·(C1 + r²(C2 + r²(C3 + r²·C4)))) in double (Horner FMAs), rounded once to float,
+//   sign: the parity of N (the low bit of the shifted sum), and for sin the sign of x.
+// The degree-9 minimax polynomial's error (~1e-8 relative) is what makes these differ from the
+// correctly rounded cos/sin on a few % of inputs (up to ~0.6 ulp): the double-rounded value is
+// not torch's. |x| > 10000 takes the kernels' Payne–Hanek path, which is not transcribed here
+// (double-precision value rounded once instead; RoPE angles pass 10000 only past 10000 tokens).
+namespace detail {
+inline float svml_sin_core(float ax, float n, uint32_t sign) {
+  constexpr double kPi1 = std::bit_cast<double>(0x400921fb54440000ull);
+  constexpr double kPi2 = std::bit_cast<double>(0x3d968c234c4c6629ull);
+  constexpr double kC1 = std::bit_cast<double>(0xbfc55554bc836587ull);
+  constexpr double kC2 = std::bit_cast<double>(0x3f8110ed3804ca96ull);
+  constexpr double kC3 = std::bit_cast<double>(0xbf29f6ffeea73463ull);
+  constexpr double kC4 = std::bit_cast<double>(0x3ec5dbdf0e4c7deeull);
+  const double N = n;
+  double r = std::fma(-N, kPi1, static_cast<double>(ax));
+  r = std::fma(-N, kPi2, r);
+  const double r2 = r * r;
+  double p = std::fma(r2, kC4, kC3);
+  p = std::fma(p, r2, kC2);
+  p = std::fma(p, r2, kC1);
+  const double q = p * r2;
+  const float res = static_cast<float>(std::fma(r, q, r));
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(res) ^ sign);
+}
+constexpr float kSvmlInvPi = std::bit_cast<float>(0x3ea2f983u);   // fl(1/π)
+constexpr float kSvmlShifter = std::bit_cast<float>(0x4b400000u); // 1.5·2^23
+constexpr float kSvmlLarge = 10000.0f;
+}  // namespace detail
+
+inline float cos(float x) {
+  const float ax = std::fabs(x);
+  if (!(ax <= detail::kSvmlLarge)) {
+    if (std::isnan(x) || std::isinf(x)) return std::numeric_limits<float>::quiet_NaN();
+    return static_cast<float>(std::cos(static_cast<double>(x)));
+  }
+  constexpr float kHalfPi = std::bit_cast<float>(0x3fc90fdbu);  // fl(π/2)
+  const float t = std::fma(ax + kHalfPi, detail::kSvmlInvPi, detail::kSvmlShifter);
+  const uint32_t sign = std::bit_cast<uint32_t>(t) << 31;
+  const float n = (t - detail::kSvmlShifter) - 0.5f;
+  return detail::svml_sin_core(ax, n, sign);
+}
+
+inline float sin(float x) {
+  const float ax = std::fabs(x);
+  if (!(ax <= detail::kSvmlLarge)) {
+    if (std::isnan(x) || std::isinf(x)) return std::numeric_limits<float>::quiet_NaN();
+    return static_cast<float>(std::sin(static_cast<double>(x)));
+  }
+  const float t = std::fma(ax, detail::kSvmlInvPi, detail::kSvmlShifter);
+  const uint32_t sign = (std::bit_cast<uint32_t>(t) << 31) ^ (std::bit_cast<uint32_t>(x) & 0x80000000u);
+  const float n = t - detail::kSvmlShifter;
+  return detail::svml_sin_core(ax, n, sign);
+}
+
 // Whether ATen's element-wise loop computes element `f` of an iteration of `numel` elements in
 // rows of `row_len` contiguous floats with its vector code (else with the scalar std:: code):
 // at::parallel_for cuts [0, numel) into ⌈numel / tasks⌉-sized ranges (tasks = min(16 threads,

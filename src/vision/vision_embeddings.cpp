@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/torch_cpu_order.h"
 #include "stave/errors.h"
 
 namespace stave {
@@ -87,10 +88,10 @@ RotaryTables vision_rotary(const std::array<int64_t, 3>& grid, int64_t merge_siz
       const float fc = static_cast<float>(coords[i][1]) * inv[j];
       // emb = [rows(nfreq), cols(nfreq)] then cat((emb, emb))
       for (int64_t half = 0; half < 2; ++half) {
-        c[half * dim + j] = std::cos(fr);
-        s[half * dim + j] = std::sin(fr);
-        c[half * dim + nfreq + j] = std::cos(fc);
-        s[half * dim + nfreq + j] = std::sin(fc);
+        c[half * dim + j] = ref::torch_order::cos(fr);
+        s[half * dim + j] = ref::torch_order::sin(fr);
+        c[half * dim + nfreq + j] = ref::torch_order::cos(fc);
+        s[half * dim + nfreq + j] = ref::torch_order::sin(fc);
       }
     }
   }
