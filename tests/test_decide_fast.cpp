@@ -22,10 +22,11 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 constexpr double kMaxProbabilityDiff = 0.005;
-// The known MXFP4 flip cases below: an activation of the exact path sits within fp32 rounding of
-// an MXFP4 rounding boundary (exact and the reference already disagree there by O(1) in the
-// hidden states), so any fp32 reordering can land on either side. There the top choice must
-// still agree and |Δp| stays within this looser bound (measured 0.0076 on alt fx-011, q5).
+// The known MXFP4 flip below: an activation sits within fp32 rounding of an MXFP4 rounding
+// boundary, and the fast path's fp32 order lands on the other side of it than exact (which, like
+// the reference, lands on the same side: exact matches the reference's logits within 1e-6 on
+// every case). There the top choice must still agree and |Δp|, against exact and against the
+// reference, stays within this looser bound (measured 0.008 on alt fx-011).
 constexpr double kMaxProbabilityDiffAtKnownFlip = 0.02;
 
 struct Outcome {
@@ -52,13 +53,11 @@ size_t argmax(const std::vector<double>& p) {
   return static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
 }
 
-// MXFP4 cases where stave's exact path itself departs from the reference (an activation within
-// fp32 rounding of an MXFP4 rounding boundary; tests/test_decide_fixtures.cpp,
-// docs/numerics.md): fast is compared with exact there, not with the reference.
+// MXFP4 cases where the fast path flips an activation code that exact and the reference agree on
+// (see kMaxProbabilityDiffAtKnownFlip). Public 009 and alt fx-017 were listed here while the exact
+// path itself still departed from the reference on them; now fast is within 0.005 there too.
 bool known_mxfp4_flip(const std::string& variant, bool alt, const std::string& name) {
-  if (variant != "mxfp4") return false;
-  if (!alt) return name == "009-many-options";
-  return name == "fx-011-many-questions" || name == "fx-017-image-one";
+  return variant == "mxfp4" && alt && name == "fx-011-many-questions";
 }
 
 struct Worst {
@@ -91,8 +90,8 @@ void compare_with_exact(const Outcome& fast, const Outcome& exact, double bound,
 }
 
 // Fast against the reference's response: the same error text, or per question the same top
-// logit and every rounded probability (and noul value) within 0.005 (+ half a rounding unit).
-void compare_with_reference(const Outcome& fast, const ojson& expected, Worst& worst) {
+// logit and every rounded probability (and noul value) within `bound` (+ half a rounding unit).
+void compare_with_reference(const Outcome& fast, const ojson& expected, double bound, Worst& worst) {
   if (expected.contains("error")) {
     ASSERT_TRUE(fast.failed) << "expected error " << expected["error"];
     EXPECT_EQ(fast.error, expected["error"].get<std::string>());
@@ -121,7 +120,7 @@ void compare_with_reference(const Outcome& fast, const ojson& expected, Worst& w
     auto check = [&](double have, double want, const std::string& what) {
       const double d = std::fabs(have - want);
       worst.vs_reference = std::max(worst.vs_reference, d);
-      EXPECT_LE(d, kMaxProbabilityDiff + 0.5e-4) << what;
+      EXPECT_LE(d, bound + 0.5e-4) << what;
     };
     if (resp.contains("probabilities")) {
       for (size_t i = 0; i < a->option_ids.size(); ++i)
@@ -158,12 +157,13 @@ void run_all(const std::string& model_dir, const std::string& cases_dir, const s
     Worst w;
     const bool flip = known_mxfp4_flip(variant, alt, n);
     compare_with_exact(f, e, flip ? kMaxProbabilityDiffAtKnownFlip : kMaxProbabilityDiff, w);
-    if (!flip) compare_with_reference(f, expected, w);
-    std::printf("[ fast ] %s %-40s max |Δp| vs exact %.2g, vs reference %s\n", variant.c_str(), n.c_str(),
-                w.vs_exact, flip ? "(known MXFP4 flip of exact: not compared; bound vs exact 0.02)"
-                                 : (std::to_string(w.vs_reference)).c_str());
-    if (!flip) all.vs_exact = std::max(all.vs_exact, w.vs_exact);
-    all.vs_reference = std::max(all.vs_reference, w.vs_reference);
+    compare_with_reference(f, expected, flip ? kMaxProbabilityDiffAtKnownFlip : kMaxProbabilityDiff, w);
+    std::printf("[ fast ] %s %-40s max |Δp| vs exact %.2g, vs reference %.2g%s\n", variant.c_str(), n.c_str(),
+                w.vs_exact, w.vs_reference, flip ? " (known MXFP4 flip of fast: bound 0.02)" : "");
+    if (!flip) {
+      all.vs_exact = std::max(all.vs_exact, w.vs_exact);
+      all.vs_reference = std::max(all.vs_reference, w.vs_reference);
+    }
   }
   std::printf("[ fast ] %s: %zu cases, worst |Δp| vs exact %.3g, vs reference %.3g\n", variant.c_str(), names.size(),
               all.vs_exact, all.vs_reference);

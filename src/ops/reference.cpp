@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/torch_cpu_order.h"
+#include "ops/torch_linear_order.h"
 #include "quant/mxfp4.h"
 #include "util/bf16.h"
 
@@ -42,7 +43,8 @@ void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
     for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x + m * K, K, xq.data() + m * K, w.input_scale_mode);
     xin = xq.data();
   }
-  // F.linear → MKL sgemm: each output is one FMA chain (blocked by 384 in k), bias added after.
+  // F.linear → MKL sgemm: per output one FMA chain (blocked by 384 in k), or for a few rows MKL's
+  // sixteen-lane kernel (torch_linear_order.h); the bias is added to the finished sum.
 #pragma omp parallel
   {
     std::vector<float> wrow(static_cast<size_t>(K));
@@ -50,7 +52,7 @@ void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
     for (int64_t n = 0; n < N; ++n) {
       weight_row_f32(w, n, wrow.data());
       for (int64_t m = 0; m < M; ++m) {
-        const float acc = torch_order::gemm_dot(xin + m * K, 1, wrow.data(), 1, K);
+        const float acc = torch_order::linear_dot(xin + m * K, wrow.data(), M, N, K);
         y[m * N + n] = w.bias ? acc + w.bias[n] : acc;
       }
     }
