@@ -22,6 +22,8 @@ g = torch.Generator().manual_seed(21)
 shapes = [(128, 128), (32, 128), (48, 32), (32, 48), (64, 256), (256, 256), (96, 640), (384, 512), (1024, 1024)]
 rows = list(range(1, 17)) + [20, 24, 31, 32, 33, 64]
 blobs, index, at = [], [], 0
+
+
 def put(t):
     global at
     a = t.contiguous().numpy().astype(np.float32).reshape(-1)
