@@ -6,13 +6,13 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "ops/torch_cpu_order.h"
+#include "test_util.h"
 
 namespace stave {
 namespace {
@@ -20,14 +20,7 @@ namespace {
 namespace to = ref::torch_order;
 
 std::vector<float> load_triples() {
-  std::ifstream f(std::string(STAVE_SOURCE_DIR) + "/tests/data/torch_cos_sin_probe.bin", std::ios::binary);
-  std::vector<float> v;
-  if (!f) return v;
-  f.seekg(0, std::ios::end);
-  v.resize(static_cast<size_t>(f.tellg()) / sizeof(float));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
+  return test::read_floats(std::string(STAVE_SOURCE_DIR) + "/tests/data/torch_cos_sin_probe.bin");
 }
 
 TEST(TorchCosSin, MatchesReferenceProbesBitForBit) {

@@ -15,6 +15,7 @@
 #include "model/linear_weight.h"
 #include "ops/reference.h"
 #include "ops/torch_linear_order.h"
+#include "test_util.h"
 
 namespace stave {
 namespace {
@@ -22,19 +23,8 @@ namespace {
 namespace to = ref::torch_order;
 const std::string kData = std::string(STAVE_SOURCE_DIR) + "/tests/data/";
 
-std::vector<float> read_floats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<float> v;
-  if (!f) return v;
-  f.seekg(0, std::ios::end);
-  v.resize(static_cast<size_t>(f.tellg()) / sizeof(float));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
-
 TEST(TorchLinearOrder, RefLinearMatchesRecordedProductsBitForBit) {
-  const std::vector<float> D = read_floats(kData + "torch_linear_probe.bin");
+  const std::vector<float> D = test::read_floats(kData + "torch_linear_probe.bin");
   std::ifstream jf(kData + "torch_linear_probe.json");
   ASSERT_TRUE(jf && !D.empty()) << "tests/data/torch_linear_probe.{bin,json} missing";
   const auto J = nlohmann::json::parse(jf);

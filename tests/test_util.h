@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -56,6 +58,19 @@ inline bool fixtures_required() {
       GTEST_SKIP() << "fixture " << (rel) << " not found (set STAVE_FIXTURES)";           \
     }                                                                                     \
   } while (0)
+
+// A raw little-endian float32 file (the probe data under tests/data), whole; empty when the
+// file is missing, so that the caller's size assertion names it.
+inline std::vector<float> read_floats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> v;
+  if (!f) return v;
+  f.seekg(0, std::ios::end);
+  v.resize(static_cast<size_t>(f.tellg()) / sizeof(float));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  return v;
+}
 
 inline nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(stave::read_file(path));
