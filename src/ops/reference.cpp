@@ -44,7 +44,9 @@ void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
     xin = xq.data();
   }
   // F.linear → MKL sgemm: per output one FMA chain (blocked by 384 in k), or for a few rows MKL's
-  // sixteen-lane kernel (torch_linear_order.h); the bias is added to the finished sum.
+  // sixteen-lane kernel (torch_linear_order.h; which one is a property of the shape); the bias is
+  // added to the finished sum.
+  const bool few_rows = torch_order::linear_uses_few_rows(M, N, K);
 #pragma omp parallel
   {
     std::vector<float> wrow(static_cast<size_t>(K));
@@ -52,7 +54,9 @@ void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
     for (int64_t n = 0; n < N; ++n) {
       weight_row_f32(w, n, wrow.data());
       for (int64_t m = 0; m < M; ++m) {
-        const float acc = torch_order::linear_dot(xin + m * K, wrow.data(), M, N, K);
+        const float* xr = xin + m * K;
+        const float acc = few_rows ? torch_order::gemm_dot_few_rows(xr, wrow.data(), K)
+                                   : torch_order::gemm_dot(xr, 1, wrow.data(), 1, K);
         y[m * N + n] = w.bias ? acc + w.bias[n] : acc;
       }
     }

@@ -35,9 +35,4 @@ inline bool linear_uses_few_rows(int64_t M, int64_t N, int64_t K) {
   return M >= 2 && M <= linear_few_rows_limit(N, K);
 }
 
-// One output of F.linear (without bias) as the reference computes it.
-inline float linear_dot(const float* x_row, const float* w_row, int64_t M, int64_t N, int64_t K) {
-  return linear_uses_few_rows(M, N, K) ? gemm_dot_few_rows(x_row, w_row, K) : gemm_dot(x_row, 1, w_row, 1, K);
-}
-
 }  // namespace stave::ref::torch_order
