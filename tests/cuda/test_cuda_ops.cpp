@@ -234,9 +234,15 @@ TEST(CudaOps, AttentionCausalGqa) {
   cuda::CudaBackendOptions small;
   small.attention_score_bytes = 3 * 8 * 1024;
   const cuda::CudaBackend exact_chunked(Precision::kExact, small), fast_chunked(Precision::kFast, small);
+  // Fast precision takes the flash kernel where the head dim allows (64, 256 here; 18 falls
+  // back); fast_gemm forces the chunked cuBLAS form so that both stay covered.
+  cuda::CudaBackendOptions gemm = small;
+  gemm.gemm_attention = true;
+  const cuda::CudaBackend fast_gemm(Precision::kFast, gemm);
   for (AttentionShape s : {AttentionShape{4, 2, 64, 0.125f}, AttentionShape{6, 1, 256, 0.0625f},
-                           AttentionShape{3, 3, 18, 0.25f}, AttentionShape{24, 4, 256, 0.0625f}})
-    for (auto [tokens, pos0] : {std::pair<int64_t, int64_t>{1, 0}, {37, 0}, {20, 45}, {130, 3}}) {
+                           AttentionShape{3, 3, 18, 0.25f}, AttentionShape{24, 4, 256, 0.0625f},
+                           AttentionShape{8, 2, 128, 0.0884f}, AttentionShape{2, 1, 16, 0.25f}})
+    for (auto [tokens, pos0] : {std::pair<int64_t, int64_t>{1, 0}, {37, 0}, {20, 45}, {130, 3}, {257, 0}}) {
       SCOPED_TRACE(::testing::Message() << "heads " << s.n_q_heads << "/" << s.n_kv_heads << " d " << s.head_dim
                                         << " tokens " << tokens << " pos0 " << pos0);
       const int64_t keys = pos0 + tokens;
@@ -245,9 +251,10 @@ TEST(CudaOps, AttentionCausalGqa) {
       const auto v = random_floats(rng, keys * s.n_kv_heads * s.head_dim);
       std::vector<float> want(q.size());
       ref::attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), want.data());
-      for (const auto* b : {&exact, &fast, &exact_chunked, &fast_chunked}) {
+      for (const auto* b : {&exact, &fast, &exact_chunked, &fast_chunked, &fast_gemm}) {
         const bool is_exact = b == &exact || b == &exact_chunked;
-        SCOPED_TRACE(::testing::Message() << (is_exact ? "exact" : "fast") << (b == &exact || b == &fast ? "" : " chunked"));
+        SCOPED_TRACE(::testing::Message() << (is_exact ? "exact" : "fast")
+                                          << (b == &exact || b == &fast ? "" : b == &fast_gemm ? " gemm" : " chunked"));
         std::vector<float> got = poisoned(q.size());
         b->attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), got.data());
         EXPECT_LE(rel_error(got, want), is_exact ? 1e-6 : 1e-5);
@@ -350,7 +357,7 @@ TEST(CudaOps, AttentionFullMatchesReference) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(12);
   for (auto [heads, d, rows, keys] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 16, 1, 1}, {4, 16, 7, 300},
-                                      {8, 32, 40, 65}}) {
+                                      {8, 32, 40, 65}, {8, 128, 70, 100}, {3, 20, 5, 33}}) {
     SCOPED_TRACE(::testing::Message() << "heads " << heads << " d " << d << " rows " << rows << " keys " << keys);
     const int64_t E = heads * d;
     const auto q = random_floats(rng, rows * E, -2, 2), k = random_floats(rng, keys * E, -2, 2),
@@ -361,13 +368,17 @@ TEST(CudaOps, AttentionFullMatchesReference) {
     shape.head_dim = d;
     shape.scale = 1.0f / std::sqrt(static_cast<float>(d));
     ref::attention_dense(shape, q.data(), E, rows, k.data(), v.data(), E, keys, want.data(), E);
-    cuda::GpuContext ctx(/*exact=*/false);
     cuda::DeviceBuffer dq, dk, dv, dout;
     dq.upload(q.data(), q.size() * sizeof(float));
     dk.upload(k.data(), k.size() * sizeof(float));
     dv.upload(v.data(), v.size() * sizeof(float));
     dout.reserve(want.size() * sizeof(float));
-    for (size_t budget : {size_t{1024}, cuda::dev::kAttentionScoreBytes}) {
+    for (auto [kernel, budget] : {std::pair{cuda::AttentionKernel::kFlash, cuda::dev::kAttentionScoreBytes},
+                                  std::pair{cuda::AttentionKernel::kGemm, size_t{1024}},
+                                  std::pair{cuda::AttentionKernel::kGemm, cuda::dev::kAttentionScoreBytes}}) {
+      SCOPED_TRACE(::testing::Message() << (kernel == cuda::AttentionKernel::kFlash ? "flash" : "gemm") << " budget "
+                                        << budget);
+      cuda::GpuContext ctx(/*exact=*/false, kernel);
       cuda::dev::attention_full(ctx, shape, dq.as<float>(), rows, dk.as<float>(), dv.as<float>(), keys,
                                 dout.as<float>(), budget);
       ctx.synchronize();

@@ -2,7 +2,8 @@
 # Runs on the device machine from the folder pack_cuda.sh filled: the GPU test suite, then
 # `stave synth --preset clef-27b --format mxfp4` on local disk and decision latency at 512,
 # 2048 and 8192 tokens on the H200 (bench_decide). Results and logs under $OUT.
-#   STEPS="tests bench torch" (default) — pick steps.
+#   STEPS="tests bench torch" (default) — pick steps; "stages" adds the per-stage profile.
+#   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
 set -uo pipefail
@@ -27,8 +28,8 @@ ldd "$bin/stave_cuda_tests" | grep "not found" && echo "MISSING LIBRARIES"
 if [[ " $steps " == *" tests "* ]]; then
   STAVE_PREBUILT="$bin" timeout "${TEST_TIMEOUT:-90}" bash scripts/cuda_device_tests.sh 2>&1 | tee "$OUT/cuda_tests.txt" | grep -v "^\[ *\(RUN\|OK\) *\]"
 fi
-if [[ " $steps " == *" bench "* ]]; then
-  rel=/tmp/clef-27b-mxfp4-L$layers
+rel=/tmp/clef-27b-mxfp4-L$layers
+synth_release() {  # once per machine: the release stays on its local disk
   if [ ! -f $rel/config.json ]; then
     rm -rf $rel
     df -h /tmp | tail -1
@@ -37,6 +38,9 @@ if [[ " $steps " == *" bench "* ]]; then
       --tokenizer $fx/public/model-bf16/tokenizer.json 2>&1 | tail -2 | tee "$OUT/synth.txt"
     echo "synth took $((SECONDS - start)) s" | tee -a "$OUT/synth.txt"
   fi
+}
+if [[ " $steps " == *" bench "* ]]; then
+  synth_release
   du -sh $rel | tee -a "$OUT/synth.txt"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/gpu_mem.txt" &
   smi=$!
@@ -44,6 +48,22 @@ if [[ " $steps " == *" bench "* ]]; then
     timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 | tee "$OUT/bench_mxfp4.txt"
   kill $smi
   echo "peak GPU memory used (MiB): $(sort -n "$OUT/gpu_mem.txt" | tail -1)" | tee -a "$OUT/bench_mxfp4.txt"
+  if [ "${COMPARE_GEMM_ATTENTION:-0}" = 1 ]; then
+    # The same benchmark with attention through the chunked cuBLAS products instead of the flash
+    # kernel, in the same run (the before/after ratio of docs/benchmarks.md).
+    STAVE_CUDA_ATTENTION=gemm STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
+      timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 |
+      tee "$OUT/bench_mxfp4_gemm_attention.txt"
+  fi
+fi
+if [[ " $steps " == *" stages "* ]]; then
+  synth_release
+  # Per-stage profile (synchronizes between stages), flash and cuBLAS attention.
+  for kernel in flash gemm; do
+    STAVE_CUDA_ATTENTION=$kernel STAVE_CUDA_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench \
+      --model $rel --device cuda --prompt-tokens "${STAGE_TOKENS:-512,2048,8192}" 2>&1 |
+      tee "$OUT/stages_$kernel.txt"
+  done
 fi
 if [[ " $steps " == *" torch "* ]]; then
   timeout "${TORCH_TIMEOUT:-100}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \

@@ -135,7 +135,11 @@ void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float*
   if (d <= 0 || nkv <= 0 || nq % nkv != 0)
     throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads");
   if (!ctx.exact()) {
-    attend<float>(ctx, shape, q, tokens, q_pos0, k, v, out, max_score_bytes, ctx.scratch_scores());
+    if (ctx.attention_kernel() == AttentionKernel::kFlash &&
+        flash_attention_supports(shape, q, k, v, out, q_pos0 + tokens))
+      flash_attention(ctx.stream(), shape, q, tokens, q_pos0, k, v, q_pos0 + tokens, /*causal=*/true, out);
+    else
+      attend<float>(ctx, shape, q, tokens, q_pos0, k, v, out, max_score_bytes, ctx.scratch_scores());
     return;
   }
   // Exact: everything widened to double once (q, k, v, out side by side in one scratch).
@@ -163,6 +167,10 @@ void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q
   if (d <= 0 || nkv <= 0 || nq % nkv != 0 || n_keys <= 0)
     throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads, keys non-empty");
   if (ctx.exact()) throw Error(ErrorKind::kInternal, "attention_full: fast precision only");
+  if (ctx.attention_kernel() == AttentionKernel::kFlash && flash_attention_supports(shape, q, k, v, out, n_keys)) {
+    flash_attention(ctx.stream(), shape, q, rows, 0, k, v, n_keys, /*causal=*/false, out);
+    return;
+  }
   attend<float>(ctx, shape, q, rows, 0, k, v, out, max_score_bytes, ctx.scratch_scores(), n_keys);
 }
 

@@ -76,7 +76,7 @@ CudaBackbone::CudaBackbone(const Release& release, Precision precision) : impl_(
   m.rope.rotary_dim = t.rotary_dim();
   m.rope.theta = t.rope_theta;
   m.rope.mrope_section = t.mrope_section;
-  m.ctx = std::make_unique<GpuContext>(m.exact);
+  m.ctx = std::make_unique<GpuContext>(m.exact, attention_kernel_from_env());
   // Which linears are MXFP4 and how their inputs are quantized: the release's quantization
   // plan, resolved per layer exactly as the CPU Backbone binds them.
   const std::optional<quant::QuantPlan> plan = quant::QuantPlan::from_model_config(release.config);

@@ -23,6 +23,9 @@ struct CudaBackendOptions {
   bool keep_matmul_weights = false;
   // Score buffer budget of attention_causal (tests make it small to exercise the chunking).
   size_t attention_score_bytes = size_t{512} << 20;
+  // Fast attention through the chunked cuBLAS products even where the flash kernel applies
+  // (tests cover both); otherwise STAVE_CUDA_ATTENTION decides (dev::attention_kernel_from_env).
+  bool gemm_attention = false;
 };
 
 class CudaBackend : public Backend {

@@ -39,15 +39,24 @@ struct DeviceLinear {
 };
 DeviceLinear upload_linear(const LinearWeight& w);
 
+// Which kernel runs fast-precision attention: the fused flash kernel (attention_flash.cu;
+// head dims 16/32/64/128/256) or the chunked cuBLAS products (attention_gemm.cu; any shape,
+// and exact precision always). kGemm stays selectable (STAVE_CUDA_ATTENTION=gemm) so that a
+// benchmark can measure both in one run.
+enum class AttentionKernel { kFlash, kGemm };
+// STAVE_CUDA_ATTENTION=gemm selects kGemm; unset or "flash", kFlash; anything else is an error.
+AttentionKernel attention_kernel_from_env();
+
 // Per-stream state: cuBLAS handle and growable scratch for linear layers. Not thread-safe.
 class GpuContext {
  public:
-  explicit GpuContext(bool exact);
+  explicit GpuContext(bool exact, AttentionKernel attention = AttentionKernel::kFlash);
   ~GpuContext();
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
 
   bool exact() const { return exact_; }
+  AttentionKernel attention_kernel() const { return attention_; }
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
   DeviceBuffer& scratch_w() { return w_; }
@@ -59,6 +68,7 @@ class GpuContext {
 
  private:
   bool exact_;
+  AttentionKernel attention_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   DeviceBuffer w_, x_, y_, scores_, wide_;
@@ -93,8 +103,9 @@ void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64
 // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
 void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate, cudaStream_t s);
 // Causal GQA attention (ref::attention_causal): q [tokens, nq·d] at positions q_pos0 …, k and v
-// [q_pos0 + tokens, nkv·d]. cuBLAS products per chunk of queries, the chunk sized so that its
-// scores fit `max_score_bytes`; exact: fp64 throughout, fast: fp32 (no TF32).
+// [q_pos0 + tokens, nkv·d]. Exact: fp64 cuBLAS products per chunk of queries, the chunk sized
+// so that its scores fit `max_score_bytes`. Fast: the flash kernel where it applies
+// (ctx.attention_kernel(), flash_attention_supports), else the same chunked products in fp32.
 constexpr size_t kAttentionScoreBytes = size_t{512} << 20;
 void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
                       const float* k, const float* v, float* out, size_t max_score_bytes = kAttentionScoreBytes);
@@ -104,6 +115,13 @@ void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float*
 // cuBLAS products, queries chunked to `max_score_bytes`. Fast precision only.
 void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t rows, const float* k,
                     const float* v, int64_t n_keys, float* out, size_t max_score_bytes = kAttentionScoreBytes);
+
+// The fused kernel itself (attention_flash.cu): 3xTF32 tensor-core products, online softmax.
+// Causal: query i at position q_pos0 + i sees keys 0 … q_pos0 + i; otherwise all n_keys keys.
+bool flash_attention_supports(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                              const float* out, int64_t keys);
+void flash_attention(cudaStream_t stream, const AttentionShape& shape, const float* q, int64_t tokens,
+                     int64_t q_pos0, const float* k, const float* v, int64_t n_keys, bool causal, float* out);
 
 // y[rows, dim] = (x − mean)/√(var + eps) · gamma + beta per row (ref::layer_norm), fp32 with the
 // row's moments in double; y may alias x.

@@ -5,7 +5,10 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "backends/cuda/device_ops.h"
@@ -255,7 +258,15 @@ DeviceLinear upload_linear(const LinearWeight& w) {
   return d;
 }
 
-GpuContext::GpuContext(bool exact) : exact_(exact) {
+AttentionKernel attention_kernel_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_ATTENTION");
+  if (!e || !*e || std::string_view(e) == "flash") return AttentionKernel::kFlash;
+  if (std::string_view(e) == "gemm") return AttentionKernel::kGemm;
+  throw Error(ErrorKind::kUnsupported,
+              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'flash' or 'gemm'");
+}
+
+GpuContext::GpuContext(bool exact, AttentionKernel attention) : exact_(exact), attention_(attention) {
   STAVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   STAVE_CUBLAS_CHECK(cublasCreate(&blas_));
   STAVE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
