@@ -4,6 +4,9 @@
 //     ./build/bench/bench_decide --benchmark_filter='Decide/512'
 // Counters: tokens (exact input length), backbone_ms and head_ms per decision (Engine timings),
 // prefill_tok_s = tokens / backbone time.
+// DecideBatch/B/N: B such requests through Engine::decide_batch (one packed prefill on a GPU);
+// counters per batch: tokens (all B), backbone_ms, decisions_s and prefill_tok_s (all tokens /
+// backbone time) — the throughput side, where Decide is the latency side.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -12,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "decide/request.h"
 #include "stave/engine.h"
 
 namespace {
@@ -82,5 +86,33 @@ void BM_Decide(benchmark::State& state) {
 }
 BENCHMARK(BM_Decide)->Name("Decide")->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()
     ->Iterations(5)->Repetitions(3)->ReportAggregatesOnly(true);
+
+void BM_DecideBatch(benchmark::State& state) {
+  const stave::Engine* e = engine();
+  if (!e) {
+    state.SkipWithError("set STAVE_BENCH_MODEL to a release folder");
+    return;
+  }
+  const int64_t batch = state.range(0);
+  const std::string req = request_with_tokens(*e, state.range(1));
+  const std::vector<stave::DecisionRequest> requests(static_cast<size_t>(batch), stave::parse_decision_request(req));
+  const auto warm = e->decide_batch(requests);  // warm-up: scratch grown to the batch
+  int64_t tokens = 0;
+  for (const auto& d : warm) tokens += d.usage.input_tokens;
+  double backbone = 0;
+  int64_t n = 0;
+  for (auto _ : state) {
+    const auto d = e->decide_batch(requests);
+    backbone += d.front().timings.backbone_ms;
+    ++n;
+  }
+  state.counters["tokens"] = static_cast<double>(tokens);
+  state.counters["backbone_ms"] = backbone / static_cast<double>(n);
+  state.counters["decisions_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["prefill_tok_s"] = static_cast<double>(tokens) * n / (backbone / 1000.0);
+}
+BENCHMARK(BM_DecideBatch)->Name("DecideBatch")->ArgNames({"batch", "tokens"})
+    ->Args({4, 512})->Args({16, 512})->Args({2, 2048})->Args({4, 2048})->Args({8, 2048})
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3)->Repetitions(2)->ReportAggregatesOnly(true);
 
 }  // namespace

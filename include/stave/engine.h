@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,11 +72,21 @@ class Engine {
   // parse_decision_request (src/decide/request.h), e.g. under protocol limits: front ends that
   // report field-level issues (the HTTP server's 422) use it so that nothing is parsed twice.
   Decision decide(const DecisionRequest& request, const DecideOptions& options = {}) const;
+  // Several decisions with their backbone prefills packed into one forward on a GPU device
+  // (throughput: the linear layers see all the rows at once); on the CPU, one after another.
+  // Each answer is the one decide() gives, up to the accumulation order of the larger products
+  // in fast precision; timings.backbone_ms is the whole batch's prefill. The first request that
+  // fails to parse or encode throws, and no decision is made.
+  std::vector<Decision> decide_batch(std::span<const DecisionRequest> requests, const DecideOptions& options = {}) const;
   const ModelInfo& info() const;
 
   struct Impl;
 
  private:
+  struct Prepared;
+  Prepared prepare(const DecisionRequest& request, const DecideOptions& options) const;
+  Decision finish(const DecisionRequest& request, Prepared& prepared, const std::vector<float>& hidden,
+                  const DecideOptions& options) const;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -10,7 +10,7 @@
 
 namespace stave {
 
-std::shared_ptr<DeviceForward> make_device_backbone(const Release& release, const EngineOptions& options) {
+std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options) {
   if (options.device.empty() || options.device == "cpu") return nullptr;
   if (options.device != "cuda")
     throw Error(ErrorKind::kUnsupported, "device must be cpu or cuda, not \"" + options.device + "\"");
@@ -18,10 +18,11 @@ std::shared_ptr<DeviceForward> make_device_backbone(const Release& release, cons
   if (!cuda::device_available())
     throw Error(ErrorKind::kUnsupported, "device cuda: no CUDA GPU is visible to this process");
   auto gpu = std::make_shared<cuda::CudaBackbone>(release, options.precision);
-  return std::make_shared<DeviceForward>(
-      [gpu](std::span<const int32_t> ids, std::span<const int32_t> pos, std::span<const EmbeddingOverride> ov) {
-        return gpu->forward(ids, pos, ov);
-      });
+  auto device = std::make_shared<DeviceBackbone>();
+  device->forward = [gpu](std::span<const int32_t> ids, std::span<const int32_t> pos,
+                          std::span<const EmbeddingOverride> ov) { return gpu->forward(ids, pos, ov); };
+  device->forward_batch = [gpu](std::span<const BackboneSequence> seqs) { return gpu->forward_batch(seqs); };
+  return device;
 #else
   (void)release;
   throw Error(ErrorKind::kUnsupported, "device cuda: this stave was built without CUDA (configure with -DSTAVE_CUDA=ON)");

@@ -16,14 +16,19 @@
 
 namespace stave {
 
-// The backbone's forward (same contract as Backbone::forward) on a non-CPU device.
-using DeviceForward = std::function<std::vector<float>(std::span<const int32_t>, std::span<const int32_t>,
-                                                       std::span<const EmbeddingOverride>)>;
+// The backbone on a non-CPU device: forward has Backbone::forward's contract; forward_batch
+// runs several sequences in one packed prefill (one result per sequence).
+struct DeviceBackbone {
+  std::function<std::vector<float>(std::span<const int32_t>, std::span<const int32_t>,
+                                   std::span<const EmbeddingOverride>)>
+      forward;
+  std::function<std::vector<std::vector<float>>(std::span<const BackboneSequence>)> forward_batch;
+};
 
-// nullptr for device "cpu"; the GPU backbone's forward for "cuda". An unknown device, or
-// "cuda" in a build without CUDA or on a machine without a GPU, is an Error naming it.
-// The returned function owns the device state; `release` must outlive it.
-std::shared_ptr<DeviceForward> make_device_backbone(const Release& release, const EngineOptions& options);
+// nullptr for device "cpu"; the GPU backbone for "cuda". An unknown device, or "cuda" in a
+// build without CUDA or on a machine without a GPU, is an Error naming it. The returned
+// object owns the device state; `release` must outlive it.
+std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options);
 
 // The backend for the joint head's products over all L rows (memory and key/value
 // projections) when the backbone runs on a GPU in fast precision: the GPU's, with the head's

@@ -55,7 +55,7 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   const Backend* backend = nullptr;
   std::unique_ptr<Backbone> backbone;
-  std::shared_ptr<DeviceForward> device_backbone;  // set when options.device is not "cpu"
+  std::shared_ptr<DeviceBackbone> device_backbone;  // set when options.device is not "cpu"
   std::unique_ptr<Backend> head_backend;            // the GPU's, for a fast decision on cuda
   std::unique_ptr<JointHead> head;
   std::unique_ptr<VisionTower> vision;
@@ -118,13 +118,29 @@ Decision Engine::decide(std::string_view request_json, const DecideOptions& opti
   return out;
 }
 
-Decision Engine::decide(const DecisionRequest& request, const DecideOptions& options) const {
+// A request encoded and ready for the backbone: ids, image features as embedding overrides
+// (pointing into `features`, so a Prepared is moved, never copied), M-RoPE positions, and the
+// Decision with the timings and usage known so far.
+struct Engine::Prepared {
+  Prepared() = default;
+  Prepared(Prepared&&) = default;
+  Prepared(const Prepared&) = delete;
+  Clock::time_point t0;
+  EncodedRequest enc;
+  std::vector<float> features;
+  std::vector<EmbeddingOverride> overrides;
+  std::vector<int32_t> positions;
+  Decision out;
+};
+
+Engine::Prepared Engine::prepare(const DecisionRequest& request, const DecideOptions& options) const {
   const Impl& m = *impl_;
   // The OpenMP thread count is per calling thread: a server calls decide from its own workers,
   // not from the thread that ran load().
   if (m.options.threads > 0 && omp_get_max_threads() != m.options.threads) omp_set_num_threads(m.options.threads);
-  const auto t0 = Clock::now();
-  Decision out;
+  Prepared p;
+  p.t0 = Clock::now();
+  Decision& out = p.out;
   check_decide_options(m.info, options);
 
   // 1. Encoding (images are decoded and preprocessed here).
@@ -137,20 +153,18 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
   EncodeOptions eo;
   eo.max_length = options.max_length;
   eo.max_state_tokens = options.max_state_tokens;
-  const EncodedRequest enc = encode_request(request, *m.tokenizer, eo, media.get());
+  p.enc = encode_request(request, *m.tokenizer, eo, media.get());
+  const EncodedRequest& enc = p.enc;
   if (options.truncation == TruncationPolicy::kRefuse && enc.truncated_state_tokens > 0)
     throw Error(ErrorKind::kRequestTooLarge,
                 "the state is " + std::to_string(enc.state_tokens + enc.truncated_state_tokens) + " tokens but only " +
                     std::to_string(enc.state_tokens) + " fit in max_length " + std::to_string(options.max_length) +
                     " (truncation policy: refuse)");
-  out.timings.encode_ms = ms_since(t0);
+  out.timings.encode_ms = ms_since(p.t0);
   const int64_t L = static_cast<int64_t>(enc.input_ids.size());
   const int64_t H = m.info.hidden_size;
 
   // 2. Image features replace the <|image_pad|> embeddings, in order; M-RoPE positions.
-  std::vector<float> features;
-  std::vector<EmbeddingOverride> overrides;
-  std::vector<int32_t> positions;
   if (media) {
     const auto tv = Clock::now();
     std::vector<float> pixels;
@@ -159,28 +173,31 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
       pixels.insert(pixels.end(), img.pixel_values.begin(), img.pixel_values.end());
       rows += img.rows;
     }
-    features = m.vision->forward(pixels.data(), rows, media->grids()).merged;
+    p.features = m.vision->forward(pixels.data(), rows, media->grids()).merged;
     const int32_t pad = m.media_ids.image_pad;
-    for (int64_t p = 0; p < L; ++p)
-      if (enc.input_ids[p] == pad) {
-        const size_t row = overrides.size();
-        if (static_cast<int64_t>((row + 1) * H) > static_cast<int64_t>(features.size()))
+    for (int64_t q = 0; q < L; ++q)
+      if (enc.input_ids[q] == pad) {
+        const size_t row = p.overrides.size();
+        if (static_cast<int64_t>((row + 1) * H) > static_cast<int64_t>(p.features.size()))
           throw Error(ErrorKind::kInternal, "more image tokens than image features");
-        overrides.push_back({p, features.data() + row * H});
+        p.overrides.push_back({q, p.features.data() + row * H});
       }
-    if (static_cast<int64_t>(overrides.size() * H) != static_cast<int64_t>(features.size()))
+    if (static_cast<int64_t>(p.overrides.size() * H) != static_cast<int64_t>(p.features.size()))
       throw Error(ErrorKind::kInternal, "image token count does not match the image features");
-    positions = mrope_position_ids(L, enc.media ? &*enc.media : nullptr, m.release->config.vision.spatial_merge_size).ids;
-    out.usage.image_tokens = static_cast<int64_t>(overrides.size());
+    p.positions =
+        mrope_position_ids(L, enc.media ? &*enc.media : nullptr, m.release->config.vision.spatial_merge_size).ids;
+    out.usage.image_tokens = static_cast<int64_t>(p.overrides.size());
     out.timings.vision_ms = ms_since(tv);
   }
+  return p;
+}
 
-  // 3. Backbone prefill and the joint head.
-  const auto tb = Clock::now();
-  const std::vector<float> hidden = m.device_backbone
-                                        ? (*m.device_backbone)(enc.input_ids, positions, overrides)
-                                        : m.backbone->forward(enc.input_ids, positions, overrides);
-  out.timings.backbone_ms = ms_since(tb);
+Decision Engine::finish(const DecisionRequest& request, Prepared& p, const std::vector<float>& hidden,
+                        const DecideOptions& options) const {
+  const Impl& m = *impl_;
+  Decision& out = p.out;
+  const EncodedRequest& enc = p.enc;
+  const int64_t L = static_cast<int64_t>(enc.input_ids.size());
   const auto th = Clock::now();
   const auto logits = m.head->forward(hidden.data(), L, enc.input_ids, enc.questions);
   out.timings.head_ms = ms_since(th);
@@ -207,7 +224,45 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
     a.confidence = q.confidence;
     out.answers.push_back(std::move(a));
   }
-  out.timings.total_ms = ms_since(t0);
+  out.timings.total_ms = ms_since(p.t0);
+  return std::move(out);
+}
+
+Decision Engine::decide(const DecisionRequest& request, const DecideOptions& options) const {
+  const Impl& m = *impl_;
+  Prepared p = prepare(request, options);
+  // 3. Backbone prefill, then the joint head.
+  const auto tb = Clock::now();
+  const std::vector<float> hidden = m.device_backbone
+                                        ? m.device_backbone->forward(p.enc.input_ids, p.positions, p.overrides)
+                                        : m.backbone->forward(p.enc.input_ids, p.positions, p.overrides);
+  p.out.timings.backbone_ms = ms_since(tb);
+  return finish(request, p, hidden, options);
+}
+
+std::vector<Decision> Engine::decide_batch(std::span<const DecisionRequest> requests,
+                                           const DecideOptions& options) const {
+  const Impl& m = *impl_;
+  std::vector<Prepared> prepared;
+  prepared.reserve(requests.size());
+  for (const DecisionRequest& r : requests) prepared.push_back(prepare(r, options));
+  std::vector<std::vector<float>> hidden;
+  const auto tb = Clock::now();
+  if (m.device_backbone) {
+    std::vector<BackboneSequence> seqs;
+    for (const Prepared& p : prepared) seqs.push_back({p.enc.input_ids, p.positions, p.overrides});
+    hidden = m.device_backbone->forward_batch(seqs);
+  } else {
+    // The CPU backbone already spreads one sequence over every core: one after another.
+    for (const Prepared& p : prepared) hidden.push_back(m.backbone->forward(p.enc.input_ids, p.positions, p.overrides));
+  }
+  const double backbone_ms = ms_since(tb);
+  std::vector<Decision> out;
+  out.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    prepared[i].out.timings.backbone_ms = backbone_ms;  // the batch's shared prefill
+    out.push_back(finish(requests[i], prepared[i], hidden[i], options));
+  }
   return out;
 }
 

@@ -28,6 +28,14 @@ struct EmbeddingOverride {
   const float* values = nullptr;  // hidden_size floats, owned by the caller
 };
 
+// One sequence of a batched prefill (a device backbone's forward_batch): token ids, M-RoPE
+// positions (3·L values, or empty for 0 … L−1) and embedding overrides, as Backbone::forward.
+struct BackboneSequence {
+  std::span<const int32_t> ids;
+  std::span<const int32_t> positions;
+  std::span<const EmbeddingOverride> overrides;
+};
+
 // Peak working memory of a prefill of L tokens: h [L, hidden] + one layer's state at a time
 // (layers run one after another over all chunks: full attention K and V [L, n_kv, head_dim]
 // each; Gated DeltaNet conv history + state [n_v, d_k, d_v]) + one chunk's activations

@@ -2,11 +2,15 @@
 // public fixture case through the Engine with device "cuda" — exact mode against the
 // reference's logits (fixture tolerance 1e-4), fast mode against the CPU exact engine (same top
 // choice, |Δp| ≤ 0.005).
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_backbone.h"
+#include "decide/request.h"
 #include "cuda_test_util.h"
 #include "io/release.h"
 #include "model/backbone.h"
@@ -114,6 +118,26 @@ TEST_P(CudaFixtures, ExactDecisionsMatchFixtureLogits) {
   std::printf("[ cuda exact ] %s: %zu cases, worst |Δlogit| %.3g\n", variant.c_str(), names.size(), worst);
 }
 
+// Sets an environment variable for a scope (the GPU contexts read STAVE_CUDA_ATTENTION when
+// they are made).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Fast decisions with the automatic attention choice (the fixture model's small grids take the
+// cuBLAS form) and with the flash kernel pinned, as the 27B's attention layers run it.
 TEST_P(CudaFixtures, FastDecisionsAgreeWithExactCpu) {
   STAVE_REQUIRE_GPU();
   STAVE_REQUIRE_FIXTURE("public/cases");
@@ -122,33 +146,115 @@ TEST_P(CudaFixtures, FastDecisionsAgreeWithExactCpu) {
   eo.model = model_dir(variant);
   eo.precision = Precision::kExact;
   auto cpu = Engine::load(eo);
-  eo.precision = Precision::kFast;
-  eo.device = "cuda";
-  auto gpu = Engine::load(eo);
-  double worst = 0;
-  for (const auto& n : case_names(variant)) {
-    SCOPED_TRACE(n);
-    const std::string dir = test::fixture("public/cases/" + n);
-    const ojson expected = ojson::parse(read_file(dir + "/expected-" + variant + ".json"));
-    if (expected.contains("error")) continue;
-    DecideOptions o;
-    o.max_length = expected["max_length"].get<int64_t>();
-    const std::string request = read_file(dir + "/request.json");
-    const Decision want = cpu->decide(request, o), got = gpu->decide(request, o);
-    ASSERT_EQ(got.answers.size(), want.answers.size());
-    for (size_t a = 0; a < want.answers.size(); ++a) {
-      const auto& pw = want.answers[a].probabilities;
-      const auto& pg = got.answers[a].probabilities;
-      ASSERT_EQ(pg.size(), pw.size());
-      const auto top = [](const std::vector<double>& p) { return std::max_element(p.begin(), p.end()) - p.begin(); };
-      EXPECT_EQ(top(pg), top(pw)) << want.answers[a].id;
-      for (size_t i = 0; i < pw.size(); ++i) {
-        worst = std::max(worst, std::fabs(pg[i] - pw[i]));
-        EXPECT_LE(std::fabs(pg[i] - pw[i]), 0.005) << want.answers[a].id;
+  for (const char* kernel : {"auto", "flash"}) {
+    SCOPED_TRACE(kernel);
+    const ScopedEnv env("STAVE_CUDA_ATTENTION", kernel);
+    eo.precision = Precision::kFast;
+    eo.device = "cuda";
+    auto gpu = Engine::load(eo);
+    double worst = 0;
+    for (const auto& n : case_names(variant)) {
+      SCOPED_TRACE(n);
+      const std::string dir = test::fixture("public/cases/" + n);
+      const ojson expected = ojson::parse(read_file(dir + "/expected-" + variant + ".json"));
+      if (expected.contains("error")) continue;
+      DecideOptions o;
+      o.max_length = expected["max_length"].get<int64_t>();
+      const std::string request = read_file(dir + "/request.json");
+      const Decision want = cpu->decide(request, o), got = gpu->decide(request, o);
+      ASSERT_EQ(got.answers.size(), want.answers.size());
+      for (size_t a = 0; a < want.answers.size(); ++a) {
+        const auto& pw = want.answers[a].probabilities;
+        const auto& pg = got.answers[a].probabilities;
+        ASSERT_EQ(pg.size(), pw.size());
+        const auto top = [](const std::vector<double>& p) { return std::max_element(p.begin(), p.end()) - p.begin(); };
+        EXPECT_EQ(top(pg), top(pw)) << want.answers[a].id;
+        for (size_t i = 0; i < pw.size(); ++i) {
+          worst = std::max(worst, std::fabs(pg[i] - pw[i]));
+          EXPECT_LE(std::fabs(pg[i] - pw[i]), 0.005) << want.answers[a].id;
+        }
       }
     }
+    std::printf("[ cuda fast ] %s, attention %s: worst |Δp| vs CPU exact %.3g\n", variant.c_str(), kernel, worst);
   }
-  std::printf("[ cuda fast ] %s: worst |Δp| vs CPU exact %.3g\n", variant.c_str(), worst);
+}
+
+// The packed (batched) prefill against each sequence alone: lengths that cross the attention
+// and delta-rule tiles, a one-token and an empty sequence among them. Exact accumulates in
+// fp64 either way (only the summation order inside cuBLAS may differ); fast accumulates in
+// fp32, whose order changes with the row count, and an MXFP4 activation on a rounding
+// boundary may then quantize the other way (the same effect as in the test above).
+TEST_P(CudaFixtures, BatchedPrefillMatchesOneSequenceAtATime) {
+  STAVE_REQUIRE_GPU();
+  STAVE_REQUIRE_FIXTURE("public/model-" + GetParam());
+  const auto rel = open_release(model_dir(GetParam()));
+  std::mt19937 rng(13);
+  std::vector<std::vector<int32_t>> ids;
+  for (int64_t L : {37, 1, 0, 300, 64, 129}) {
+    ids.emplace_back(L);
+    for (auto& id : ids.back()) id = static_cast<int32_t>(rng() % rel->config.text.vocab_size);
+  }
+  std::vector<BackboneSequence> seqs;
+  for (const auto& v : ids) seqs.push_back({v, {}, {}});
+  for (Precision p : {Precision::kExact, Precision::kFast}) {
+    const bool exact = p == Precision::kExact;
+    const cuda::CudaBackbone gpu(*rel, p);
+    const auto batch = gpu.forward_batch(seqs);
+    ASSERT_EQ(batch.size(), seqs.size());
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      const auto one = gpu.forward(ids[b]);
+      ASSERT_EQ(batch[b].size(), one.size()) << b;
+      if (one.empty()) continue;
+      const double rel_err = test::rel_error(batch[b], one);
+      EXPECT_LE(rel_err, exact ? 1e-6 : GetParam() == "mxfp4" ? 5e-2 : 1e-4)
+          << (exact ? "exact" : "fast") << ", sequence " << b << " of " << ids[b].size() << " tokens";
+      std::printf("[ cuda batch ] %s %s L %zu: rel %.3g\n", GetParam().c_str(), exact ? "exact" : "fast",
+                  ids[b].size(), rel_err);
+    }
+  }
+}
+
+// Engine::decide_batch on the GPU: the fixture requests in one packed prefill give the
+// decisions of decide() one at a time.
+TEST_P(CudaFixtures, BatchedDecisionsMatchOneAtATime) {
+  STAVE_REQUIRE_GPU();
+  STAVE_REQUIRE_FIXTURE("public/cases");
+  const std::string variant = GetParam();
+  for (Precision p : {Precision::kExact, Precision::kFast}) {
+    EngineOptions eo;
+    eo.model = model_dir(variant);
+    eo.precision = p;
+    eo.device = "cuda";
+    auto gpu = Engine::load(eo);
+    std::vector<DecisionRequest> requests;
+    DecideOptions o;
+    for (const auto& n : case_names(variant)) {
+      const std::string dir = test::fixture("public/cases/" + n);
+      const ojson expected = ojson::parse(read_file(dir + "/expected-" + variant + ".json"));
+      // Cases with errors, other lengths or images are covered by the decide() tests above.
+      if (expected.contains("error") || expected["max_length"].get<int64_t>() != o.max_length) continue;
+      const ojson req = ojson::parse(read_file(dir + "/request.json"));
+      if (req.contains("images")) continue;
+      requests.push_back(parse_decision_request(req.dump()));
+    }
+    ASSERT_GE(requests.size(), 3u);
+    const auto batch = gpu->decide_batch(requests, o);
+    ASSERT_EQ(batch.size(), requests.size());
+    double worst = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Decision one = gpu->decide(requests[i], o);
+      ASSERT_EQ(batch[i].answers.size(), one.answers.size());
+      for (size_t a = 0; a < one.answers.size(); ++a) {
+        const auto& pw = one.answers[a].probabilities;
+        const auto& pg = batch[i].answers[a].probabilities;
+        ASSERT_EQ(pg.size(), pw.size());
+        for (size_t k = 0; k < pw.size(); ++k) worst = std::max(worst, std::fabs(pg[k] - pw[k]));
+      }
+    }
+    EXPECT_LE(worst, p == Precision::kExact ? 1e-6 : 0.005);
+    std::printf("[ cuda batch ] %s %s: %zu requests, worst |Δp| batch vs one %.3g\n", variant.c_str(),
+                p == Precision::kExact ? "exact" : "fast", requests.size(), worst);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaFixtures, ::testing::Values("bf16", "mxfp4"));

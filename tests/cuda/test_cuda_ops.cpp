@@ -229,16 +229,20 @@ TEST(CudaOps, Rope) {
 TEST(CudaOps, AttentionCausalGqa) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(8);
-  const cuda::CudaBackend exact(Precision::kExact), fast(Precision::kFast);
   // A score budget of a few rows: many query chunks, each seeing a different number of keys.
   cuda::CudaBackendOptions small;
   small.attention_score_bytes = 3 * 8 * 1024;
-  const cuda::CudaBackend exact_chunked(Precision::kExact, small), fast_chunked(Precision::kFast, small);
-  // Fast precision takes the flash kernel where the head dim allows (64, 256 here; 18 falls
-  // back); fast_gemm forces the chunked cuBLAS form so that both stay covered.
+  // Fast precision: fast and fast_chunked pin the flash kernel (wherever the head dim allows:
+  // all but 18 here, which falls back), fast_gemm the chunked cuBLAS form; both stay covered
+  // whatever the automatic choice would be for these small grids.
+  small.attention_kernel = cuda::AttentionKernel::kFlash;
+  cuda::CudaBackendOptions flash;
+  flash.attention_kernel = cuda::AttentionKernel::kFlash;
   cuda::CudaBackendOptions gemm = small;
-  gemm.gemm_attention = true;
+  gemm.attention_kernel = cuda::AttentionKernel::kGemm;
   const cuda::CudaBackend fast_gemm(Precision::kFast, gemm);
+  const cuda::CudaBackend exact(Precision::kExact), fast(Precision::kFast, flash);
+  const cuda::CudaBackend exact_chunked(Precision::kExact, small), fast_chunked(Precision::kFast, small);
   for (AttentionShape s : {AttentionShape{4, 2, 64, 0.125f}, AttentionShape{6, 1, 256, 0.0625f},
                            AttentionShape{3, 3, 18, 0.25f}, AttentionShape{24, 4, 256, 0.0625f},
                            AttentionShape{8, 2, 128, 0.0884f}, AttentionShape{2, 1, 16, 0.25f}})

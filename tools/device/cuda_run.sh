@@ -58,8 +58,8 @@ if [[ " $steps " == *" bench "* ]]; then
 fi
 if [[ " $steps " == *" stages "* ]]; then
   synth_release
-  # Per-stage profile (synchronizes between stages), flash and cuBLAS attention.
-  for kernel in flash gemm; do
+  # Per-stage profile (synchronizes between stages), automatic (flash) and cuBLAS attention.
+  for kernel in auto gemm; do
     STAVE_CUDA_ATTENTION=$kernel STAVE_CUDA_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench \
       --model $rel --device cuda --prompt-tokens "${STAGE_TOKENS:-512,2048,8192}" 2>&1 |
       tee "$OUT/stages_$kernel.txt"

@@ -126,6 +126,15 @@ void attend(GpuContext& ctx, const AttentionShape& shape, const T* q, int64_t to
   }
 }
 
+bool use_flash(const GpuContext& ctx, const AttentionShape& shape, int64_t queries) {
+  switch (ctx.attention_kernel()) {
+    case AttentionKernel::kFlash: return true;
+    case AttentionKernel::kGemm: return false;
+    case AttentionKernel::kAuto: break;
+  }
+  return flash_attention_pays(shape, queries);
+}
+
 }  // namespace
 
 void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
@@ -135,8 +144,7 @@ void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float*
   if (d <= 0 || nkv <= 0 || nq % nkv != 0)
     throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads");
   if (!ctx.exact()) {
-    if (ctx.attention_kernel() == AttentionKernel::kFlash &&
-        flash_attention_supports(shape, q, k, v, out, q_pos0 + tokens))
+    if (use_flash(ctx, shape, tokens) && flash_attention_supports(shape, q, k, v, out, q_pos0 + tokens))
       flash_attention(ctx.stream(), shape, q, tokens, q_pos0, k, v, q_pos0 + tokens, /*causal=*/true, out);
     else
       attend<float>(ctx, shape, q, tokens, q_pos0, k, v, out, max_score_bytes, ctx.scratch_scores());
@@ -167,7 +175,7 @@ void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q
   if (d <= 0 || nkv <= 0 || nq % nkv != 0 || n_keys <= 0)
     throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads, keys non-empty");
   if (ctx.exact()) throw Error(ErrorKind::kInternal, "attention_full: fast precision only");
-  if (ctx.attention_kernel() == AttentionKernel::kFlash && flash_attention_supports(shape, q, k, v, out, n_keys)) {
+  if (use_flash(ctx, shape, rows) && flash_attention_supports(shape, q, k, v, out, n_keys)) {
     flash_attention(ctx.stream(), shape, q, rows, 0, k, v, n_keys, /*causal=*/false, out);
     return;
   }

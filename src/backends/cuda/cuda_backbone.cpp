@@ -59,9 +59,27 @@ struct CudaBackbone::Impl {
   // Activations and scratch, grown to the longest sequence seen (decisions run one at a time).
   mutable std::mutex mutex;
   mutable std::unique_ptr<GpuContext> ctx;
-  mutable DeviceBuffer h, x, y, big1, big2, z, a, b, g, beta, conv, core, q, gate, K, V, history, state, cos, sin, qk;
+  mutable DeviceBuffer h, x, y, big1, big2, z, a, b, g, beta, conv, core, q, gate, K, V, history, state, cos, sin, qk,
+      starts;
 
   void add(const DeviceLinear& l) { weight_bytes += linear_bytes(l); }
+
+  // Host staging for the embeddings and angles in, the hidden states out (one batch at a time).
+  mutable PinnedBuffer staging;
+  // cos/sin rows of positions 0 … rope_rows − 1 (text positions), grown on demand.
+  mutable std::vector<float> rope_cos, rope_sin;
+  mutable int64_t rope_rows = 0;
+  void extend_rope_table(int64_t rows) const {
+    if (rows <= rope_rows) return;
+    const int64_t half = rope.half();
+    std::vector<int32_t> pos(static_cast<size_t>(rows - rope_rows));
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(rope_rows + static_cast<int64_t>(i));
+    rope_cos.resize(static_cast<size_t>(rows * half));
+    rope_sin.resize(static_cast<size_t>(rows * half));
+    ref::mrope_cos_sin(rope, pos.data(), pos.data(), pos.data(), rows - rope_rows, rope_cos.data() + rope_rows * half,
+                       rope_sin.data() + rope_rows * half);
+    rope_rows = rows;
+  }
 };
 
 CudaBackbone::CudaBackbone(const Release& release, Precision precision) : impl_(std::make_unique<Impl>()) {
@@ -138,55 +156,82 @@ size_t CudaBackbone::weight_bytes() const { return impl_->weight_bytes; }
 
 std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
                                          std::span<const EmbeddingOverride> overrides) const {
+  const BackboneSequence one{ids, positions, overrides};
+  return std::move(forward_batch(std::span(&one, 1)).front());
+}
+
+std::vector<std::vector<float>> CudaBackbone::forward_batch(std::span<const BackboneSequence> sequences) const {
   const Impl& m = *impl_;
   const TextConfig& c = m.cfg;
-  const int64_t L = static_cast<int64_t>(ids.size()), H = c.hidden_size;
-  if (!positions.empty() && static_cast<int64_t>(positions.size()) != 3 * L)
-    throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(positions.size()) +
-                                          " values, expected 3 × " + std::to_string(L));
-  // Embedding rows and RoPE angles on the host (cheap; the angles are part of the model's
-  // definition and use the reference formula on every backend).
-  std::vector<float> hh(static_cast<size_t>(L * H));
-  for (int64_t t = 0; t < L; ++t) {
-    const int32_t id = ids[t];
-    if (id < 0 || id >= c.vocab_size)
-      throw Error(ErrorKind::kInvalidRequest, "token id " + std::to_string(id) + " at position " + std::to_string(t) +
-                                                  " is outside the vocabulary [0, " + std::to_string(c.vocab_size) +
-                                                  ")");
-    ref::weight_row_f32(m.embed, id, hh.data() + t * H);
+  const int64_t H = c.hidden_size;
+  const int64_t n_seq = static_cast<int64_t>(sequences.size());
+  if (n_seq == 0) return {};
+  if (n_seq > 65535) throw Error(ErrorKind::kInvalidRequest, "a batch holds at most 65535 sequences");
+  // Packed rows: sequence b holds rows [starts[b], starts[b + 1]).
+  std::vector<int64_t> starts(static_cast<size_t>(n_seq + 1), 0);
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const BackboneSequence& q = sequences[b];
+    const int64_t Lb = static_cast<int64_t>(q.ids.size());
+    if (!q.positions.empty() && static_cast<int64_t>(q.positions.size()) != 3 * Lb)
+      throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(q.positions.size()) +
+                                            " values, expected 3 × " + std::to_string(Lb));
+    starts[b + 1] = starts[b] + Lb;
   }
-  for (const EmbeddingOverride& o : overrides) {
-    if (o.position < 0 || o.position >= L || o.values == nullptr)
-      throw Error(ErrorKind::kInternal, "embedding override at position " + std::to_string(o.position) +
-                                            " is outside the sequence of " + std::to_string(L) + " tokens");
-    std::memcpy(hh.data() + o.position * H, o.values, static_cast<size_t>(H) * sizeof(float));
+  const int64_t L = starts.back();  // all rows of the batch
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const BackboneSequence& q = sequences[b];
+    const int64_t Lb = starts[b + 1] - starts[b];
+    for (int64_t t = 0; t < Lb; ++t)
+      if (q.ids[t] < 0 || q.ids[t] >= c.vocab_size)
+        throw Error(ErrorKind::kInvalidRequest, "token id " + std::to_string(q.ids[t]) + " at position " +
+                                                    std::to_string(t) + " is outside the vocabulary [0, " +
+                                                    std::to_string(c.vocab_size) + ")");
+    for (const EmbeddingOverride& o : q.overrides)
+      if (o.position < 0 || o.position >= Lb || o.values == nullptr)
+        throw Error(ErrorKind::kInternal, "embedding override at position " + std::to_string(o.position) +
+                                              " is outside the sequence of " + std::to_string(Lb) + " tokens");
   }
-  if (L == 0) return hh;
-  std::vector<int32_t> arange;
-  const int32_t *pt, *ph, *pw;
-  if (positions.empty()) {
-    arange.resize(static_cast<size_t>(L));
-    for (int64_t t = 0; t < L; ++t) arange[t] = static_cast<int32_t>(t);
-    pt = ph = pw = arange.data();
-  } else {
-    pt = positions.data();
-    ph = pt + L;
-    pw = ph + L;
-  }
-  const int64_t half = m.rope.half();
-  std::vector<float> cos(static_cast<size_t>(L * half)), sin(static_cast<size_t>(L * half));
-  ref::mrope_cos_sin(m.rope, pt, ph, pw, L, cos.data(), sin.data());
+  if (L == 0) return std::vector<std::vector<float>>(static_cast<size_t>(n_seq));
 
   std::lock_guard lock(m.mutex);
   GpuContext& ctx = *m.ctx;
   cudaStream_t s = ctx.stream();
   const size_t f = sizeof(float);
+  // Embedding rows and RoPE angles on the host, into page-locked staging (the angles are part
+  // of the model's definition and use the reference formula on every backend).
+  const int64_t half = m.rope.half();
+  m.staging.reserve(static_cast<size_t>(L * H + 2 * L * half) * f);
+  float* hh = m.staging.as<float>();
+  float* cos = hh + L * H;
+  float* sin = cos + L * half;
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const BackboneSequence& q = sequences[b];
+    const int64_t r0 = starts[b], Lb = starts[b + 1] - r0;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < Lb; ++t) ref::weight_row_f32(m.embed, q.ids[t], hh + (r0 + t) * H);
+    for (const EmbeddingOverride& o : q.overrides)
+      std::memcpy(hh + (r0 + o.position) * H, o.values, static_cast<size_t>(H) * sizeof(float));
+    if (Lb == 0) continue;
+    if (q.positions.empty()) {
+      // Text: positions 0 … Lb − 1 on all three axes; each row depends on its position only, so
+      // rows come from a table kept across calls (torch's cos/sin are costly to reproduce).
+      m.extend_rope_table(Lb);
+      std::memcpy(cos + r0 * half, m.rope_cos.data(), static_cast<size_t>(Lb * half) * f);
+      std::memcpy(sin + r0 * half, m.rope_sin.data(), static_cast<size_t>(Lb * half) * f);
+    } else {
+      const int32_t* pt = q.positions.data();
+      ref::mrope_cos_sin(m.rope, pt, pt + Lb, pt + 2 * Lb, Lb, cos + r0 * half, sin + r0 * half);
+    }
+  }
   const int64_t nv = c.linear_num_value_heads, conv_dim = c.linear_conv_dim(), vdim = c.linear_value_dim();
   const int64_t dh = c.head_dim, q_width = c.num_attention_heads * dh, kv_width = c.num_key_value_heads * dh;
   const int64_t wide = std::max({conv_dim, 2 * q_width, c.intermediate_size, H});
-  m.h.upload(hh.data(), hh.size() * f);
-  m.cos.upload(cos.data(), cos.size() * f);
-  m.sin.upload(sin.data(), sin.size() * f);
+  m.h.reserve(L * H * f);
+  m.cos.reserve(L * half * f);
+  m.sin.reserve(L * half * f);
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(m.h.as<float>(), hh, L * H * f, cudaMemcpyHostToDevice, s));
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(m.cos.as<float>(), cos, L * half * f, cudaMemcpyHostToDevice, s));
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(m.sin.as<float>(), sin, L * half * f, cudaMemcpyHostToDevice, s));
   for (DeviceBuffer* b : {&m.x, &m.y}) b->reserve(L * H * f);
   for (DeviceBuffer* b : {&m.big1, &m.big2}) b->reserve(L * wide * f);
   for (DeviceBuffer* b : {&m.z, &m.core}) b->reserve(L * vdim * f);
@@ -195,7 +240,9 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
   for (DeviceBuffer* b : {&m.q, &m.gate}) b->reserve(L * q_width * f);
   for (DeviceBuffer* b : {&m.K, &m.V}) b->reserve(L * kv_width * f);
   m.history.reserve((c.linear_conv_kernel_dim - 1) * conv_dim * f + f);
-  m.state.reserve(nv * c.linear_key_head_dim * c.linear_value_head_dim * f);
+  m.state.reserve(n_seq * nv * c.linear_key_head_dim * c.linear_value_head_dim * f);
+  m.starts.upload(starts.data(), starts.size() * sizeof(int64_t));
+  const int64_t* starts_dev = m.starts.as<int64_t>();
 
   float* h = m.h.as<float>();
   float* x = m.x.as<float>();
@@ -214,9 +261,13 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
       dev::linear(ctx, d.b, x, L, m.b.as<float>());
       dev::linear(ctx, d.a, x, L, m.a.as<float>());
       stages.enter("gdn conv+gates");
-      STAVE_CUDA_CHECK(cudaMemsetAsync(m.history.as<float>(), 0, (d.kernel - 1) * d.conv_dim * f, s));
-      dev::causal_conv1d_silu(qkv, L, d.conv_dim, d.conv_weight.as<float>(), d.kernel, m.history.as<float>(),
-                              m.conv.as<float>(), s);
+      for (int64_t b = 0; b < n_seq; ++b) {  // each sequence's conv starts from an empty history
+        const int64_t r0 = starts[b], Lb = starts[b + 1] - r0;
+        if (Lb == 0) continue;
+        STAVE_CUDA_CHECK(cudaMemsetAsync(m.history.as<float>(), 0, (d.kernel - 1) * d.conv_dim * f, s));
+        dev::causal_conv1d_silu(qkv + r0 * d.conv_dim, Lb, d.conv_dim, d.conv_weight.as<float>(), d.kernel,
+                                m.history.as<float>(), m.conv.as<float>() + r0 * d.conv_dim, s);
+      }
       dev::gdn_gates(m.a.as<float>(), m.b.as<float>(), d.A_log.as<float>(), d.dt_bias.as<float>(), L, nv,
                      m.g.as<float>(), m.beta.as<float>(), s);
       GatedDeltaInput in;
@@ -227,9 +278,10 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
       in.stride = d.conv_dim;
       in.g = m.g.as<float>();
       in.beta = m.beta.as<float>();
-      STAVE_CUDA_CHECK(cudaMemsetAsync(m.state.as<float>(), 0, d.dims.state_floats() * f, s));
+      STAVE_CUDA_CHECK(cudaMemsetAsync(m.state.as<float>(), 0, n_seq * d.dims.state_floats() * f, s));
       stages.enter("gdn delta rule");
-      dev::gated_delta_rule(d.dims, in, m.state.as<float>(), m.core.as<float>(), m.qk, m.exact, s);
+      dev::gated_delta_rule(d.dims, in, m.state.as<float>(), m.core.as<float>(), m.qk, m.exact, s, starts_dev,
+                            n_seq);
       stages.enter("norms+elementwise");
       dev::gated_rms_norm(m.core.as<float>(), m.z.as<float>(), L * nv, d.dims.d_v, d.norm_weight.as<float>(), m.eps,
                           qkv, s);
@@ -251,7 +303,12 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
       dev::apply_rope(m.K.as<float>(), L, nkv, dh, m.rope.rotary_dim, m.cos.as<float>(), m.sin.as<float>(), s);
       float* o = qg;
       stages.enter("attention");
-      dev::attention_causal(ctx, at.shape, m.q.as<float>(), L, 0, m.K.as<float>(), m.V.as<float>(), o);
+      for (int64_t b = 0; b < n_seq; ++b) {  // each sequence attends to its own keys only
+        const int64_t r0 = starts[b], Lb = starts[b + 1] - r0;
+        if (Lb == 0) continue;
+        dev::attention_causal(ctx, at.shape, m.q.as<float>() + r0 * q_width, Lb, 0, m.K.as<float>() + r0 * kv_width,
+                              m.V.as<float>() + r0 * kv_width, o + r0 * q_width);
+      }
       stages.enter("norms+elementwise");
       dev::sigmoid_mul(o, m.gate.as<float>(), L * q_width, s);
       stages.enter("linear");
@@ -274,10 +331,12 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
   }
   dev::rms_norm_zero_centered(h, L, H, m.final_norm.as<float>(), m.eps, h, s);
   stages.enter("copy back");
-  STAVE_CUDA_CHECK(cudaMemcpyAsync(hh.data(), h, hh.size() * f, cudaMemcpyDeviceToHost, s));
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(hh, h, L * H * f, cudaMemcpyDeviceToHost, s));
   ctx.synchronize();
+  std::vector<std::vector<float>> out(static_cast<size_t>(n_seq));
+  for (int64_t b = 0; b < n_seq; ++b) out[b].assign(hh + starts[b] * H, hh + starts[b + 1] * H);
   stages.report("cuda stages", L);
-  return hh;
+  return out;
 }
 
 }  // namespace stave::cuda

@@ -23,6 +23,13 @@ class CudaBackbone {
   std::vector<float> forward(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
                              std::span<const EmbeddingOverride> overrides = {}) const;
 
+  // Batched prefill: the sequences packed into one forward (the linear layers, norms and
+  // element-wise ops run over all their rows at once; the causal conv, the gated delta rule and
+  // attention keep each sequence apart, the delta rule's recurrences running side by side).
+  // One result per sequence, each the same as forward() of that sequence alone, up to the
+  // fp32 accumulation order of the larger products.
+  std::vector<std::vector<float>> forward_batch(std::span<const BackboneSequence> sequences) const;
+
   // Bytes of weights resident on the GPU.
   size_t weight_bytes() const;
 

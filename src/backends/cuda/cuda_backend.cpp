@@ -31,9 +31,8 @@ void to_host(float* host, const float* dev, int64_t n) {
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
       options_(options),
-      ctx_(std::make_unique<GpuContext>(precision == Precision::kExact, options.gemm_attention
-                                                                             ? AttentionKernel::kGemm
-                                                                             : attention_kernel_from_env())),
+      ctx_(std::make_unique<GpuContext>(precision == Precision::kExact,
+                                        options.attention_kernel.value_or(attention_kernel_from_env()))),
       matmul_x_(std::make_unique<DeviceBuffer>()),
       matmul_y_(std::make_unique<DeviceBuffer>()) {}
 CudaBackend::~CudaBackend() = default;

@@ -5,10 +5,12 @@
 // reference); decisions run through CudaBackbone, which keeps activations on the GPU.
 #pragma once
 #include <memory>
-#include <mutex>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <tuple>
 
+#include "backends/cuda/attention_kernel.h"
 #include "ops/backend.h"
 
 namespace stave::cuda {
@@ -23,9 +25,8 @@ struct CudaBackendOptions {
   bool keep_matmul_weights = false;
   // Score buffer budget of attention_causal (tests make it small to exercise the chunking).
   size_t attention_score_bytes = size_t{512} << 20;
-  // Fast attention through the chunked cuBLAS products even where the flash kernel applies
-  // (tests cover both); otherwise STAVE_CUDA_ATTENTION decides (dev::attention_kernel_from_env).
-  bool gemm_attention = false;
+  // Which kernel runs fast attention (tests pin each); unset, STAVE_CUDA_ATTENTION decides.
+  std::optional<AttentionKernel> attention_kernel;
 };
 
 class CudaBackend : public Backend {

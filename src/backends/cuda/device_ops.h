@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/device_buffer.h"
 #include "model/linear_weight.h"
 #include "ops/attention.h"
@@ -39,18 +40,10 @@ struct DeviceLinear {
 };
 DeviceLinear upload_linear(const LinearWeight& w);
 
-// Which kernel runs fast-precision attention: the fused flash kernel (attention_flash.cu;
-// head dims 16/32/64/128/256) or the chunked cuBLAS products (attention_gemm.cu; any shape,
-// and exact precision always). kGemm stays selectable (STAVE_CUDA_ATTENTION=gemm) so that a
-// benchmark can measure both in one run.
-enum class AttentionKernel { kFlash, kGemm };
-// STAVE_CUDA_ATTENTION=gemm selects kGemm; unset or "flash", kFlash; anything else is an error.
-AttentionKernel attention_kernel_from_env();
-
 // Per-stream state: cuBLAS handle and growable scratch for linear layers. Not thread-safe.
 class GpuContext {
  public:
-  explicit GpuContext(bool exact, AttentionKernel attention = AttentionKernel::kFlash);
+  explicit GpuContext(bool exact, AttentionKernel attention = AttentionKernel::kAuto);
   ~GpuContext();
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
@@ -95,17 +88,20 @@ void gdn_gates(const float* a, const float* b, const float* A_log, const float* 
                float* g, float* beta, cudaStream_t s);
 // The gated delta rule (ref::gated_delta_rule_recurrent semantics; state fp32 in and out,
 // carried in double (exact) or float (fast) inside the call). `qk_scratch` holds the
-// normalised q and k: 2·tokens·n_k·d_k values.
+// normalised q and k: 2·tokens·n_k·d_k values. Packed sequences (batched prefill): `starts`
+// (device, sequences + 1 values, starts[0] = 0, last = in.tokens) splits the tokens into
+// independent sequences, each with its own state block (state holds sequences · state_floats).
 void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
-                      DeviceBuffer& qk_scratch, bool exact, cudaStream_t s);
+                      DeviceBuffer& qk_scratch, bool exact, cudaStream_t s, const int64_t* starts = nullptr,
+                      int64_t sequences = 1);
 void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
                 const float* sin, cudaStream_t s);
 // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
 void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate, cudaStream_t s);
 // Causal GQA attention (ref::attention_causal): q [tokens, nq·d] at positions q_pos0 …, k and v
 // [q_pos0 + tokens, nkv·d]. Exact: fp64 cuBLAS products per chunk of queries, the chunk sized
-// so that its scores fit `max_score_bytes`. Fast: the flash kernel where it applies
-// (ctx.attention_kernel(), flash_attention_supports), else the same chunked products in fp32.
+// so that its scores fit `max_score_bytes`. Fast: the flash kernel where ctx.attention_kernel()
+// picks it and flash_attention_supports the shape, else the same chunked products in fp32.
 constexpr size_t kAttentionScoreBytes = size_t{512} << 20;
 void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
                       const float* k, const float* v, float* out, size_t max_score_bytes = kAttentionScoreBytes);
@@ -120,6 +116,9 @@ void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q
 // Causal: query i at position q_pos0 + i sees keys 0 … q_pos0 + i; otherwise all n_keys keys.
 bool flash_attention_supports(const AttentionShape& shape, const float* q, const float* k, const float* v,
                               const float* out, int64_t keys);
+// Whether the flash kernel's grid (query tiles × heads) fills the GPU; otherwise the chunked
+// cuBLAS products are faster.
+bool flash_attention_pays(const AttentionShape& shape, int64_t tokens);
 void flash_attention(cudaStream_t stream, const AttentionShape& shape, const float* q, int64_t tokens,
                      int64_t q_pos0, const float* k, const float* v, int64_t n_keys, bool causal, float* out);
 

@@ -260,10 +260,11 @@ DeviceLinear upload_linear(const LinearWeight& w) {
 
 AttentionKernel attention_kernel_from_env() {
   const char* e = std::getenv("STAVE_CUDA_ATTENTION");
-  if (!e || !*e || std::string_view(e) == "flash") return AttentionKernel::kFlash;
+  if (!e || !*e || std::string_view(e) == "auto") return AttentionKernel::kAuto;
+  if (std::string_view(e) == "flash") return AttentionKernel::kFlash;
   if (std::string_view(e) == "gemm") return AttentionKernel::kGemm;
   throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'flash' or 'gemm'");
+              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'auto', 'flash' or 'gemm'");
 }
 
 GpuContext::GpuContext(bool exact, AttentionKernel attention) : exact_(exact), attention_(attention) {

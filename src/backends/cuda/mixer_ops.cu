@@ -61,11 +61,14 @@ __device__ inline void load_rows(const Acc* row, int part, Acc (&out)[R]) {
   }
 }
 
+// Packed sequences (batched prefill): grid.z = sequence, whose tokens are [starts[z],
+// starts[z + 1]) and whose state is the z-th [n_v, d_k, d_v] block of `state`; starts ==
+// nullptr is one sequence of `tokens`. The sequences' recurrences run side by side.
 template <class Acc, int R>
 __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const Acc* kn, const float* v, int64_t stride,
                                                           const float* g, const float* beta, int64_t tokens,
-                                                          int64_t n_k, int64_t n_v, int64_t dk, int64_t d_v,
-                                                          float* state, float* out) {
+                                                          const int64_t* starts, int64_t n_k, int64_t n_v, int64_t dk,
+                                                          int64_t d_v, float* state, float* out) {
   static_assert(R % 4 == 0, "rows per thread come in fours");
   constexpr int dkp = R * kParts;  // d_k padded with zero rows
   __shared__ __align__(16) Acc sq[kTile][dkp];
@@ -78,14 +81,15 @@ __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const A
   const int64_t col = col0 + c;
   const bool valid = col < d_v;
   const int64_t kh = h / (n_v / n_k);
-  float* st = state + static_cast<int64_t>(h) * dk * d_v;
+  const int64_t t_begin = starts ? starts[blockIdx.z] : 0, t_end = starts ? starts[blockIdx.z + 1] : tokens;
+  float* st = state + (static_cast<int64_t>(blockIdx.z) * n_v + h) * dk * d_v;
   auto row_of = [part](int r) { return ((r / 4) * kParts + part) * 4 + r % 4; };
   Acc S[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) S[r] = valid && row_of(r) < dk ? st[row_of(r) * d_v + col] : Acc(0);
 
-  for (int64_t t0 = 0; t0 < tokens; t0 += kTile) {
-    const int n = static_cast<int>((tokens - t0 < kTile ? tokens - t0 : kTile));
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += kTile) {
+    const int n = static_cast<int>((t_end - t0 < kTile ? t_end - t0 : kTile));
     __syncthreads();
     for (int i = threadIdx.x; i < n * dkp; i += blockDim.x) {
       const int tt = i / dkp, a = i % dkp;
@@ -137,7 +141,7 @@ __global__ void __launch_bounds__(32 * kParts) gdr_kernel(const Acc* qn, const A
 
 template <class Acc>
 void run_gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
-                          DeviceBuffer& qk_scratch, cudaStream_t s) {
+                          DeviceBuffer& qk_scratch, const int64_t* starts, int64_t sequences, cudaStream_t s) {
   const int64_t T = in.tokens, nk = dims.n_k_heads, dk = dims.d_k;
   qk_scratch.reserve(static_cast<size_t>(2 * T * nk * dk) * sizeof(Acc));
   Acc* qn = qk_scratch.as<Acc>();
@@ -145,13 +149,14 @@ void run_gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in,
   l2norm_qk_kernel<Acc><<<blocks_for(2 * T * nk * 32), kThreads, 0, s>>>(
       in.q, in.k, in.stride, T, nk, dk, static_cast<Acc>(1.0 / std::sqrt(static_cast<double>(dk))), qn, kn);
   STAVE_CUDA_LAUNCHED();
-  const dim3 grid(static_cast<unsigned>(dims.n_v_heads), static_cast<unsigned>((dims.d_v + 31) / 32));
+  const dim3 grid(static_cast<unsigned>(dims.n_v_heads), static_cast<unsigned>((dims.d_v + 31) / 32),
+                  static_cast<unsigned>(sequences));
   // Rows per thread: the smallest supported R with kParts·R ≥ d_k (extra rows are zero).
   int R = 4;
   while (R * kParts < dk) R *= 2;
 #define STAVE_GDR(RR)                                                                                         \
   case RR:                                                                                                    \
-    gdr_kernel<Acc, RR><<<grid, 32 * kParts, 0, s>>>(qn, kn, in.v, in.stride, in.g, in.beta, T, nk,          \
+    gdr_kernel<Acc, RR><<<grid, 32 * kParts, 0, s>>>(qn, kn, in.v, in.stride, in.g, in.beta, T, starts, nk,  \
                                                      dims.n_v_heads, dk, dims.d_v, state, out);               \
     break;
   switch (R) {
@@ -169,14 +174,17 @@ void run_gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in,
 }  // namespace
 
 void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state, float* out,
-                      DeviceBuffer& qk_scratch, bool exact, cudaStream_t s) {
+                      DeviceBuffer& qk_scratch, bool exact, cudaStream_t s, const int64_t* starts,
+                      int64_t sequences) {
   if (in.tokens <= 0) return;
   if (dims.n_k_heads <= 0 || dims.n_v_heads % dims.n_k_heads != 0)
     throw Error(ErrorKind::kInvalidModel, "Gated DeltaNet: n_v_heads must be a multiple of n_k_heads");
+  if (sequences < 1 || sequences > 65535 || (sequences > 1 && !starts))
+    throw Error(ErrorKind::kInternal, "Gated DeltaNet: packed sequences need their starts (1 to 65535 of them)");
   if (exact)
-    run_gated_delta_rule<double>(dims, in, state, out, qk_scratch, s);
+    run_gated_delta_rule<double>(dims, in, state, out, qk_scratch, starts, sequences, s);
   else
-    run_gated_delta_rule<float>(dims, in, state, out, qk_scratch, s);
+    run_gated_delta_rule<float>(dims, in, state, out, qk_scratch, starts, sequences, s);
 }
 
 }  // namespace stave::cuda::dev
