@@ -85,7 +85,7 @@ class Engine {
  private:
   struct Prepared;
   Prepared prepare(const DecisionRequest& request, const DecideOptions& options) const;
-  Decision finish(const DecisionRequest& request, Prepared& prepared, const std::vector<float>& hidden,
+  Decision finish(const DecisionRequest& request, Prepared& prepared, const float* hidden,
                   const DecideOptions& options) const;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -18,11 +18,8 @@ std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, con
   if (!cuda::device_available())
     throw Error(ErrorKind::kUnsupported, "device cuda: no CUDA GPU is visible to this process");
   auto gpu = std::make_shared<cuda::CudaBackbone>(release, options.precision);
-  auto device = std::make_shared<DeviceBackbone>();
-  device->forward = [gpu](std::span<const int32_t> ids, std::span<const int32_t> pos,
-                          std::span<const EmbeddingOverride> ov) { return gpu->forward(ids, pos, ov); };
-  device->forward_batch = [gpu](std::span<const BackboneSequence> seqs) { return gpu->forward_batch(seqs); };
-  return device;
+  return std::make_shared<DeviceBackbone>(
+      [gpu](std::span<const BackboneSequence> seqs) { return gpu->forward_lent(seqs); });
 #else
   (void)release;
   throw Error(ErrorKind::kUnsupported, "device cuda: this stave was built without CUDA (configure with -DSTAVE_CUDA=ON)");

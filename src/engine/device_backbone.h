@@ -16,14 +16,9 @@
 
 namespace stave {
 
-// The backbone on a non-CPU device: forward has Backbone::forward's contract; forward_batch
-// runs several sequences in one packed prefill (one result per sequence).
-struct DeviceBackbone {
-  std::function<std::vector<float>(std::span<const int32_t>, std::span<const int32_t>,
-                                   std::span<const EmbeddingOverride>)>
-      forward;
-  std::function<std::vector<std::vector<float>>(std::span<const BackboneSequence>)> forward_batch;
-};
+// The backbone on a non-CPU device: one packed prefill of one or more sequences, each with
+// Backbone::forward's contract; the hidden states are lent (see LentHiddenStates), not copied.
+using DeviceBackbone = std::function<LentHiddenStates(std::span<const BackboneSequence>)>;
 
 // nullptr for device "cpu"; the GPU backbone for "cuda". An unknown device, or "cuda" in a
 // build without CUDA or on a machine without a GPU, is an Error naming it. The returned

@@ -192,14 +192,14 @@ Engine::Prepared Engine::prepare(const DecisionRequest& request, const DecideOpt
   return p;
 }
 
-Decision Engine::finish(const DecisionRequest& request, Prepared& p, const std::vector<float>& hidden,
+Decision Engine::finish(const DecisionRequest& request, Prepared& p, const float* hidden,
                         const DecideOptions& options) const {
   const Impl& m = *impl_;
   Decision& out = p.out;
   const EncodedRequest& enc = p.enc;
   const int64_t L = static_cast<int64_t>(enc.input_ids.size());
   const auto th = Clock::now();
-  const auto logits = m.head->forward(hidden.data(), L, enc.input_ids, enc.questions);
+  const auto logits = m.head->forward(hidden, L, enc.input_ids, enc.questions);
   out.timings.head_ms = ms_since(th);
 
   // 4. Answers, spelled as the reference spells them.
@@ -233,11 +233,15 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
   Prepared p = prepare(request, options);
   // 3. Backbone prefill, then the joint head.
   const auto tb = Clock::now();
-  const std::vector<float> hidden = m.device_backbone
-                                        ? m.device_backbone->forward(p.enc.input_ids, p.positions, p.overrides)
-                                        : m.backbone->forward(p.enc.input_ids, p.positions, p.overrides);
+  if (m.device_backbone) {
+    const BackboneSequence one{p.enc.input_ids, p.positions, p.overrides};
+    const LentHiddenStates lent = (*m.device_backbone)(std::span(&one, 1));
+    p.out.timings.backbone_ms = ms_since(tb);
+    return finish(request, p, lent.sequences.front().data(), options);
+  }
+  const std::vector<float> hidden = m.backbone->forward(p.enc.input_ids, p.positions, p.overrides);
   p.out.timings.backbone_ms = ms_since(tb);
-  return finish(request, p, hidden, options);
+  return finish(request, p, hidden.data(), options);
 }
 
 std::vector<Decision> Engine::decide_batch(std::span<const DecisionRequest> requests,
@@ -246,15 +250,21 @@ std::vector<Decision> Engine::decide_batch(std::span<const DecisionRequest> requ
   std::vector<Prepared> prepared;
   prepared.reserve(requests.size());
   for (const DecisionRequest& r : requests) prepared.push_back(prepare(r, options));
-  std::vector<std::vector<float>> hidden;
+  std::vector<std::vector<float>> owned;  // CPU backbone
+  LentHiddenStates lent;                  // device backbone
+  std::vector<const float*> hidden;
   const auto tb = Clock::now();
   if (m.device_backbone) {
     std::vector<BackboneSequence> seqs;
     for (const Prepared& p : prepared) seqs.push_back({p.enc.input_ids, p.positions, p.overrides});
-    hidden = m.device_backbone->forward_batch(seqs);
+    lent = (*m.device_backbone)(seqs);
+    for (std::span<const float> rows : lent.sequences) hidden.push_back(rows.data());
   } else {
     // The CPU backbone already spreads one sequence over every core: one after another.
-    for (const Prepared& p : prepared) hidden.push_back(m.backbone->forward(p.enc.input_ids, p.positions, p.overrides));
+    for (const Prepared& p : prepared) {
+      owned.push_back(m.backbone->forward(p.enc.input_ids, p.positions, p.overrides));
+      hidden.push_back(owned.back().data());
+    }
   }
   const double backbone_ms = ms_since(tb);
   std::vector<Decision> out;

@@ -36,6 +36,14 @@ struct BackboneSequence {
   std::span<const EmbeddingOverride> overrides;
 };
 
+// Hidden states a device backbone hands over without copying them into fresh vectors: one span
+// of L·hidden_size floats per sequence, in host memory the backbone owns and keeps for as long
+// as this object (its `hold`) lives; drop it once the head is done with them.
+struct LentHiddenStates {
+  std::vector<std::span<const float>> sequences;
+  std::shared_ptr<void> hold;
+};
+
 // Peak working memory of a prefill of L tokens: h [L, hidden] + one layer's state at a time
 // (layers run one after another over all chunks: full attention K and V [L, n_kv, head_dim]
 // each; Gated DeltaNet conv history + state [n_v, d_k, d_v]) + one chunk's activations

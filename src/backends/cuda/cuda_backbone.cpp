@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backbone.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -64,8 +65,14 @@ struct CudaBackbone::Impl {
 
   void add(const DeviceLinear& l) { weight_bytes += linear_bytes(l); }
 
-  // Host staging for the embeddings and angles in, the hidden states out (one batch at a time).
-  mutable PinnedBuffer staging;
+  // Host staging for the embeddings and angles in and the hidden states out: page-locked, in two
+  // slots taken in turn; a slot stays locked while its hidden states are lent out.
+  struct Staging {
+    std::mutex in_use;
+    PinnedBuffer buffer;
+  };
+  mutable std::array<Staging, 2> staging;
+  mutable size_t next_staging = 0;
   // cos/sin rows of positions 0 … rope_rows − 1 (text positions), grown on demand.
   mutable std::vector<float> rope_cos, rope_sin;
   mutable int64_t rope_rows = 0;
@@ -161,6 +168,13 @@ std::vector<float> CudaBackbone::forward(std::span<const int32_t> ids, std::span
 }
 
 std::vector<std::vector<float>> CudaBackbone::forward_batch(std::span<const BackboneSequence> sequences) const {
+  const LentHiddenStates lent = forward_lent(sequences);
+  std::vector<std::vector<float>> out;
+  for (std::span<const float> rows : lent.sequences) out.emplace_back(rows.begin(), rows.end());
+  return out;
+}
+
+LentHiddenStates CudaBackbone::forward_lent(std::span<const BackboneSequence> sequences) const {
   const Impl& m = *impl_;
   const TextConfig& c = m.cfg;
   const int64_t H = c.hidden_size;
@@ -191,17 +205,25 @@ std::vector<std::vector<float>> CudaBackbone::forward_batch(std::span<const Back
         throw Error(ErrorKind::kInternal, "embedding override at position " + std::to_string(o.position) +
                                               " is outside the sequence of " + std::to_string(Lb) + " tokens");
   }
-  if (L == 0) return std::vector<std::vector<float>>(static_cast<size_t>(n_seq));
+  LentHiddenStates out;
+  if (L == 0) {
+    out.sequences.resize(static_cast<size_t>(n_seq));
+    return out;
+  }
 
-  std::lock_guard lock(m.mutex);
+  std::unique_lock lock(m.mutex);
+  // A staging slot for this prefill, kept (locked) until the caller drops the lent states.
+  Impl::Staging& slot = m.staging[m.next_staging];
+  m.next_staging = (m.next_staging + 1) % m.staging.size();
+  auto slot_lock = std::make_shared<std::unique_lock<std::mutex>>(slot.in_use);
   GpuContext& ctx = *m.ctx;
   cudaStream_t s = ctx.stream();
   const size_t f = sizeof(float);
   // Embedding rows and RoPE angles on the host, into page-locked staging (the angles are part
   // of the model's definition and use the reference formula on every backend).
   const int64_t half = m.rope.half();
-  m.staging.reserve(static_cast<size_t>(L * H + 2 * L * half) * f);
-  float* hh = m.staging.as<float>();
+  slot.buffer.reserve(static_cast<size_t>(L * H + 2 * L * half) * f);
+  float* hh = slot.buffer.as<float>();
   float* cos = hh + L * H;
   float* sin = cos + L * half;
   for (int64_t b = 0; b < n_seq; ++b) {
@@ -333,9 +355,10 @@ std::vector<std::vector<float>> CudaBackbone::forward_batch(std::span<const Back
   stages.enter("copy back");
   STAVE_CUDA_CHECK(cudaMemcpyAsync(hh, h, L * H * f, cudaMemcpyDeviceToHost, s));
   ctx.synchronize();
-  std::vector<std::vector<float>> out(static_cast<size_t>(n_seq));
-  for (int64_t b = 0; b < n_seq; ++b) out[b].assign(hh + starts[b] * H, hh + starts[b + 1] * H);
   stages.report("cuda stages", L);
+  for (int64_t b = 0; b < n_seq; ++b)
+    out.sequences.emplace_back(hh + starts[b] * H, static_cast<size_t>((starts[b + 1] - starts[b]) * H));
+  out.hold = std::move(slot_lock);
   return out;
 }
 
