@@ -1,4 +1,5 @@
-// stave bench's library part: requests of an exact encoded length, and the statistics.
+// stave bench's library part: requests of an exact encoded length, the statistics, and a run
+// with --batch.
 #include <gtest/gtest.h>
 
 #include "bench/bench_run.h"
@@ -110,6 +111,35 @@ TEST(BenchStats, SummaryMeanStddevMinMax) {
   EXPECT_DOUBLE_EQ(s.max, 9.0);
   EXPECT_DOUBLE_EQ(s.p50, 4.5);
   EXPECT_DOUBLE_EQ(bench::summarize({3}).stddev, 0.0);
+}
+
+// --batch: each timed run is B decisions through Engine::decide_batch; the throughput counts
+// all B requests' tokens, and a batch outside 1 … 4096 is refused.
+TEST(BenchRun, BatchRunsCountEveryRequestsTokens) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16");
+  bench::BenchOptions o;
+  o.model = test::fixture("public/model-bf16");
+  o.prompt_tokens = {170};
+  o.repeat = 2;
+  o.warmup = 0;
+  o.threads = 1;
+  o.batch = 3;
+  const bench::BenchReport r = bench::run_bench(o);
+  ASSERT_EQ(r.results.size(), 1u);
+  const bench::LengthResult& x = r.results[0];
+  EXPECT_EQ(x.batch, 3);
+  EXPECT_EQ(x.prompt_tokens, 170);
+  ASSERT_GT(x.backbone_ms.p50, 0.0);
+  // The CPU runs the three prefills one after another: the run's backbone time is theirs.
+  EXPECT_NEAR(x.prefill_tokens_per_s, 1000.0 * 3 * 170 / (x.backbone_ms.p50 + x.vision_ms.p50),
+              1e-6 * x.prefill_tokens_per_s);
+  EXPECT_GE(x.total_ms.p50, x.backbone_ms.p50);
+  EXPECT_NE(bench::markdown_table(r).find("pp170 × 3"), std::string::npos) << bench::markdown_table(r);
+  EXPECT_EQ(bench::to_json(r)["results"][0]["batch"], 3);
+  for (int bad : {0, -1, 5000}) {
+    o.batch = bad;
+    EXPECT_THROW(bench::run_bench(o), Error) << bad;
+  }
 }
 
 }  // namespace

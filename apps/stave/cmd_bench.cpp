@@ -23,6 +23,9 @@ Register reg{{"bench", "Time decisions on synthetic requests of exact token leng
                 sub.add_option("--repeat", o->repeat, "timed decisions per length")->capture_default_str();
                 sub.add_option("--warmup", o->warmup, "untimed decisions per length first")->capture_default_str();
                 sub.add_option("--threads", o->threads, "threads (0: all cores)")->capture_default_str();
+                sub.add_option("--batch", o->batch,
+                               "decisions per run, through Engine::decide_batch (one packed prefill on cuda)")
+                    ->capture_default_str();
                 sub.add_option("--precision", *precision, "exact or fast")->capture_default_str();
                 sub.add_option("--device", o->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();

@@ -108,6 +108,7 @@ BenchReport run_bench(const BenchOptions& o) {
   if (o.repeat < 1) throw Error(ErrorKind::kInvalidRequest, "--repeat must be at least 1");
   if (o.warmup < 0) throw Error(ErrorKind::kInvalidRequest, "--warmup must not be negative");
   if (o.threads < 0) throw Error(ErrorKind::kInvalidRequest, "--threads must not be negative");
+  if (o.batch < 1 || o.batch > 4096) throw Error(ErrorKind::kInvalidRequest, "--batch must be between 1 and 4096");
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
@@ -148,20 +149,42 @@ BenchReport run_bench(const BenchOptions& o) {
     DecideOptions d;
     d.max_length = std::max<int64_t>(kDefaultMaxLength, p.request.tokens + 1);
     std::vector<Timings> times;
-    for (int i = 0; i < o.warmup + o.repeat; ++i) {
-      Decision dec = engine->decide(p.request.json, d);
+    const std::vector<DecisionRequest> batch(o.batch > 1 ? static_cast<size_t>(o.batch) : 0,
+                                             parse_decision_request(p.request.json));
+    auto check = [&](const Decision& dec) {
       if (dec.usage.input_tokens != p.request.tokens || dec.usage.truncated_state_tokens != 0)
         throw Error(ErrorKind::kInternal, "the engine read " + std::to_string(dec.usage.input_tokens) +
                                               " tokens of a request built to be " + std::to_string(p.request.tokens));
-      if (i >= o.warmup) times.push_back(dec.timings);
-      log("  " + std::to_string(p.request.tokens) + " tokens: run " + std::to_string(i + 1) + "/" +
-          std::to_string(o.warmup + o.repeat) + (i < o.warmup ? " (warm-up)" : "") + " " +
-          std::to_string(static_cast<int>(dec.timings.total_ms)) + " ms");
+    };
+    for (int i = 0; i < o.warmup + o.repeat; ++i) {
+      Timings run;
+      if (batch.empty()) {
+        const Decision dec = engine->decide(p.request.json, d);
+        check(dec);
+        run = dec.timings;
+      } else {
+        // Per batch: the wall time of the call, the shared prefill, the heads' and encoders' sum.
+        const auto tb = Clock::now();
+        const std::vector<Decision> decs = engine->decide_batch(batch, d);
+        run.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - tb).count();
+        run.backbone_ms = decs.front().timings.backbone_ms;
+        for (const Decision& dec : decs) {
+          check(dec);
+          run.head_ms += dec.timings.head_ms;
+          run.encode_ms += dec.timings.encode_ms;
+          run.vision_ms += dec.timings.vision_ms;
+        }
+      }
+      if (i >= o.warmup) times.push_back(run);
+      log("  " + std::to_string(p.request.tokens) + " tokens" + (batch.empty() ? "" : " × " + std::to_string(o.batch)) +
+          ": run " + std::to_string(i + 1) + "/" + std::to_string(o.warmup + o.repeat) +
+          (i < o.warmup ? " (warm-up)" : "") + " " + std::to_string(static_cast<int>(run.total_ms)) + " ms");
     }
     LengthResult lr;
     lr.prompt_tokens = p.request.tokens;
     lr.image_tokens = p.image_tokens;
     lr.repeat = o.repeat;
+    lr.batch = o.batch;
     lr.total_ms = summary_of(times, &Timings::total_ms);
     lr.backbone_ms = summary_of(times, &Timings::backbone_ms);
     lr.head_ms = summary_of(times, &Timings::head_ms);
@@ -170,9 +193,9 @@ BenchReport run_bench(const BenchOptions& o) {
     std::vector<double> prefill;
     for (const auto& t : times) prefill.push_back(t.backbone_ms + t.vision_ms);
     const double prefill_p50 = percentile(prefill, 0.5);
-    lr.prefill_tokens_per_s = prefill_p50 > 0 ? 1000.0 * static_cast<double>(lr.prompt_tokens) / prefill_p50 : 0;
-    lr.decision_tokens_per_s =
-        lr.total_ms.p50 > 0 ? 1000.0 * static_cast<double>(lr.prompt_tokens) / lr.total_ms.p50 : 0;
+    const double run_tokens = static_cast<double>(lr.prompt_tokens) * lr.batch;
+    lr.prefill_tokens_per_s = prefill_p50 > 0 ? 1000.0 * run_tokens / prefill_p50 : 0;
+    lr.decision_tokens_per_s = lr.total_ms.p50 > 0 ? 1000.0 * run_tokens / lr.total_ms.p50 : 0;
     lr.peak_rss_bytes = peak_rss_bytes();
     lr.weights_resident_bytes = mapped_under(dir).resident;
     r.results.push_back(lr);
@@ -195,10 +218,11 @@ std::string markdown_table(const BenchReport& r) {
   s << "| model | format | threads | precision | test | ms p50 | ms p90 | prefill t/s | head ms | peak RSS | weights resident |\n";
   s << "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& x : r.results) {
+    const std::string extra = (x.image_tokens ? " (" + std::to_string(x.image_tokens) + " img)" : std::string()) +
+                              (x.batch > 1 ? " × " + std::to_string(x.batch) : std::string());
     std::snprintf(buf, sizeof buf, "| %s | %s | %d | %s | pp%lld%s | %.1f | %.1f | %.1f | %.2f | %s | %s |\n",
                   r.model_name.c_str(), r.weight_format.c_str(), r.threads, r.precision.c_str(),
-                  static_cast<long long>(x.prompt_tokens),
-                  x.image_tokens ? (" (" + std::to_string(x.image_tokens) + " img)").c_str() : "", x.total_ms.p50,
+                  static_cast<long long>(x.prompt_tokens), extra.c_str(), x.total_ms.p50,
                   x.total_ms.p90, x.prefill_tokens_per_s, x.head_ms.p50, human_bytes(x.peak_rss_bytes).c_str(),
                   human_bytes(x.weights_resident_bytes).c_str());
     s << buf;
@@ -212,6 +236,7 @@ nlohmann::ordered_json to_json(const BenchReport& r) {
     results.push_back({{"prompt_tokens", x.prompt_tokens},
                        {"image_tokens", x.image_tokens},
                        {"repeat", x.repeat},
+                       {"batch", x.batch},
                        {"total_ms", summary_json(x.total_ms)},
                        {"backbone_ms", summary_json(x.backbone_ms)},
                        {"head_ms", summary_json(x.head_ms)},

@@ -22,6 +22,9 @@ struct BenchOptions {
   int repeat = 5;
   int warmup = 1;
   int threads = 0;  // 0: all cores
+  // Decisions per timed run. Above 1 they go through Engine::decide_batch (one packed prefill
+  // on a GPU, one after another on the CPU): the throughput side, where batch 1 is latency.
+  int batch = 1;
   Precision precision = Precision::kFast;
   std::string device = "cpu";  // where the backbone (and in fast mode the head's products) run
   std::optional<ImageSize> image;
@@ -32,9 +35,10 @@ struct LengthResult {
   int64_t prompt_tokens = 0;   // encoded length of the request (== the target)
   int64_t image_tokens = 0;
   int repeat = 0;
+  int batch = 1;  // decisions per run; the times below are per run (per batch)
   Summary total_ms, backbone_ms, head_ms, encode_ms, vision_ms;
-  double prefill_tokens_per_s = 0;   // prompt_tokens / p50(backbone + vision)
-  double decision_tokens_per_s = 0;  // prompt_tokens / p50(total)
+  double prefill_tokens_per_s = 0;   // batch · prompt_tokens / p50(backbone + vision)
+  double decision_tokens_per_s = 0;  // batch · prompt_tokens / p50(total)
   uint64_t peak_rss_bytes = 0;       // process peak so far (after this length)
   uint64_t weights_resident_bytes = 0;
 };
