@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "decide/request.h"
 #include "io/release.h"
 #include "stave/engine.h"
 #include "synth/synth_release.h"
@@ -32,6 +34,7 @@ struct DecideArgs {
   std::string request;
   std::string batch;
   std::string out;
+  int pack = 1;
 };
 
 std::string read_input(const std::string& path) {
@@ -46,6 +49,8 @@ std::string read_input(const std::string& path) {
 int run(const DecideArgs& a) {
   if (a.request.empty() == a.batch.empty())
     return print_error_json("give either a REQUEST.json (or - for stdin) or --batch IN.jsonl");
+  if (a.pack < 1 || a.pack > 4096) return print_error_json("--pack must be between 1 and 4096");
+  if (a.pack > 1 && a.batch.empty()) return print_error_json("--pack needs --batch IN.jsonl");
   EngineOptions eo;
   eo.model = a.model;
   auto p = parse_precision(a.precision);
@@ -88,24 +93,83 @@ int run(const DecideArgs& a) {
   }
   std::ostream& out = a.out.empty() ? std::cout : file;
   std::string line;
-  int64_t n = 0, failed = 0;
+  int64_t n = 0, failed = 0;  // n: requests read (non-blank lines), the line number of errors
   const bool tty = isatty(2);
   const auto start = std::chrono::steady_clock::now();
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    ++n;
-    try {
-      out << engine->decide(line, d).json << "\n";
-    } catch (const Error& e) {
-      ++failed;
-      nlohmann::json j = {{"error", {{"message", e.what()}, {"line", n}}}};
-      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  auto error_line = [&](const Error& e, int64_t number) {
+    ++failed;
+    nlohmann::json j = {{"error", {{"message", e.what()}, {"line", number}}}};
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  // --pack N: up to N requests are answered together (Engine::decide_batch: one packed prefill
+  // on cuda). A line that does not parse gets its error at once; if the group fails (one of
+  // its requests cannot be encoded), each request is answered alone, so every line gets its
+  // own answer or error, in order.
+  struct Pending {
+    int64_t number;
+    std::optional<DecisionRequest> request;  // empty: `text` holds the line's error
+    std::string text;
+  };
+  std::vector<Pending> group;
+  auto flush_group = [&] {
+    std::vector<DecisionRequest> requests;
+    for (const Pending& p : group)
+      if (p.request) requests.push_back(*p.request);
+    std::vector<std::string> answers;
+    bool together = requests.size() > 1;
+    if (together) {
+      try {
+        for (const Decision& dec : engine->decide_batch(requests, d)) answers.push_back(dec.json);
+      } catch (const Error&) {
+        together = false;  // answered one by one below, each with its own error
+        answers.clear();
+      }
+    }
+    size_t next = 0;
+    for (Pending& p : group) {
+      if (p.request) {
+        if (together) {
+          p.text = answers[next++];
+        } else {
+          try {
+            p.text = engine->decide(*p.request, d).json;
+          } catch (const Error& e) {
+            p.text = error_line(e, p.number);
+          }
+        }
+      }
+      out << p.text << "\n";
     }
     out.flush();
+    group.clear();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, tty ? "\rdecide: %lld done, %lld failed, %.2f/s" : "decide: %lld done, %lld failed, %.2f/s\n",
                  static_cast<long long>(n), static_cast<long long>(failed), s > 0 ? n / s : 0.0);
+  };
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++n;
+    if (a.pack == 1) {  // one at a time, the request text straight to decide()
+      Pending p{n, std::nullopt, {}};
+      try {
+        p.text = engine->decide(line, d).json;
+      } catch (const Error& e) {
+        p.text = error_line(e, n);
+      }
+      group.push_back(std::move(p));
+      flush_group();
+      continue;
+    }
+    Pending p{n, std::nullopt, {}};
+    try {
+      p.request = parse_decision_request(line);
+    } catch (const Error& e) {
+      p.text = error_line(e, n);
+    }
+    group.push_back(std::move(p));
+    if (static_cast<int>(group.size()) >= a.pack) flush_group();
   }
+  if (!group.empty()) flush_group();
   if (tty) std::fprintf(stderr, "\n");
   return failed ? 1 : 0;
 }
@@ -130,6 +194,9 @@ Register reg{{"decide", "Answer a SystemOne decision request with a Clef release
                 sub.add_flag("--verify", a->verify, "check SHA256SUMS before loading");
                 sub.add_option("--batch", a->batch, "JSONL file: one request per line");
                 sub.add_option("--out", a->out, "with --batch: write responses here instead of stdout");
+                sub.add_option("--pack", a->pack,
+                               "with --batch: answer up to N requests together (one packed prefill on cuda)")
+                    ->capture_default_str();
                 sub.add_option("REQUEST", a->request, "request JSON file, or - for stdin");
                 return std::function<int()>([a] { return run(*a); });
               }, 10}};
