@@ -17,6 +17,8 @@ struct ServeArgs {
   std::string model;
   std::string precision = "fast";
   int threads = 0;
+  std::string device = "cpu";
+  int64_t batch_tokens = 0;
   bool verify = false;
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -43,6 +45,8 @@ int run(const ServeArgs& a) {
   if (!p) return print_error_json("--precision must be exact or fast, not \"" + a.precision + "\"");
   o.engine.precision = *p;
   o.engine.threads = a.threads;
+  o.engine.device = a.device;
+  o.engine.batch_tokens = a.batch_tokens;
   o.engine.verify_checksums = a.verify;
   o.host = a.host;
   o.port = a.port;
@@ -113,6 +117,12 @@ Register reg{{"serve", "Serve SystemOne decisions over HTTP (POST /v1/systemone,
                 sub.add_option("--model", a->model, "release folder or Hugging Face repo id")->required();
                 sub.add_option("--precision", a->precision, "exact or fast")->capture_default_str();
                 sub.add_option("--threads", a->threads, "compute threads (default: all cores)");
+                sub.add_option("--device", a->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
+                    ->capture_default_str();
+                sub.add_option("--batch-tokens", a->batch_tokens,
+                               "cuda: pack requests that wait during a prefill into the next one, up to N tokens "
+                               "(needs --max-running > 1; 0: off)")
+                    ->capture_default_str();
                 sub.add_flag("--verify", a->verify, "check SHA256SUMS before loading");
                 sub.add_option("--host", a->host, "address to bind (0.0.0.0 to listen on every interface)")
                     ->capture_default_str();

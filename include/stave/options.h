@@ -29,6 +29,10 @@ struct EngineOptions {
   int threads = 0;                   // 0: all cores
   bool verify_checksums = false;     // check SHA256SUMS before loading
   std::string device = "cpu";        // where the backbone runs: "cpu", or "cuda" (builds with STAVE_CUDA)
+  // On a GPU device: decisions that arrive while a prefill runs are packed into the next one,
+  // up to this many tokens (decide() from several threads, e.g. `stave serve --max-running N`).
+  // 0: off, each decision prefills alone. Ignored on the CPU.
+  int64_t batch_tokens = 0;
 };
 
 struct DecideOptions {

@@ -13,6 +13,7 @@
 #include "decide/encoder.h"
 #include "decide/request.h"
 #include "engine/device_backbone.h"
+#include "engine/prefill_coalescer.h"
 #include "io/checksums.h"
 #include "io/release.h"
 #include "model/backbone.h"
@@ -28,6 +29,7 @@ namespace stave {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr size_t kMaxPackedSequences = 64;  // sequences per coalesced prefill
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 std::string weight_format_of(const Release& r) {
@@ -56,6 +58,7 @@ struct Engine::Impl {
   const Backend* backend = nullptr;
   std::unique_ptr<Backbone> backbone;
   std::shared_ptr<DeviceBackbone> device_backbone;  // set when options.device is not "cpu"
+  std::unique_ptr<PrefillCoalescer> coalescer;      // device backbone with batch_tokens > 0
   std::unique_ptr<Backend> head_backend;            // the GPU's, for a fast decision on cuda
   std::unique_ptr<JointHead> head;
   std::unique_ptr<VisionTower> vision;
@@ -67,6 +70,9 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
+  if (options.batch_tokens < 0)
+    throw Error(ErrorKind::kInvalidRequest,
+                "batch_tokens must not be negative, got " + std::to_string(options.batch_tokens));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
@@ -86,6 +92,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->backend = &cpu_backend(options.precision);
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
   impl->device_backbone = make_device_backbone(rel, options);
+  if (impl->device_backbone && options.batch_tokens > 0)
+    impl->coalescer = std::make_unique<PrefillCoalescer>(*impl->device_backbone, options.batch_tokens,
+                                                         kMaxPackedSequences);
   impl->head_backend = make_device_head_backend(options);
   impl->head = std::make_unique<JointHead>(rel, impl->head_backend ? *impl->head_backend : *impl->backend);
   if (rel.config.vision.present) {
@@ -233,6 +242,12 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
   Prepared p = prepare(request, options);
   // 3. Backbone prefill, then the joint head.
   const auto tb = Clock::now();
+  if (m.coalescer) {  // packed with the decisions that queued during the previous prefill
+    const BackboneSequence one{p.enc.input_ids, p.positions, p.overrides};
+    const PrefillCoalescer::Result r = m.coalescer->run(one);
+    p.out.timings.backbone_ms = ms_since(tb);
+    return finish(request, p, r.hidden.data(), options);
+  }
   if (m.device_backbone) {
     const BackboneSequence one{p.enc.input_ids, p.positions, p.overrides};
     const LentHiddenStates lent = (*m.device_backbone)(std::span(&one, 1));

@@ -1,0 +1,164 @@
+// PrefillCoalescer (src/engine/prefill_coalescer.h) with a fake prefill: concurrent callers are
+// packed into shared prefills and each gets its own rows; the caps hold; one failing sequence
+// fails only its own caller; the shared hold lives until the last caller drops it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/prefill_coalescer.h"
+#include "stave/errors.h"
+
+namespace stave {
+namespace {
+
+constexpr int32_t kBadId = -7;  // the fake prefill refuses any batch holding it
+
+// Hidden "rows": one float per token, the token's id, so a caller can check it got its own.
+struct FakeDevice {
+  std::mutex mutex;
+  std::vector<size_t> batch_sizes;
+  std::vector<int64_t> batch_tokens;
+  std::atomic<int> holds_alive{0};
+  std::function<void()> on_first;  // runs inside the first prefill (lets the others queue)
+  bool first = true;
+
+  LentHiddenStates prefill(std::span<const BackboneSequence> seqs) {
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(mutex);
+      int64_t tokens = 0;
+      for (const auto& s : seqs) tokens += static_cast<int64_t>(s.ids.size());
+      batch_sizes.push_back(seqs.size());
+      batch_tokens.push_back(tokens);
+      if (first) hook = on_first;
+      first = false;
+    }
+    if (hook) hook();
+    for (const auto& s : seqs)
+      for (int32_t id : s.ids)
+        if (id == kBadId) throw Error(ErrorKind::kInvalidRequest, "bad id");
+    auto rows = std::make_shared<std::vector<std::vector<float>>>();
+    for (const auto& s : seqs) rows->emplace_back(s.ids.begin(), s.ids.end());
+    ++holds_alive;
+    LentHiddenStates out;
+    for (const auto& r : *rows) out.sequences.emplace_back(r.data(), r.size());
+    out.hold = std::shared_ptr<void>(new int(0), [this, rows](int* p) {
+      delete p;
+      --holds_alive;
+    });
+    return out;
+  }
+};
+
+std::vector<int32_t> ids_for(int caller, int length) {
+  std::vector<int32_t> v(static_cast<size_t>(length));
+  for (int i = 0; i < length; ++i) v[i] = caller * 1000 + i;
+  return v;
+}
+
+TEST(PrefillCoalescer, ConcurrentCallersArePackedAndGetTheirOwnRows) {
+  FakeDevice dev;
+  constexpr int kCallers = 8;
+  std::atomic<int> started{0};
+  // The first prefill waits until every caller has started, so the others queue behind it.
+  dev.on_first = [&] {
+    while (started.load() < kCallers) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 1 << 20, 64);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(kCallers, 0);
+  for (int t = 0; t < kCallers; ++t)
+    threads.emplace_back([&, t] {
+      const std::vector<int32_t> ids = ids_for(t, 3 + t);
+      const BackboneSequence seq{ids, {}, {}};
+      ++started;
+      const PrefillCoalescer::Result r = c.run(seq);
+      bool mine = r.hidden.size() == ids.size();
+      for (size_t i = 0; mine && i < ids.size(); ++i) mine = r.hidden[i] == static_cast<float>(ids[i]);
+      ok[t] = mine ? 1 : 0;
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kCallers; ++t) EXPECT_EQ(ok[t], 1) << "caller " << t;
+  size_t total = 0, largest = 0;
+  for (size_t n : dev.batch_sizes) total += n, largest = std::max(largest, n);
+  EXPECT_EQ(total, static_cast<size_t>(kCallers));
+  EXPECT_GE(largest, 2u) << "nothing was packed";
+  EXPECT_LT(dev.batch_sizes.size(), static_cast<size_t>(kCallers));
+  EXPECT_EQ(dev.holds_alive.load(), 0);  // every caller dropped its result
+}
+
+TEST(PrefillCoalescer, CapsBoundEachPackedPrefill) {
+  FakeDevice dev;
+  constexpr int kCallers = 10;
+  std::atomic<int> started{0};
+  dev.on_first = [&] {
+    while (started.load() < kCallers) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  const int64_t max_tokens = 25;
+  const size_t max_sequences = 3;
+  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, max_tokens, max_sequences);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kCallers; ++t)
+    threads.emplace_back([&, t] {
+      const std::vector<int32_t> ids = ids_for(t, t == 4 ? 40 : 8);  // caller 4 alone exceeds the cap
+      const BackboneSequence seq{ids, {}, {}};
+      ++started;
+      EXPECT_EQ(c.run(seq).hidden.size(), ids.size());
+    });
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < dev.batch_sizes.size(); ++i) {
+    EXPECT_LE(dev.batch_sizes[i], max_sequences);
+    if (dev.batch_sizes[i] > 1) {
+      EXPECT_LE(dev.batch_tokens[i], max_tokens);
+    }
+  }
+}
+
+TEST(PrefillCoalescer, AFailingSequenceFailsOnlyItsCaller) {
+  FakeDevice dev;
+  constexpr int kCallers = 5;
+  std::atomic<int> started{0};
+  dev.on_first = [&] {
+    while (started.load() < kCallers) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 1 << 20, 64);
+  std::vector<std::thread> threads;
+  std::vector<int> outcome(kCallers, -1);  // 1 answered, 0 threw
+  for (int t = 0; t < kCallers; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<int32_t> ids = ids_for(t, 4);
+      if (t == 3) ids[2] = kBadId;
+      const BackboneSequence seq{ids, {}, {}};
+      ++started;
+      try {
+        outcome[t] = c.run(seq).hidden.size() == 4 ? 1 : -2;
+      } catch (const Error& e) {
+        outcome[t] = std::string(e.what()) == "bad id" ? 0 : -3;
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kCallers; ++t) EXPECT_EQ(outcome[t], t == 3 ? 0 : 1) << "caller " << t;
+}
+
+TEST(PrefillCoalescer, AloneOnAnIdleDeviceRunsAtOnce) {
+  FakeDevice dev;
+  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 100, 4);
+  const std::vector<int32_t> ids = ids_for(1, 5);
+  for (int i = 0; i < 3; ++i) {
+    const auto r = c.run({ids, {}, {}});
+    EXPECT_EQ(r.packed, 1u);
+  }
+  EXPECT_EQ(dev.batch_sizes, (std::vector<size_t>{1, 1, 1}));
+  EXPECT_THROW(PrefillCoalescer(nullptr, 100, 4), Error);
+  EXPECT_THROW(PrefillCoalescer([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 0, 4), Error);
+}
+
+}  // namespace
+}  // namespace stave
