@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,6 +24,10 @@ struct FakeDevice {
   std::vector<size_t> batch_sizes;
   std::vector<int64_t> batch_tokens;
   std::atomic<int> holds_alive{0};
+  // Like the CUDA backbone's page-locked stagings: at most this many results lent at once, a
+  // prefill waits for one to be dropped (0: no limit).
+  int max_alive = 0;
+  std::condition_variable freed;
   std::function<void()> on_first;  // runs inside the first prefill (lets the others queue)
   bool first = true;
 
@@ -43,12 +48,20 @@ struct FakeDevice {
         if (id == kBadId) throw Error(ErrorKind::kInvalidRequest, "bad id");
     auto rows = std::make_shared<std::vector<std::vector<float>>>();
     for (const auto& s : seqs) rows->emplace_back(s.ids.begin(), s.ids.end());
-    ++holds_alive;
+    {
+      std::unique_lock lock(mutex);
+      freed.wait(lock, [&] { return max_alive == 0 || holds_alive.load() < max_alive; });
+      ++holds_alive;
+    }
     LentHiddenStates out;
     for (const auto& r : *rows) out.sequences.emplace_back(r.data(), r.size());
     out.hold = std::shared_ptr<void>(new int(0), [this, rows](int* p) {
       delete p;
-      --holds_alive;
+      {
+        std::lock_guard lock(mutex);
+        --holds_alive;
+      }
+      freed.notify_all();
     });
     return out;
   }
@@ -120,9 +133,13 @@ TEST(PrefillCoalescer, CapsBoundEachPackedPrefill) {
   }
 }
 
+// Also with only two results lendable at once (the CUDA backbone's two stagings): the packed
+// prefill fails, and the one-by-one retry must hand each result over as soon as it is made, or
+// the third retry would wait forever for a staging that an unnotified caller holds.
 TEST(PrefillCoalescer, AFailingSequenceFailsOnlyItsCaller) {
   FakeDevice dev;
-  constexpr int kCallers = 5;
+  dev.max_alive = 2;
+  constexpr int kCallers = 6;
   std::atomic<int> started{0};
   dev.on_first = [&] {
     while (started.load() < kCallers) std::this_thread::yield();
@@ -138,7 +155,9 @@ TEST(PrefillCoalescer, AFailingSequenceFailsOnlyItsCaller) {
       const BackboneSequence seq{ids, {}, {}};
       ++started;
       try {
-        outcome[t] = c.run(seq).hidden.size() == 4 ? 1 : -2;
+        const PrefillCoalescer::Result r = c.run(seq);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // "the head" holds the result a while
+        outcome[t] = r.hidden.size() == 4 ? 1 : -2;
       } catch (const Error& e) {
         outcome[t] = std::string(e.what()) == "bad id" ? 0 : -3;
       }

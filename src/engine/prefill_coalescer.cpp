@@ -12,6 +12,12 @@ PrefillCoalescer::PrefillCoalescer(Prefill prefill, int64_t max_tokens, size_t m
     throw Error(ErrorKind::kInternal, "prefill coalescer: needs a prefill and positive caps");
 }
 
+void PrefillCoalescer::complete(Waiter* w) {
+  std::lock_guard lock(mutex_);
+  w->done = true;  // from here on the waiter may return: `w` is not touched again
+  changed_.notify_all();
+}
+
 void PrefillCoalescer::prefill_batch(std::span<Waiter* const> batch) {
   std::vector<BackboneSequence> seqs;
   for (const Waiter* w : batch) seqs.push_back(*w->sequence);
@@ -24,11 +30,16 @@ void PrefillCoalescer::prefill_batch(std::span<Waiter* const> batch) {
   } catch (...) {
     if (batch.size() == 1) {
       batch[0]->error = std::current_exception();
+      complete(batch[0]);
       return;
     }
     // One sequence (a bad token id, a size the device cannot hold) must not fail the others.
+    // Each is completed as soon as it is done, so its caller can release its hidden states
+    // (the device's stagings are few) while the next one runs.
     for (Waiter* w : batch) prefill_batch(std::span<Waiter* const>(&w, 1));
+    return;
   }
+  for (Waiter* w : batch) complete(w);
 }
 
 PrefillCoalescer::Result PrefillCoalescer::run(const BackboneSequence& sequence) {
@@ -54,10 +65,8 @@ PrefillCoalescer::Result PrefillCoalescer::run(const BackboneSequence& sequence)
         queue_.pop_front();
       }
       lock.unlock();
-      prefill_batch(batch);
+      prefill_batch(batch);  // completes every waiter of the batch
       lock.lock();
-      for (Waiter* w : batch) w->done = true;
-      changed_.notify_all();
     }
     leader_ = false;
     changed_.notify_all();  // a waiter still queued becomes the next leader

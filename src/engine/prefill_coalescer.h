@@ -45,8 +45,11 @@ class PrefillCoalescer {
     Result result;
     std::exception_ptr error;
   };
-  // Runs `batch` (the caller holds no lock) and fills in each waiter's result or error.
+  // Runs `batch` (the caller holds no lock), fills in each waiter's result or error and
+  // completes it.
   void prefill_batch(std::span<Waiter* const> batch);
+  // Marks `w` done and wakes its caller, which may then return at once.
+  void complete(Waiter* w);
 
   Prefill prefill_;
   int64_t max_tokens_;

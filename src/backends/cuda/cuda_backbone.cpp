@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -65,14 +66,34 @@ struct CudaBackbone::Impl {
 
   void add(const DeviceLinear& l) { weight_bytes += linear_bytes(l); }
 
-  // Host staging for the embeddings and angles in and the hidden states out: page-locked, in two
-  // slots taken in turn; a slot stays locked while its hidden states are lent out.
-  struct Staging {
-    std::mutex in_use;
-    PinnedBuffer buffer;
-  };
-  mutable std::array<Staging, 2> staging;
-  mutable size_t next_staging = 0;
+  // Host staging for the embeddings and angles in and the hidden states out: page-locked, two
+  // slots; a slot stays taken while its hidden states are lent out. A prefill takes whichever
+  // slot is free (waiting only while both are lent), so a caller that still holds one lease can
+  // always run another prefill once the other slot's holder lets go.
+  mutable std::array<PinnedBuffer, 2> staging;
+  mutable std::array<bool, 2> staging_lent{false, false};
+  mutable std::mutex staging_mutex;
+  mutable std::condition_variable staging_freed;
+  // A free staging slot, marked lent until the returned hold is dropped.
+  std::pair<size_t, std::shared_ptr<void>> take_staging() const {
+    std::unique_lock lock(staging_mutex);
+    size_t slot = 0;
+    staging_freed.wait(lock, [&] {
+      for (slot = 0; slot < staging_lent.size(); ++slot)
+        if (!staging_lent[slot]) return true;
+      return false;
+    });
+    staging_lent[slot] = true;
+    std::shared_ptr<void> hold(new size_t(slot), [this](size_t* s) {
+      {
+        std::lock_guard l(staging_mutex);
+        staging_lent[*s] = false;
+      }
+      staging_freed.notify_one();
+      delete s;
+    });
+    return {slot, std::move(hold)};
+  }
   // cos/sin rows of positions 0 … rope_rows − 1 (text positions), grown on demand.
   mutable std::vector<float> rope_cos, rope_sin;
   mutable int64_t rope_rows = 0;
@@ -212,18 +233,17 @@ LentHiddenStates CudaBackbone::forward_lent(std::span<const BackboneSequence> se
   }
 
   std::unique_lock lock(m.mutex);
-  // A staging slot for this prefill, kept (locked) until the caller drops the lent states.
-  Impl::Staging& slot = m.staging[m.next_staging];
-  m.next_staging = (m.next_staging + 1) % m.staging.size();
-  auto slot_lock = std::make_shared<std::unique_lock<std::mutex>>(slot.in_use);
+  // A staging slot for this prefill, kept until the caller drops the lent states.
+  auto [slot_index, slot_hold] = m.take_staging();
+  PinnedBuffer& staging = m.staging[slot_index];
   GpuContext& ctx = *m.ctx;
   cudaStream_t s = ctx.stream();
   const size_t f = sizeof(float);
   // Embedding rows and RoPE angles on the host, into page-locked staging (the angles are part
   // of the model's definition and use the reference formula on every backend).
   const int64_t half = m.rope.half();
-  slot.buffer.reserve(static_cast<size_t>(L * H + 2 * L * half) * f);
-  float* hh = slot.buffer.as<float>();
+  staging.reserve(static_cast<size_t>(L * H + 2 * L * half) * f);
+  float* hh = staging.as<float>();
   float* cos = hh + L * H;
   float* sin = cos + L * half;
   for (int64_t b = 0; b < n_seq; ++b) {
@@ -358,7 +378,7 @@ LentHiddenStates CudaBackbone::forward_lent(std::span<const BackboneSequence> se
   stages.report("cuda stages", L);
   for (int64_t b = 0; b < n_seq; ++b)
     out.sequences.emplace_back(hh + starts[b] * H, static_cast<size_t>((starts[b + 1] - starts[b]) * H));
-  out.hold = std::move(slot_lock);
+  out.hold = std::move(slot_hold);
   return out;
 }
 
