@@ -2,7 +2,8 @@
 # Runs on the device machine from the folder pack_cuda.sh filled: the GPU test suite, then
 # `stave synth --preset clef-27b --format mxfp4` on local disk and decision latency at 512,
 # 2048 and 8192 tokens on the H200 (bench_decide). Results and logs under $OUT.
-#   STEPS="tests bench torch" (default) — pick steps; "stages" adds the per-stage profile.
+#   STEPS="tests bench torch" (default) — pick steps; "stages" adds the per-stage profile,
+#   "serve" the server under concurrent load with and without --batch-tokens.
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
@@ -63,6 +64,36 @@ if [[ " $steps " == *" stages "* ]]; then
     STAVE_CUDA_ATTENTION=$kernel STAVE_CUDA_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench \
       --model $rel --device cuda --prompt-tokens "${STAGE_TOKENS:-512,2048,8192}" 2>&1 |
       tee "$OUT/stages_$kernel.txt"
+  done
+fi
+if [[ " $steps " == *" serve "* ]]; then
+  [ -n "${SERVE_MODEL:-}" ] || synth_release
+  smodel="${SERVE_MODEL:-$rel}"
+  # `stave serve --device cuda` under concurrent load: CLIENTS clients, each posting a request
+  # of about SERVE_TOKENS tokens as fast as answers come, for SERVE_SECONDS; once with the
+  # prefill coalescer (--batch-tokens) and once without, same server options otherwise.
+  state=""
+  for _ in $(seq "$(( ${SERVE_TOKENS:-512} / 12 ))"); do state+="Our checkout started returning errors and orders are blocked. "; done
+  printf '{"model":"clef","state":"%s","questions":{"department":{"type":"choice","criteria":{"billing":"Payments","technical":"Bugs or outages"}},"urgency":{"type":"score","criteria":["Can wait","This week","Today"]},"outage":{"type":"noul","instructions":"Is a service down?"}}}' \
+    "$state" > /tmp/serve_request.json
+  for batch in "${BATCH_TOKENS:-16384}" 0; do
+    port=18990
+    "$bin/stave" serve --model "$smodel" --device "${SERVE_DEVICE:-cuda}" --port $port \
+      --max-running "${MAX_RUNNING:-8}" --max-queue 64 --batch-tokens "$batch" --quiet &
+    sp=$!
+    healthy() {  # GET /health without curl (the device image may lack it)
+      { exec 3<>/dev/tcp/127.0.0.1/$port; } 2>/dev/null || return 1
+      printf 'GET /health HTTP/1.0\r\n\r\n' >&3
+      grep -q '"ok"' <&3
+      local r=$?
+      exec 3<&-
+      return $r
+    }
+    for _ in $(seq 120); do healthy && break; sleep 1; done
+    echo "== serve --batch-tokens $batch, ${CLIENTS:-16} clients" | tee -a "$OUT/serve.txt"
+    timeout "${SERVE_TIMEOUT:-120}" "$bin/serve_load" --port $port --clients "${CLIENTS:-16}" \
+      --seconds "${SERVE_SECONDS:-30}" --request /tmp/serve_request.json --server-pid $sp 2>&1 | tee -a "$OUT/serve.txt"
+    kill -TERM $sp; wait $sp
   done
 fi
 if [[ " $steps " == *" torch "* ]]; then
