@@ -3,13 +3,28 @@
 // P·v. Fast precision runs in fp32 (SGEMM, no TF32); exact precision in fp64 (DGEMM, inputs
 // widened exactly), as the exact linear layers do. The score buffer is bounded: queries are
 // taken in chunks sized to a byte budget, so a long state never needs an L×L matrix at once.
+// Also where fast attention picks this form or the flash kernel (attention_flash.cu).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
 
-namespace stave::cuda::dev {
+namespace stave::cuda {
+
+AttentionKernel attention_kernel_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_ATTENTION");
+  if (!e || !*e || std::string_view(e) == "auto") return AttentionKernel::kAuto;
+  if (std::string_view(e) == "flash") return AttentionKernel::kFlash;
+  if (std::string_view(e) == "gemm") return AttentionKernel::kGemm;
+  throw Error(ErrorKind::kUnsupported,
+              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'auto', 'flash' or 'gemm'");
+}
+
+namespace dev {
 namespace {
 
 constexpr int kThreads = 256;
@@ -182,4 +197,5 @@ void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q
   attend<float>(ctx, shape, q, rows, 0, k, v, out, max_score_bytes, ctx.scratch_scores(), n_keys);
 }
 
-}  // namespace stave::cuda::dev
+}  // namespace dev
+}  // namespace stave::cuda

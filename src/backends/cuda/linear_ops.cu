@@ -5,10 +5,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string>
-#include <string_view>
 #include <type_traits>
 
 #include "backends/cuda/device_ops.h"
@@ -256,15 +253,6 @@ DeviceLinear upload_linear(const LinearWeight& w) {
   if (w.format == WeightFormat::kMXFP4) d.scales.upload(w.scales, static_cast<size_t>(w.out * (w.in / 32)));
   if (w.bias) d.bias.upload(w.bias, static_cast<size_t>(w.out) * sizeof(float));
   return d;
-}
-
-AttentionKernel attention_kernel_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_ATTENTION");
-  if (!e || !*e || std::string_view(e) == "auto") return AttentionKernel::kAuto;
-  if (std::string_view(e) == "flash") return AttentionKernel::kFlash;
-  if (std::string_view(e) == "gemm") return AttentionKernel::kGemm;
-  throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'auto', 'flash' or 'gemm'");
 }
 
 GpuContext::GpuContext(bool exact, AttentionKernel attention) : exact_(exact), attention_(attention) {
