@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -67,6 +68,28 @@ struct FakeDevice {
   }
 };
 
+PrefillCoalescer::Prefill prefill_on(FakeDevice& dev) {
+  return [&dev](std::span<const BackboneSequence> s) { return dev.prefill(s); };
+}
+
+// Runs caller(t) for t < n on n threads at once. The device's first prefill waits until every
+// caller has started (and 50 ms more), so the others queue behind it.
+void run_concurrently(FakeDevice& dev, int n, const std::function<void(int)>& caller) {
+  std::atomic<int> started{0};
+  dev.on_first = [&] {
+    while (started.load() < n) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      ++started;
+      caller(t);
+    });
+  for (auto& th : threads) th.join();
+  dev.on_first = nullptr;  // it refers to `started`
+}
+
 std::vector<int32_t> ids_for(int caller, int length) {
   std::vector<int32_t> v(static_cast<size_t>(length));
   for (int i = 0; i < length; ++i) v[i] = caller * 1000 + i;
@@ -76,26 +99,15 @@ std::vector<int32_t> ids_for(int caller, int length) {
 TEST(PrefillCoalescer, ConcurrentCallersArePackedAndGetTheirOwnRows) {
   FakeDevice dev;
   constexpr int kCallers = 8;
-  std::atomic<int> started{0};
-  // The first prefill waits until every caller has started, so the others queue behind it.
-  dev.on_first = [&] {
-    while (started.load() < kCallers) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  };
-  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 1 << 20, 64);
-  std::vector<std::thread> threads;
+  PrefillCoalescer c(prefill_on(dev), 1 << 20, 64);
   std::vector<int> ok(kCallers, 0);
-  for (int t = 0; t < kCallers; ++t)
-    threads.emplace_back([&, t] {
-      const std::vector<int32_t> ids = ids_for(t, 3 + t);
-      const BackboneSequence seq{ids, {}, {}};
-      ++started;
-      const PrefillCoalescer::Result r = c.run(seq);
-      bool mine = r.hidden.size() == ids.size();
-      for (size_t i = 0; mine && i < ids.size(); ++i) mine = r.hidden[i] == static_cast<float>(ids[i]);
-      ok[t] = mine ? 1 : 0;
-    });
-  for (auto& th : threads) th.join();
+  run_concurrently(dev, kCallers, [&](int t) {
+    const std::vector<int32_t> ids = ids_for(t, 3 + t);
+    const PrefillCoalescer::Result r = c.run({ids, {}, {}});
+    bool mine = r.hidden.size() == ids.size();
+    for (size_t i = 0; mine && i < ids.size(); ++i) mine = r.hidden[i] == static_cast<float>(ids[i]);
+    ok[t] = mine ? 1 : 0;
+  });
   for (int t = 0; t < kCallers; ++t) EXPECT_EQ(ok[t], 1) << "caller " << t;
   size_t total = 0, largest = 0;
   for (size_t n : dev.batch_sizes) total += n, largest = std::max(largest, n);
@@ -108,23 +120,13 @@ TEST(PrefillCoalescer, ConcurrentCallersArePackedAndGetTheirOwnRows) {
 TEST(PrefillCoalescer, CapsBoundEachPackedPrefill) {
   FakeDevice dev;
   constexpr int kCallers = 10;
-  std::atomic<int> started{0};
-  dev.on_first = [&] {
-    while (started.load() < kCallers) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  };
   const int64_t max_tokens = 25;
   const size_t max_sequences = 3;
-  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, max_tokens, max_sequences);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kCallers; ++t)
-    threads.emplace_back([&, t] {
-      const std::vector<int32_t> ids = ids_for(t, t == 4 ? 40 : 8);  // caller 4 alone exceeds the cap
-      const BackboneSequence seq{ids, {}, {}};
-      ++started;
-      EXPECT_EQ(c.run(seq).hidden.size(), ids.size());
-    });
-  for (auto& th : threads) th.join();
+  PrefillCoalescer c(prefill_on(dev), max_tokens, max_sequences);
+  run_concurrently(dev, kCallers, [&](int t) {
+    const std::vector<int32_t> ids = ids_for(t, t == 4 ? 40 : 8);  // caller 4 alone exceeds the cap
+    EXPECT_EQ(c.run({ids, {}, {}}).hidden.size(), ids.size());
+  });
   for (size_t i = 0; i < dev.batch_sizes.size(); ++i) {
     EXPECT_LE(dev.batch_sizes[i], max_sequences);
     if (dev.batch_sizes[i] > 1) {
@@ -140,35 +142,25 @@ TEST(PrefillCoalescer, AFailingSequenceFailsOnlyItsCaller) {
   FakeDevice dev;
   dev.max_alive = 2;
   constexpr int kCallers = 6;
-  std::atomic<int> started{0};
-  dev.on_first = [&] {
-    while (started.load() < kCallers) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  };
-  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 1 << 20, 64);
-  std::vector<std::thread> threads;
+  PrefillCoalescer c(prefill_on(dev), 1 << 20, 64);
   std::vector<int> outcome(kCallers, -1);  // 1 answered, 0 threw
-  for (int t = 0; t < kCallers; ++t)
-    threads.emplace_back([&, t] {
-      std::vector<int32_t> ids = ids_for(t, 4);
-      if (t == 3) ids[2] = kBadId;
-      const BackboneSequence seq{ids, {}, {}};
-      ++started;
-      try {
-        const PrefillCoalescer::Result r = c.run(seq);
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // "the head" holds the result a while
-        outcome[t] = r.hidden.size() == 4 ? 1 : -2;
-      } catch (const Error& e) {
-        outcome[t] = std::string(e.what()) == "bad id" ? 0 : -3;
-      }
-    });
-  for (auto& th : threads) th.join();
+  run_concurrently(dev, kCallers, [&](int t) {
+    std::vector<int32_t> ids = ids_for(t, 4);
+    if (t == 3) ids[2] = kBadId;
+    try {
+      const PrefillCoalescer::Result r = c.run({ids, {}, {}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // "the head" holds the result a while
+      outcome[t] = r.hidden.size() == 4 ? 1 : -2;
+    } catch (const Error& e) {
+      outcome[t] = std::string(e.what()) == "bad id" ? 0 : -3;
+    }
+  });
   for (int t = 0; t < kCallers; ++t) EXPECT_EQ(outcome[t], t == 3 ? 0 : 1) << "caller " << t;
 }
 
 TEST(PrefillCoalescer, AloneOnAnIdleDeviceRunsAtOnce) {
   FakeDevice dev;
-  PrefillCoalescer c([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 100, 4);
+  PrefillCoalescer c(prefill_on(dev), 100, 4);
   const std::vector<int32_t> ids = ids_for(1, 5);
   for (int i = 0; i < 3; ++i) {
     const auto r = c.run({ids, {}, {}});
@@ -176,7 +168,7 @@ TEST(PrefillCoalescer, AloneOnAnIdleDeviceRunsAtOnce) {
   }
   EXPECT_EQ(dev.batch_sizes, (std::vector<size_t>{1, 1, 1}));
   EXPECT_THROW(PrefillCoalescer(nullptr, 100, 4), Error);
-  EXPECT_THROW(PrefillCoalescer([&](std::span<const BackboneSequence> s) { return dev.prefill(s); }, 0, 4), Error);
+  EXPECT_THROW(PrefillCoalescer(prefill_on(dev), 0, 4), Error);
 }
 
 }  // namespace
