@@ -68,6 +68,41 @@ std::vector<std::string> case_names(const std::string& variant) {
   return names;
 }
 
+// The request texts of the cases that decide without an error at the default max_length (the
+// batch tests answer them all under one DecideOptions); image cases only `with_images`.
+std::vector<std::string> default_length_requests(const std::string& variant, bool with_images) {
+  std::vector<std::string> out;
+  for (const auto& n : case_names(variant)) {
+    const std::string dir = test::fixture("public/cases/" + n);
+    const ojson expected = ojson::parse(read_file(dir + "/expected-" + variant + ".json"));
+    if (expected.contains("error") || expected["max_length"].get<int64_t>() != DecideOptions{}.max_length) continue;
+    std::string request = read_file(dir + "/request.json");
+    if (!with_images && ojson::parse(request).contains("images")) continue;
+    out.push_back(std::move(request));
+  }
+  return out;
+}
+
+// The largest |Δp| between two decisions of one request, over every answer; answers of
+// different shapes are a test failure (and an infinite difference).
+double max_abs_dp(const Decision& want, const Decision& got) {
+  if (got.answers.size() != want.answers.size()) {
+    ADD_FAILURE() << got.answers.size() << " answers against " << want.answers.size();
+    return INFINITY;
+  }
+  double worst = 0;
+  for (size_t a = 0; a < want.answers.size(); ++a) {
+    const auto& pw = want.answers[a].probabilities;
+    const auto& pg = got.answers[a].probabilities;
+    if (pg.size() != pw.size()) {
+      ADD_FAILURE() << want.answers[a].id << ": " << pg.size() << " probabilities against " << pw.size();
+      return INFINITY;
+    }
+    for (size_t k = 0; k < pw.size(); ++k) worst = std::max(worst, std::fabs(pg[k] - pw[k]));
+  }
+  return worst;
+}
+
 TEST_P(CudaFixtures, ExactDecisionsMatchFixtureLogits) {
   STAVE_REQUIRE_GPU();
   STAVE_REQUIRE_FIXTURE("public/cases");
@@ -227,31 +262,17 @@ TEST_P(CudaFixtures, BatchedDecisionsMatchOneAtATime) {
     eo.precision = p;
     eo.device = "cuda";
     auto gpu = Engine::load(eo);
+    // Cases with errors, other lengths or images are covered by the decide() tests above.
     std::vector<DecisionRequest> requests;
-    DecideOptions o;
-    for (const auto& n : case_names(variant)) {
-      const std::string dir = test::fixture("public/cases/" + n);
-      const ojson expected = ojson::parse(read_file(dir + "/expected-" + variant + ".json"));
-      // Cases with errors, other lengths or images are covered by the decide() tests above.
-      if (expected.contains("error") || expected["max_length"].get<int64_t>() != o.max_length) continue;
-      const ojson req = ojson::parse(read_file(dir + "/request.json"));
-      if (req.contains("images")) continue;
-      requests.push_back(parse_decision_request(req.dump()));
-    }
+    for (const std::string& text : default_length_requests(variant, /*with_images=*/false))
+      requests.push_back(parse_decision_request(text));
     ASSERT_GE(requests.size(), 3u);
+    const DecideOptions o;
     const auto batch = gpu->decide_batch(requests, o);
     ASSERT_EQ(batch.size(), requests.size());
     double worst = 0;
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const Decision one = gpu->decide(requests[i], o);
-      ASSERT_EQ(batch[i].answers.size(), one.answers.size());
-      for (size_t a = 0; a < one.answers.size(); ++a) {
-        const auto& pw = one.answers[a].probabilities;
-        const auto& pg = batch[i].answers[a].probabilities;
-        ASSERT_EQ(pg.size(), pw.size());
-        for (size_t k = 0; k < pw.size(); ++k) worst = std::max(worst, std::fabs(pg[k] - pw[k]));
-      }
-    }
+    for (size_t i = 0; i < requests.size(); ++i)
+      worst = std::max(worst, max_abs_dp(gpu->decide(requests[i], o), batch[i]));
     EXPECT_LE(worst, p == Precision::kExact ? 1e-6 : 0.005);
     std::printf("[ cuda batch ] %s %s: %zu requests, worst |Δp| batch vs one %.3g\n", variant.c_str(),
                 p == Precision::kExact ? "exact" : "fast", requests.size(), worst);
@@ -271,13 +292,7 @@ TEST_P(CudaFixtures, ConcurrentDecisionsPackedByBatchTokensMatchOneAtATime) {
   auto alone = Engine::load(eo);
   eo.batch_tokens = 16384;
   auto packed = Engine::load(eo);
-  std::vector<std::string> requests;
-  for (const auto& n : case_names(variant)) {
-    const std::string dir = test::fixture("public/cases/" + n);
-    const ojson expected = ojson::parse(read_file(dir + "/expected-" + variant + ".json"));
-    if (expected.contains("error") || expected["max_length"].get<int64_t>() != DecideOptions{}.max_length) continue;
-    requests.push_back(read_file(dir + "/request.json"));
-  }
+  const std::vector<std::string> requests = default_length_requests(variant, /*with_images=*/true);
   ASSERT_GE(requests.size(), 3u);
   std::vector<Decision> want;
   for (const auto& r : requests) want.push_back(alone->decide(r));
@@ -289,15 +304,7 @@ TEST_P(CudaFixtures, ConcurrentDecisionsPackedByBatchTokensMatchOneAtATime) {
   // Packed rows change only the fp32 summation order of the larger products (the batched
   // prefill test above: bit-identical but for one row at 1.7e-6).
   double worst = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    ASSERT_EQ(got[i].answers.size(), want[i].answers.size()) << i;
-    for (size_t a = 0; a < want[i].answers.size(); ++a) {
-      const auto& pw = want[i].answers[a].probabilities;
-      const auto& pg = got[i].answers[a].probabilities;
-      ASSERT_EQ(pg.size(), pw.size());
-      for (size_t k = 0; k < pw.size(); ++k) worst = std::max(worst, std::fabs(pg[k] - pw[k]));
-    }
-  }
+  for (size_t i = 0; i < requests.size(); ++i) worst = std::max(worst, max_abs_dp(want[i], got[i]));
   EXPECT_LE(worst, 1e-4);
   std::printf("[ cuda batch ] %s: %zu concurrent decisions, batch_tokens 16384: worst |Δp| %.3g\n", variant.c_str(),
               requests.size(), worst);
