@@ -9,12 +9,8 @@ stave="$1"
 fixtures="$2"
 cases="$fixtures/public/cases"
 model="$fixtures/public/model-bf16"
-if [ ! -d "$cases" ]; then
-  if [ "${STAVE_REQUIRE_FIXTURES:-0}" != "0" ]; then echo "missing fixtures: $cases"; exit 1; fi
-  echo "fixtures not found ($cases); skipping"; exit 0
-fi
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/checks.bash"
+require_fixtures "$cases"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -49,5 +45,4 @@ sed -n 1p "$work/out-1.jsonl" | cmp -s - <(sed -n 6p "$work/out-1.jsonl") || fai
 [ $? -eq 2 ] || fail "--pack 0 accepted"
 grep -q -- "--pack must be" "$work/bad.txt" || fail "--pack 0: $(cat "$work/bad.txt")"
 
-if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
-echo "decide --batch: all checks passed"
+finish "decide --batch"

@@ -7,12 +7,8 @@ stave="$1"
 fixtures="$2"
 cases="$fixtures/public/cases"
 model="$fixtures/public/model-bf16"
-if [ ! -d "$cases" ]; then
-  if [ "${STAVE_REQUIRE_FIXTURES:-0}" != "0" ]; then echo "missing fixtures: $cases"; exit 1; fi
-  echo "fixtures not found ($cases); skipping"; exit 0
-fi
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/checks.bash"
+require_fixtures "$cases"
 
 # The "input_ids" and "questions" members of an expected file, whitespace removed (the chosen
 # cases have no spaces inside their ids), as `stave encode` prints them.
@@ -63,5 +59,4 @@ status=$?
 [ $status -eq 2 ] || fail "truncated JSON: exit status $status"
 case "$got" in *'"error":{"message":"invalid JSON at byte'*) ;; *) fail "truncated JSON: printed $got" ;; esac
 
-if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
-echo "encode CLI: all checks passed"
+finish "encode CLI"
