@@ -82,6 +82,8 @@ struct Tally {
   std::vector<double> latencies_ms;  // answered (200) only
   std::map<int, long> statuses;
   long connection_errors = 0;
+  std::map<std::string, long> error_kinds;  // httplib's error name → count
+  std::vector<double> error_at_s;           // when each failed request began, seconds into the run
 };
 
 }  // namespace
@@ -112,12 +114,16 @@ int main(int argc, char** argv) {
       std::vector<double> lat;
       std::map<int, long> statuses;
       long errors = 0;
+      std::map<std::string, long> kinds;
+      std::vector<double> error_at;
       for (size_t i = static_cast<size_t>(c); Clock::now() < end; ++i) {
         const auto t0 = Clock::now();
         auto r = client.Post("/v1/systemone", headers, a.requests[i % a.requests.size()], "application/json");
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         if (!r) {
           ++errors;
+          ++kinds[httplib::to_string(r.error())];
+          error_at.push_back(std::chrono::duration<double>(t0 - start).count());
           continue;
         }
         ++statuses[r->status];
@@ -128,6 +134,8 @@ int main(int argc, char** argv) {
       tally.latencies_ms.insert(tally.latencies_ms.end(), lat.begin(), lat.end());
       for (const auto& [s, n] : statuses) tally.statuses[s] += n;
       tally.connection_errors += errors;
+      for (const auto& [k, n] : kinds) tally.error_kinds[k] += n;
+      tally.error_at_s.insert(tally.error_at_s.end(), error_at.begin(), error_at.end());
     });
   for (auto& t : clients) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -153,6 +161,14 @@ int main(int argc, char** argv) {
               tally.connection_errors);
   std::printf("latency of answered requests: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n", pct(50), pct(90),
               pct(99), lat.empty() ? 0.0 : lat.back());
+  if (tally.connection_errors) {  // what failed and when: at connect time, mid-run or at the end
+    std::sort(tally.error_at_s.begin(), tally.error_at_s.end());
+    std::printf("connection errors:");
+    for (const auto& [k, n] : tally.error_kinds) std::printf(" %s×%ld", k.c_str(), n);
+    std::printf(", requests begun at");
+    for (double t : tally.error_at_s) std::printf(" %.2f", t);
+    std::printf(" s\n");
+  }
   std::printf("statuses:");
   for (const auto& [s, n] : tally.statuses) std::printf(" %d×%ld", s, n);
   std::printf("\n");

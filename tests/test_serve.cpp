@@ -3,10 +3,16 @@
 // with the right status: 400 / 401 / 404 / 413 / 422 / 503 + Retry-After / 504, /health before
 // and after load, /metrics, the Workers AI envelope. The pieces (admission queue, bearer check,
 // model names, reply rendering) are tested on their own first.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -246,6 +252,58 @@ void serve_all_fixture_cases(const std::string& variant) {
 
 TEST(ServeHttp, FixtureCasesBf16) { serve_all_fixture_cases("bf16"); }
 TEST(ServeHttp, FixtureCasesMxfp4) { serve_all_fixture_cases("mxfp4"); }
+
+// The listener takes a burst of simultaneous connections (a load test's start, clients coming
+// back together after a coalesced batch). Nothing accepts here (the server is bound, not run),
+// so the kernel completes handshakes only up to the listen backlog and drops the rest's SYNs:
+// with the 5 that Debian's libcpp-httplib sets, 6 of 64 connect; every one must.
+TEST(ServeHttp, ListenBacklogHoldsABurstOfConnections) {
+  ServeOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.access_log = false;
+  Server server(o);
+  const int port = server.bind();
+  constexpr int kBurst = 64;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<pollfd> fds;
+  for (int i = 0; i < kBurst; ++i) {  // all connects first, then the wait
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+    fds.push_back({fd, POLLOUT, 0});
+  }
+  // Loopback handshakes complete within the connect calls; a dropped SYN is retried only after
+  // 1 s. Wait up to 300 ms on the sockets still connecting.
+  int connected = 0;
+  std::vector<bool> done(fds.size(), false);
+  const auto until = std::chrono::steady_clock::now() + 300ms;
+  while (connected < kBurst && std::chrono::steady_clock::now() < until) {
+    std::vector<pollfd> pending;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (!done[i]) {
+        pending.push_back(fds[i]);
+        index.push_back(i);
+      }
+    if (::poll(pending.data(), pending.size(), 20) <= 0) continue;
+    for (size_t j = 0; j < pending.size(); ++j) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      if ((pending[j].revents & POLLOUT) && ::getsockopt(pending[j].fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+          err == 0) {
+        done[index[j]] = true;
+        ++connected;
+      }
+    }
+  }
+  for (auto& p : fds) ::close(p.fd);
+  EXPECT_EQ(connected, kBurst);
+}
 
 const char* kSmall = R"({"model":"clef","state":"The build is red.","questions":{"broken":{"type":"noul","instructions":"Is something broken?"}}})";
 
