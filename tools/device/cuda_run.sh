@@ -73,12 +73,17 @@ if [[ " $steps " == *" serve "* ]]; then
   # of about SERVE_TOKENS tokens as fast as answers come, for SERVE_SECONDS; once with the
   # prefill coalescer (--batch-tokens) and once without, same server options otherwise.
   state=""
-  for _ in $(seq "$(( ${SERVE_TOKENS:-512} / 12 ))"); do state+="Our checkout started returning errors and orders are blocked. "; done
+  # With the Qwen3 tokenizer the sentence is 10 tokens and the rest of the request 278 (the
+  # runs of 2026-12-04 ~19:00 UTC divided by 12 instead: 42 sentences, 698 tokens).
+  for _ in $(seq "$(( (${SERVE_TOKENS:-512} - 278) / 10 ))"); do state+="Our checkout started returning errors and orders are blocked. "; done
   printf '{"model":"clef","state":"%s","questions":{"department":{"type":"choice","criteria":{"billing":"Payments","technical":"Bugs or outages"}},"urgency":{"type":"score","criteria":["Can wait","This week","Today"]},"outage":{"type":"noul","instructions":"Is a service down?"}}}' \
     "$state" > /tmp/serve_request.json
   for batch in "${BATCH_TOKENS:-16384}" 0; do
     port=18990
-    "$bin/stave" serve --model "$smodel" --device "${SERVE_DEVICE:-cuda}" --port $port \
+    # --threads × --max-running ≤ cores (docs/serve.md): OpenMP teams of the heads' host work
+    # that oversubscribe the cores wait at every barrier.
+    threads="${SERVE_THREADS:-$(( $(nproc) / ${MAX_RUNNING:-8} > 0 ? $(nproc) / ${MAX_RUNNING:-8} : 1 ))}"
+    "$bin/stave" serve --model "$smodel" --device "${SERVE_DEVICE:-cuda}" --port $port --threads "$threads" \
       --max-running "${MAX_RUNNING:-8}" --max-queue 64 --batch-tokens "$batch" --quiet &
     sp=$!
     healthy() {  # GET /health without curl (the device image may lack it)
@@ -90,7 +95,8 @@ if [[ " $steps " == *" serve "* ]]; then
       return $r
     }
     for _ in $(seq 120); do healthy && break; sleep 1; done
-    echo "== serve --batch-tokens $batch, ${CLIENTS:-16} clients" | tee -a "$OUT/serve.txt"
+    echo "== serve --batch-tokens $batch --max-running ${MAX_RUNNING:-8} --threads $threads, ${CLIENTS:-16} clients" |
+      tee -a "$OUT/serve.txt"
     timeout "${SERVE_TIMEOUT:-120}" "$bin/serve_load" --port $port --clients "${CLIENTS:-16}" \
       --seconds "${SERVE_SECONDS:-30}" --request /tmp/serve_request.json --server-pid $sp 2>&1 | tee -a "$OUT/serve.txt"
     kill -TERM $sp; wait $sp
