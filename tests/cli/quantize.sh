@@ -7,10 +7,8 @@ stave="$1"
 fixtures="$2"
 bf16="$fixtures/public/model-bf16"
 mxfp4="$fixtures/public/model-mxfp4"
-if [[ ! -f "$bf16/config.json" ]]; then
-  echo "fixtures not found in $fixtures; skipping"
-  exit 0
-fi
+. "$(dirname "$0")/checks.bash"  # require_fixtures: skip, or fail under STAVE_REQUIRE_FIXTURES
+require_fixtures "$bf16"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
