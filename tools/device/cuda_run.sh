@@ -78,11 +78,12 @@ if [[ " $steps " == *" serve "* ]]; then
   for _ in $(seq "$(( (${SERVE_TOKENS:-512} - 278) / 10 ))"); do state+="Our checkout started returning errors and orders are blocked. "; done
   printf '{"model":"clef","state":"%s","questions":{"department":{"type":"choice","criteria":{"billing":"Payments","technical":"Bugs or outages"}},"urgency":{"type":"score","criteria":["Can wait","This week","Today"]},"outage":{"type":"noul","instructions":"Is a service down?"}}}' \
     "$state" > /tmp/serve_request.json
+  # --threads × --max-running ≤ cores (docs/serve.md): OpenMP teams of the heads' host work
+  # that oversubscribe the cores wait at every barrier.
+  threads="${SERVE_THREADS:-$(( $(nproc) / ${MAX_RUNNING:-8} ))}"
+  (( threads > 0 )) || threads=1
   for batch in "${BATCH_TOKENS:-16384}" 0; do
     port=18990
-    # --threads × --max-running ≤ cores (docs/serve.md): OpenMP teams of the heads' host work
-    # that oversubscribe the cores wait at every barrier.
-    threads="${SERVE_THREADS:-$(( $(nproc) / ${MAX_RUNNING:-8} > 0 ? $(nproc) / ${MAX_RUNNING:-8} : 1 ))}"
     "$bin/stave" serve --model "$smodel" --device "${SERVE_DEVICE:-cuda}" --port $port --threads "$threads" \
       --max-running "${MAX_RUNNING:-8}" --max-queue 64 --batch-tokens "$batch" --quiet &
     sp=$!
