@@ -2,4 +2,5 @@
 #pragma once
 #include "stave/engine.h"
 #include "stave/errors.h"
+#include "stave/language_model.h"
 #include "stave/options.h"

@@ -114,8 +114,13 @@ Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const
   Sequence seq;
   seq.tokens = L;
   seq.h = embed(ids, overrides);
-  if (L == 0) return seq;
+  rope_tables(seq, positions, 0);
+  return seq;
+}
 
+void Backbone::rope_tables(Sequence& seq, std::span<const int32_t> positions, int64_t first) const {
+  const int64_t L = seq.tokens;
+  if (L == 0) return;
   // RoPE angles of every position, shared by all full-attention layers: O(L × rotary_dim).
   // Computed with the reference formula on every backend: the fp32 angles are part of the
   // model's definition (HF rounds them the same way), not an op to speed up.
@@ -123,7 +128,7 @@ Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const
   const int32_t *pt, *ph, *pw;
   if (positions.empty()) {
     arange.resize(static_cast<size_t>(L));
-    for (int64_t t = 0; t < L; ++t) arange[t] = static_cast<int32_t>(t);
+    for (int64_t t = 0; t < L; ++t) arange[t] = static_cast<int32_t>(first + t);
     pt = ph = pw = arange.data();
   } else {
     pt = positions.data();
@@ -134,13 +139,19 @@ Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const
   seq.cos.resize(static_cast<size_t>(L * half));
   seq.sin.resize(static_cast<size_t>(L * half));
   ref::mrope_cos_sin(rope_, pt, ph, pw, L, seq.cos.data(), seq.sin.data());
-  return seq;
 }
 
 void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpInputObserver* mlp_input) const {
   if (index < 0 || index >= num_layers())
     throw Error(ErrorKind::kInternal, "layer " + std::to_string(index) + " is outside the model's " +
                                           std::to_string(num_layers()) + " layers");
+  if (seq.tokens == 0) return;
+  DecoderLayer::State state = layers_[static_cast<size_t>(index)].new_state(seq.tokens);
+  run_layer_from(index, seq, state, 0, mlp_input);
+}
+
+void Backbone::run_layer_from(int64_t index, Sequence& seq, DecoderLayer::State& state, int64_t begin,
+                              const DecoderLayer::MlpInputObserver* mlp_input) const {
   const int64_t L = seq.tokens, H = config_.hidden_size, half = rope_.half();
   if (L == 0) return;
   // The exact path runs the whole sequence in one step, as the reference does: where ATen's
@@ -148,15 +159,39 @@ void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpIn
   int64_t C = options_.chunk_tokens;
   if (C == 0) C = &backend_ == &reference_backend() ? L : BackboneOptions::kDefaultChunkTokens;
   const DecoderLayer& layer = layers_[static_cast<size_t>(index)];
-  DecoderLayer::State state = layer.new_state(L);
   for (int64_t c0 = 0; c0 < L; c0 += C) {
     TokenChunk chunk;
-    chunk.begin = c0;
+    chunk.begin = begin + c0;
     chunk.tokens = std::min(C, L - c0);
     chunk.rope_cos = seq.cos.data() + c0 * half;
     chunk.rope_sin = seq.sin.data() + c0 * half;
     layer.forward(backend_, seq.h.data() + c0 * H, chunk, state, mlp_input);
   }
+}
+
+Backbone::SequenceState Backbone::new_state(int64_t expected_tokens) const {
+  SequenceState s;
+  s.layers.reserve(layers_.size());
+  for (const DecoderLayer& layer : layers_) s.layers.push_back(layer.new_state(std::max<int64_t>(expected_tokens, 0)));
+  return s;
+}
+
+std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState& state) const {
+  if (state.layers.size() != layers_.size())
+    throw Error(ErrorKind::kInternal, "sequence state has " + std::to_string(state.layers.size()) +
+                                          " layers, the model " + std::to_string(layers_.size()));
+  const int64_t L = static_cast<int64_t>(ids.size());
+  if (state.tokens + L > config_.max_position_embeddings)
+    throw Error(ErrorKind::kRequestTooLarge, "the sequence would reach " + std::to_string(state.tokens + L) +
+                                                 " tokens, past the model's max_position_embeddings " +
+                                                 std::to_string(config_.max_position_embeddings));
+  Sequence seq;
+  seq.tokens = L;
+  seq.h = embed(ids, {});
+  rope_tables(seq, {}, state.tokens);
+  for (int64_t l = 0; l < num_layers(); ++l) run_layer_from(l, seq, state.layers[static_cast<size_t>(l)], state.tokens, nullptr);
+  state.tokens += L;
+  return finish(seq);
 }
 
 std::vector<float> Backbone::finish(Sequence& seq) const {

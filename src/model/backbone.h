@@ -89,7 +89,32 @@ class Backbone {
   std::vector<float> finish(Sequence& seq) const;
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
+  // --- Incremental use (text generation): the per-sequence state persists across calls. ---
+  // What one sequence has seen so far: each full-attention layer's KV cache and each Gated
+  // DeltaNet layer's conv window and recurrent state, and the number of tokens consumed.
+  struct SequenceState {
+    int64_t tokens = 0;
+    std::vector<DecoderLayer::State> layers;
+  };
+  // An empty state; the KV caches reserve room for `expected_tokens` and grow past it.
+  SequenceState new_state(int64_t expected_tokens = 0) const;
+  // Runs `ids` (text tokens, at positions state.tokens … state.tokens + n − 1) through every
+  // layer, continuing `state`, and returns their final-normed hidden states [n, hidden].
+  // prefill(ids, state) on a new state equals forward(ids); a decode step is the same call with
+  // the next token(s): prefill then decode steps equal the whole-sequence forward (up to the
+  // order of the reference's chunked vs per-token delta rule, see tests/test_decode_step.cpp).
+  std::vector<float> prefill(std::span<const int32_t> ids, SequenceState& state) const { return extend(ids, state); }
+  std::vector<float> decode_step(SequenceState& state, std::span<const int32_t> next_ids) const {
+    return extend(next_ids, state);
+  }
+
  private:
+  std::vector<float> extend(std::span<const int32_t> ids, SequenceState& state) const;
+  // The RoPE tables of text positions first … first + L − 1, or of explicit M-RoPE positions.
+  void rope_tables(Sequence& seq, std::span<const int32_t> positions, int64_t first) const;
+  // Runs layer `index` over seq's tokens in chunks, continuing `state` from token `begin`.
+  void run_layer_from(int64_t index, Sequence& seq, DecoderLayer::State& state, int64_t begin,
+                      const DecoderLayer::MlpInputObserver* mlp_input) const;
   std::vector<float> embed(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides) const;
 
   TextConfig config_;

@@ -1,5 +1,6 @@
 #include "model/text_layers/full_attention_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -35,14 +36,23 @@ FullAttentionLayer::State FullAttentionLayer::new_state(int64_t max_tokens) cons
   return s;
 }
 
+void FullAttentionLayer::grow(State& state, int64_t min_tokens) const {
+  // Geometric growth: a decode loop appends one token at a time.
+  const int64_t capacity = std::max(min_tokens, 2 * state.capacity);
+  const size_t n = static_cast<size_t>(capacity * shape_.n_kv_heads * shape_.head_dim);
+  state.k.resize(n, 0.0f);
+  state.v.resize(n, 0.0f);
+  state.capacity = capacity;
+}
+
 void FullAttentionLayer::forward(const Backend& backend, const float* x, const TokenChunk& chunk, State& state,
                                  float* y) const {
   const int64_t T = chunk.tokens, d = shape_.head_dim, nq = shape_.n_q_heads;
   const int64_t q_width = nq * d, kv_width = shape_.n_kv_heads * d;
-  if (chunk.begin != state.length || state.length + T > state.capacity)
+  if (chunk.begin != state.length)
     throw Error(ErrorKind::kInternal, "attention chunk at " + std::to_string(chunk.begin) + " (+" + std::to_string(T) +
-                                          ") does not continue its cache (length " + std::to_string(state.length) +
-                                          ", capacity " + std::to_string(state.capacity) + ")");
+                                          ") does not continue its cache (length " + std::to_string(state.length) + ")");
+  if (state.length + T > state.capacity) grow(state, state.length + T);
 
   // Query and gate are interleaved per head: head h owns [q_h (d) | gate_h (d)].
   std::vector<float> qg(T * 2 * q_width);

@@ -28,14 +28,16 @@ class FullAttentionLayer {
   // prefix: "model.language_model.layers.L.self_attn."
   FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan);
 
-  // A cache for sequences of up to max_tokens tokens.
+  // A cache with room for max_tokens tokens; forward grows it when more arrive.
   State new_state(int64_t max_tokens) const;
 
   // x: [chunk.tokens, hidden] (normed input) -> y: [chunk.tokens, hidden].
-  // chunk.begin must equal state.length (tokens arrive in order).
+  // chunk.begin must equal state.length (tokens arrive in order); the cache grows as needed.
   void forward(const Backend& backend, const float* x, const TokenChunk& chunk, State& state, float* y) const;
 
  private:
+  void grow(State& state, int64_t min_tokens) const;
+
   AttentionShape shape_;
   int64_t rotary_dim_;
   float eps_;

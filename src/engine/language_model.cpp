@@ -1,0 +1,234 @@
+// The release as a language model: the CPU backbone (prefill / decode steps over a
+// SequenceState) and the lm_head; perplexity of token windows; generation with a sampler, stop
+// tokens / strings and streaming text; chat through the release's chat template.
+#include "stave/language_model.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "generate/chat_template.h"
+#include "generate/completion_text.h"
+#include "generate/sampler.h"
+#include "io/checksums.h"
+#include "io/release.h"
+#include "model/backbone.h"
+#include "model/lm_head.h"
+#include "model/model_check.h"
+#include "model/tensor_names.h"
+#include "ops/backend.h"
+#include "text/tokenizer.h"
+
+namespace stave {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// generation_config.json's eos_token_id (an int or a list), if the file has one.
+std::vector<int32_t> generation_config_eos(const std::string& dir) {
+  const std::filesystem::path p = std::filesystem::path(dir) / "generation_config.json";
+  if (!std::filesystem::exists(p)) return {};
+  std::ifstream f(p);
+  std::ostringstream s;
+  s << f.rdbuf();
+  const Json j = Json::parse(s.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw Error(ErrorKind::kInvalidModel, p.string() + " is not a JSON object");
+  const auto it = j.find("eos_token_id");
+  std::vector<int32_t> out;
+  if (it == j.end() || it->is_null()) return out;
+  if (it->is_number_integer()) out.push_back(it->get<int32_t>());
+  else if (it->is_array())
+    for (const Json& v : *it) {
+      if (!v.is_number_integer()) throw Error(ErrorKind::kInvalidModel, p.string() + ": eos_token_id holds a non-integer");
+      out.push_back(v.get<int32_t>());
+    }
+  else throw Error(ErrorKind::kInvalidModel, p.string() + ": eos_token_id must be an integer or a list");
+  return out;
+}
+
+Json parse_request(std::string_view request_json) {
+  Json j = Json::parse(request_json, nullptr, false);
+  if (j.is_discarded()) throw Error(ErrorKind::kInvalidRequest, "the chat request is not valid JSON");
+  if (!j.is_object()) throw Error(ErrorKind::kInvalidRequest, "the chat request must be a JSON object");
+  return j;
+}
+
+}  // namespace
+
+struct LanguageModel::Impl {
+  EngineOptions options;
+  std::unique_ptr<Release> release;
+  std::unique_ptr<Tokenizer> tokenizer;
+  const Backend* backend = nullptr;
+  // The lm_head's product (vocab outputs per row) runs on the vectorized fp32 kernels in both
+  // precisions: exact in blocks of fewer than 16 rows, where the CPU linear is fp32 FMA and
+  // differs from the reference's MKL sum only by rounding order (docs/lm.md has the measured
+  // NLL difference); fast in blocks of 64 (bf16 weights may take the AMX hi/lo split there).
+  const Backend* head_backend = nullptr;
+  int64_t head_rows = 64;
+  std::unique_ptr<Backbone> backbone;
+  std::unique_ptr<LmHead> lm_head;
+  std::unique_ptr<ChatTemplate> chat_template;  // null when the release has none
+  std::string chat_template_error;
+  std::vector<int32_t> eos;
+
+  void set_threads() const {
+    if (options.threads > 0 && omp_get_max_threads() != options.threads) omp_set_num_threads(options.threads);
+  }
+  // Logits of the last row of `hidden` [rows, H].
+  std::vector<float> last_logits(const std::vector<float>& hidden) const {
+    const int64_t H = backbone->hidden_size();
+    const int64_t rows = static_cast<int64_t>(hidden.size()) / H;
+    std::vector<float> logits(static_cast<size_t>(lm_head->vocab()));
+    lm_head->logits(*head_backend, hidden.data() + (rows - 1) * H, 1, logits.data());
+    return logits;
+  }
+};
+
+LanguageModel::LanguageModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LanguageModel::~LanguageModel() = default;
+
+std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options) {
+  if (options.device != "cpu")
+    throw Error(ErrorKind::kUnsupported, "the language model runs on the CPU only for now (device \"" + options.device + "\")");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (options.threads > 0) omp_set_num_threads(options.threads);
+  const std::string dir = resolve_model_path(options.model);
+  if (options.verify_checksums)
+    for (const auto& r : verify_sha256sums(dir))
+      if (r.status != ChecksumResult::Status::kOk)
+        throw Error(ErrorKind::kInvalidModel, dir + ": " + r.file + " does not match SHA256SUMS (or is missing)");
+  impl->release = open_release(dir);
+  const Release& rel = *impl->release;
+  check_release_loadable(rel);
+  impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
+  impl->backend = &cpu_backend(options.precision);
+  impl->head_backend = &cpu_backend(Precision::kFast);
+  impl->head_rows = options.precision == Precision::kExact ? 8 : 64;
+  impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
+  impl->lm_head = std::make_unique<LmHead>(rel);
+  try {
+    impl->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_release(dir));
+  } catch (const Error& e) {
+    impl->chat_template_error = e.what();  // perplexity and generate work without one; chat reports it
+  }
+  impl->eos = generation_config_eos(dir);
+  if (impl->eos.empty())
+    if (const auto id = impl->tokenizer->token_to_id("<|im_end|>")) impl->eos.push_back(*id);
+  return std::unique_ptr<LanguageModel>(new LanguageModel(std::move(impl)));
+}
+
+const std::vector<int32_t>& LanguageModel::eos_token_ids() const { return impl_->eos; }
+int64_t LanguageModel::vocab_size() const { return impl_->lm_head->vocab(); }
+
+std::vector<int32_t> LanguageModel::tokenize(std::string_view text) const { return impl_->tokenizer->encode(text); }
+std::string LanguageModel::detokenize(const std::vector<int32_t>& ids) const { return impl_->tokenizer->decode(ids); }
+
+std::vector<std::vector<int32_t>> LanguageModel::split_windows(std::span<const int32_t> ids, int64_t ctx,
+                                                               int64_t max_windows) {
+  if (ctx < 2) throw Error(ErrorKind::kInvalidRequest, "the window length must be at least 2 tokens, got " + std::to_string(ctx));
+  if (max_windows < 1) throw Error(ErrorKind::kInvalidRequest, "the number of windows must be positive");
+  std::vector<std::vector<int32_t>> out;
+  for (size_t at = 0; at + static_cast<size_t>(ctx) <= ids.size() && static_cast<int64_t>(out.size()) < max_windows;
+       at += static_cast<size_t>(ctx))
+    out.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(at), ids.begin() + static_cast<std::ptrdiff_t>(at + ctx));
+  return out;
+}
+
+Perplexity LanguageModel::perplexity(std::span<const std::vector<int32_t>> windows) const {
+  const Impl& m = *impl_;
+  m.set_threads();
+  if (windows.empty()) throw Error(ErrorKind::kInvalidRequest, "perplexity needs at least one window");
+  for (size_t w = 0; w < windows.size(); ++w)
+    if (windows[w].size() < 2)
+      throw Error(ErrorKind::kInvalidRequest, "window " + std::to_string(w) + " has " + std::to_string(windows[w].size()) +
+                                                  " tokens; a window needs at least 2 (one prediction)");
+  Perplexity out;
+  double total = 0.0;
+  int64_t count = 0;
+  for (const std::vector<int32_t>& ids : windows) {
+    const int64_t L = static_cast<int64_t>(ids.size());
+    const std::vector<float> hidden = m.backbone->forward(ids);
+    PerplexityWindow w;
+    w.tokens = L;
+    // Position t predicts token t + 1: the first L − 1 hidden rows against ids[1..L).
+    w.nll = m.lm_head->nll(*m.head_backend, hidden.data(), L - 1, std::span(ids).subspan(1), m.head_rows);
+    double sum = 0.0;
+    for (double x : w.nll) sum += x;
+    w.mean_nll = sum / static_cast<double>(L - 1);
+    w.ppl = std::exp(w.mean_nll);
+    total += sum;
+    count += L - 1;
+    out.windows.push_back(std::move(w));
+  }
+  out.mean_nll = total / static_cast<double>(count);
+  out.ppl = std::exp(out.mean_nll);
+  return out;
+}
+
+std::string LanguageModel::render_chat(std::string_view request_json) const {
+  if (!impl_->chat_template) throw Error(ErrorKind::kInvalidModel, impl_->chat_template_error);
+  return impl_->chat_template->render(parse_request(request_json));
+}
+
+Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const GenerationOptions& options,
+                                   const TextCallback& on_text) const {
+  const Impl& m = *impl_;
+  m.set_threads();
+  if (prompt_ids.empty()) throw Error(ErrorKind::kInvalidRequest, "the prompt is empty");
+  if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidRequest, "max_tokens must not be negative");
+  Sampler sampler(options.sampling);
+  std::vector<int32_t> stop_ids = options.ignore_eos ? std::vector<int32_t>{} : m.eos;
+  stop_ids.insert(stop_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
+  auto is_stop_id = [&](int32_t id) { return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end(); };
+
+  Generation g;
+  g.prompt_token_ids.assign(prompt_ids.begin(), prompt_ids.end());
+  g.finish_reason = "length";
+  CompletionText text(options.stop);
+  auto emit = [&](bool final) {
+    const std::string piece = text.take_ready(final);
+    if (!piece.empty() && on_text) on_text(piece);
+  };
+  if (options.max_tokens == 0) {
+    return g;
+  }
+  Backbone::SequenceState state = m.backbone->new_state(static_cast<int64_t>(prompt_ids.size()) + options.max_tokens);
+  std::vector<float> logits = m.last_logits(m.backbone->prefill(prompt_ids, state));
+  std::vector<int32_t> visible;  // generated ids whose text counts (a stop token's does not)
+  for (;;) {
+    const int32_t id = sampler.pick(logits, g.prompt_token_ids, g.completion_token_ids);
+    g.completion_token_ids.push_back(id);
+    if (is_stop_id(id)) {
+      g.finish_reason = "stop";
+      break;
+    }
+    visible.push_back(id);
+    if (text.update(m.tokenizer->decode(visible))) {
+      g.finish_reason = "stop";
+      break;
+    }
+    emit(false);
+    if (static_cast<int64_t>(g.completion_token_ids.size()) >= options.max_tokens) break;
+    const int32_t next[1] = {id};
+    logits = m.last_logits(m.backbone->decode_step(state, next));
+  }
+  emit(true);
+  g.text = text.text();
+  return g;
+}
+
+Generation LanguageModel::chat(std::string_view request_json, const GenerationOptions& options,
+                               const TextCallback& on_text) const {
+  const std::string prompt = render_chat(request_json);
+  const std::vector<int32_t> ids = tokenize(prompt);
+  return generate(ids, options, on_text);
+}
+
+}  // namespace stave

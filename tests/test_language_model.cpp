@@ -1,0 +1,262 @@
+// The release as a language model against the reference (../shared/fixtures/public/lm,
+// transformers fp32): perplexity of whole windows and greedy generation for four chats, BF16
+// and MXFP4, exact precision (the fixture's tolerances: per-token NLL within 2e-3, mean NLL
+// within 1e-5 relative; prompt and greedy ids identical, a step whose reference margin is below
+// 1e-4 may pick either) and fast precision (greedy ids the same wherever the margin exceeds
+// 0.05; NLL bound measured, see docs/lm.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "stave/language_model.h"
+#include "test_util.h"
+
+namespace stave {
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+std::unique_ptr<LanguageModel> load(const std::string& variant, Precision p) {
+  EngineOptions o;
+  o.model = test::fixture("public/model-" + variant);
+  o.precision = p;
+  return LanguageModel::load(o);
+}
+
+OJson lm_fixture(const std::string& variant) {
+  return OJson::parse(read_file(test::fixture("public/lm/lm-" + variant + ".json")));
+}
+
+void check_perplexity(const std::string& variant, Precision p, double token_tol, double mean_rel_tol) {
+  const OJson ref = lm_fixture(variant);
+  const auto lm = load(variant, p);
+  std::vector<std::vector<int32_t>> windows;
+  for (const auto& w : ref["perplexity"]) windows.push_back(w["input_ids"].get<std::vector<int32_t>>());
+  ASSERT_EQ(windows.size(), 4u);
+  const Perplexity got = lm->perplexity(windows);
+  ASSERT_EQ(got.windows.size(), windows.size());
+  double total = 0, max_diff = 0;
+  int64_t count = 0;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const auto& r = ref["perplexity"][w];
+    const auto nll = r["nll"].get<std::vector<double>>();
+    const PerplexityWindow& g = got.windows[w];
+    EXPECT_EQ(g.tokens, static_cast<int64_t>(windows[w].size()));
+    ASSERT_EQ(g.nll.size(), nll.size());
+    for (size_t t = 0; t < nll.size(); ++t) max_diff = std::max(max_diff, std::fabs(g.nll[t] - nll[t]));
+    const double mean = r["mean_nll"].get<double>();
+    EXPECT_NEAR(g.mean_nll, mean, mean_rel_tol * std::fabs(mean)) << "window " << w;
+    EXPECT_NEAR(std::log(g.ppl), std::log(r["ppl"].get<double>()), mean_rel_tol * std::fabs(mean)) << "window " << w;
+    for (double x : nll) total += x;
+    count += static_cast<int64_t>(nll.size());
+  }
+  EXPECT_LE(max_diff, token_tol);
+  const double mean_all = total / static_cast<double>(count);
+  EXPECT_NEAR(got.mean_nll, mean_all, mean_rel_tol * mean_all);
+  EXPECT_DOUBLE_EQ(got.ppl, std::exp(got.mean_nll));
+  std::cout << "[ perplexity " << variant << " " << to_string(p) << " ] max |Δnll| " << max_diff << "\n";
+}
+
+TEST(LanguageModel, PerplexityMatchesReferenceBf16Exact) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  check_perplexity("bf16", Precision::kExact, 2e-3, 1e-5);
+}
+
+TEST(LanguageModel, PerplexityMatchesReferenceMxfp4Exact) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
+  check_perplexity("mxfp4", Precision::kExact, 2e-3, 1e-5);
+}
+
+// Fast precision: bf16 activations into the linears (and the lm_head) move each NLL by up to
+// a few hundredths on these random-weight models; the mean stays within 1e-3 relative.
+TEST(LanguageModel, PerplexityFastStaysCloseBf16) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  check_perplexity("bf16", Precision::kFast, 0.05, 1e-3);
+}
+
+TEST(LanguageModel, PerplexityFastStaysCloseMxfp4) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
+  check_perplexity("mxfp4", Precision::kFast, 0.05, 1e-3);
+}
+
+// Greedy ids against the reference: identical, except that from the first step whose reference
+// margin is below `free_margin` on, the rest is not compared (either token may be picked there,
+// and what follows depends on it). Returns how many steps were compared.
+size_t compare_greedy(const std::vector<int32_t>& got, const OJson& chat, double free_margin) {
+  const auto want = chat["greedy_ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(got.size(), want.size());
+  size_t compared = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    if (chat["steps"][i]["margin"].get<double>() < free_margin) break;
+    EXPECT_EQ(got[i], want[i]) << "step " << i << " (margin " << chat["steps"][i]["margin"] << ")";
+    ++compared;
+  }
+  return compared;
+}
+
+void check_greedy(const std::string& variant, Precision p, double free_margin, bool via_chat) {
+  const OJson ref = lm_fixture(variant);
+  const auto lm = load(variant, p);
+  ASSERT_EQ(lm->eos_token_ids(), std::vector<int32_t>{ref["eos_token_id"].get<int32_t>()});
+  GenerationOptions g;
+  g.max_tokens = ref["new_tokens"].get<int64_t>();
+  g.sampling.temperature = 0.0;
+  size_t compared = 0;
+  for (const auto& chat : ref["chats"]) {
+    const auto prompt = chat["prompt_ids"].get<std::vector<int32_t>>();
+    std::string streamed;
+    const TextCallback collect = [&](std::string_view piece) { streamed += piece; };
+    const Generation out = via_chat ? lm->chat(OJson{{"messages", chat["messages"]}}.dump(), g, collect)
+                                    : lm->generate(prompt, g, collect);
+    EXPECT_EQ(out.prompt_token_ids, prompt);
+    compared += compare_greedy(out.completion_token_ids, chat, free_margin);
+    EXPECT_EQ(out.finish_reason, "length");
+    EXPECT_EQ(streamed, out.text);
+    EXPECT_EQ(out.text, lm->detokenize(out.completion_token_ids));
+  }
+  std::cout << "[ greedy " << variant << " " << to_string(p) << " ] " << compared << " steps compared\n";
+  EXPECT_GE(compared, 24u) << "too few steps compared to mean anything";
+}
+
+TEST(LanguageModel, GreedyMatchesReferenceBf16Exact) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  check_greedy("bf16", Precision::kExact, 1e-4, false);
+}
+
+TEST(LanguageModel, GreedyMatchesReferenceMxfp4Exact) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
+  check_greedy("mxfp4", Precision::kExact, 1e-4, false);
+}
+
+TEST(LanguageModel, ChatRendersTokenizesAndGeneratesLikeTheReference) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  check_greedy("bf16", Precision::kExact, 1e-4, true);
+}
+
+TEST(LanguageModel, GreedyFastAgreesWhereTheMarginIsClearBf16) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  check_greedy("bf16", Precision::kFast, 0.05, false);
+}
+
+TEST(LanguageModel, GreedyFastAgreesWhereTheMarginIsClearMxfp4) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
+  check_greedy("mxfp4", Precision::kFast, 0.05, false);
+}
+
+TEST(LanguageModel, TheReferenceTextDecodesFromTheGreedyIds) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  const OJson ref = lm_fixture("bf16");
+  const auto lm = load("bf16", Precision::kFast);
+  for (const auto& chat : ref["chats"])
+    EXPECT_EQ(lm->detokenize(chat["greedy_ids"].get<std::vector<int32_t>>()), chat["greedy_text"].get<std::string>());
+}
+
+TEST(LanguageModel, StopTokensStopStringsAndMaxTokens) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  const OJson ref = lm_fixture("bf16");
+  const auto lm = load("bf16", Precision::kFast);
+  const auto& chat = ref["chats"][0];
+  const auto prompt = chat["prompt_ids"].get<std::vector<int32_t>>();
+  const auto want = chat["greedy_ids"].get<std::vector<int32_t>>();
+  GenerationOptions g;
+  g.sampling.temperature = 0.0;
+  g.max_tokens = 3;
+  Generation out = lm->generate(prompt, g);
+  EXPECT_EQ(out.finish_reason, "length");
+  ASSERT_EQ(out.completion_token_ids.size(), 3u);
+  // A stop token: the 3rd greedy token ends generation; it is reported, its text is not.
+  g.max_tokens = 24;
+  g.stop_token_ids = {out.completion_token_ids[2]};
+  out = lm->generate(prompt, g);
+  EXPECT_EQ(out.finish_reason, "stop");
+  ASSERT_EQ(out.completion_token_ids.size(), 3u);
+  EXPECT_EQ(out.text, lm->detokenize({out.completion_token_ids[0], out.completion_token_ids[1]}));
+  // A stop string: the text of the 3rd..4th tokens cuts the completion before it.
+  g.stop_token_ids.clear();
+  const std::string full = lm->detokenize(std::vector<int32_t>(want.begin(), want.begin() + 6));
+  const std::string head = lm->detokenize(std::vector<int32_t>(want.begin(), want.begin() + 2));
+  const std::string stop = full.substr(head.size(), 3);
+  g.stop = {stop};
+  std::string streamed;
+  out = lm->generate(prompt, g, [&](std::string_view p) { streamed += p; });
+  EXPECT_EQ(out.finish_reason, "stop");
+  EXPECT_EQ(out.text, full.substr(0, full.find(stop)));
+  EXPECT_EQ(streamed, out.text);
+  EXPECT_EQ(lm->generate(prompt, GenerationOptions{.max_tokens = 0}).completion_token_ids.size(), 0u);
+}
+
+TEST(LanguageModel, SeededSamplingIsReproducible) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  const auto lm = load("bf16", Precision::kFast);
+  const std::vector<int32_t> prompt = {151644, 872, 198, 13048, 0, 151645, 198, 151644, 77091, 198};
+  GenerationOptions g;
+  g.max_tokens = 8;
+  g.sampling.temperature = 1.5;
+  g.sampling.top_p = 0.9;
+  g.sampling.top_k = 50;
+  g.sampling.seed = 7;
+  const Generation a = lm->generate(prompt, g), b = lm->generate(prompt, g);
+  EXPECT_EQ(a.completion_token_ids, b.completion_token_ids);
+  g.sampling.seed = 8;
+  const Generation c = lm->generate(prompt, g);
+  EXPECT_NE(a.completion_token_ids, c.completion_token_ids);  // 8 draws at T=1.5 from ~50 candidates
+}
+
+TEST(LanguageModel, BadInputsAreErrors) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  const auto lm = load("bf16", Precision::kFast);
+  auto kind_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::kInternal;
+  };
+  const std::vector<std::vector<int32_t>> one_token = {{1, 2, 3}, {5}};
+  EXPECT_EQ(kind_of([&] { lm->perplexity(one_token); }), ErrorKind::kInvalidRequest);
+  const std::vector<std::vector<int32_t>> out_of_vocab = {{1, 151936}};
+  EXPECT_EQ(kind_of([&] { lm->perplexity(out_of_vocab); }), ErrorKind::kInvalidRequest);
+  EXPECT_EQ(kind_of([&] { lm->perplexity({}); }), ErrorKind::kInvalidRequest);
+  EXPECT_EQ(kind_of([&] { lm->generate({}, {}); }), ErrorKind::kInvalidRequest);
+  EXPECT_EQ(kind_of([&] { lm->chat("{\"messages\": 3}", {}); }), ErrorKind::kInvalidRequest);
+  EXPECT_EQ(kind_of([&] { lm->chat("not json", {}); }), ErrorKind::kInvalidRequest);
+  GenerationOptions g;
+  g.sampling.top_p = 0.0;
+  EXPECT_EQ(kind_of([&] { lm->generate(std::vector<int32_t>{1}, g); }), ErrorKind::kInvalidRequest);
+}
+
+TEST(LanguageModel, SplitWindowsFollowsTheCardProtocol) {
+  std::vector<int32_t> ids(10);
+  for (int i = 0; i < 10; ++i) ids[i] = i;
+  const auto w = LanguageModel::split_windows(ids, 3, 64);
+  ASSERT_EQ(w.size(), 3u);  // 0-2, 3-5, 6-8; the short rest (9) is dropped
+  EXPECT_EQ(w[1], (std::vector<int32_t>{3, 4, 5}));
+  EXPECT_EQ(LanguageModel::split_windows(ids, 3, 2).size(), 2u);
+  EXPECT_TRUE(LanguageModel::split_windows(ids, 11, 2).empty());
+  EXPECT_THROW(LanguageModel::split_windows(ids, 1, 2), Error);
+}
+
+TEST(LanguageModel, RequestOptionsAreRead) {
+  const GenerationOptions g = generation_options_from_request(
+      R"({"messages": [], "max_completion_tokens": 7, "max_tokens": 9, "temperature": 0, "top_p": 0.5, "top_k": -1,
+          "min_p": 0.1, "seed": 3, "stop": "END", "presence_penalty": 0.5, "frequency_penalty": -0.5,
+          "repetition_penalty": 1.1})");
+  EXPECT_EQ(g.max_tokens, 7);
+  EXPECT_EQ(g.sampling.temperature, 0.0);
+  EXPECT_EQ(g.sampling.top_p, 0.5);
+  EXPECT_EQ(g.sampling.top_k, 0);
+  EXPECT_EQ(g.sampling.min_p, 0.1);
+  EXPECT_EQ(g.sampling.seed, 3u);
+  EXPECT_EQ(g.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(g.sampling.presence_penalty, 0.5);
+  EXPECT_EQ(g.sampling.frequency_penalty, -0.5);
+  EXPECT_EQ(g.sampling.repetition_penalty, 1.1);
+  EXPECT_THROW(generation_options_from_request(R"({"temperature": "hot"})"), Error);
+  EXPECT_THROW(generation_options_from_request(R"({"stop": [1]})"), Error);
+  EXPECT_THROW(generation_options_from_request(R"({"n": 2})"), Error);
+  EXPECT_THROW(generation_options_from_request(R"([])"), Error);
+}
+
+}  // namespace
+}  // namespace stave
