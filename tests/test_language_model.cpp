@@ -20,6 +20,7 @@ std::unique_ptr<LanguageModel> load(const std::string& variant, Precision p) {
   EngineOptions o;
   o.model = test::fixture("public/model-" + variant);
   o.precision = p;
+  o.threads = 1;  // the tiny fixture model gains nothing from threads; spinning ones cost on a busy CI machine
   return LanguageModel::load(o);
 }
 
@@ -27,12 +28,14 @@ OJson lm_fixture(const std::string& variant) {
   return OJson::parse(read_file(test::fixture("public/lm/lm-" + variant + ".json")));
 }
 
-void check_perplexity(const std::string& variant, Precision p, double token_tol, double mean_rel_tol) {
+// The first `n_windows` reference windows (of 4).
+void check_perplexity(const std::string& variant, Precision p, double token_tol, double mean_rel_tol,
+                      size_t n_windows = 4) {
   const OJson ref = lm_fixture(variant);
   const auto lm = load(variant, p);
+  ASSERT_EQ(ref["perplexity"].size(), 4u);
   std::vector<std::vector<int32_t>> windows;
-  for (const auto& w : ref["perplexity"]) windows.push_back(w["input_ids"].get<std::vector<int32_t>>());
-  ASSERT_EQ(windows.size(), 4u);
+  for (size_t w = 0; w < n_windows; ++w) windows.push_back(ref["perplexity"][w]["input_ids"].get<std::vector<int32_t>>());
   const Perplexity got = lm->perplexity(windows);
   ASSERT_EQ(got.windows.size(), windows.size());
   double total = 0, max_diff = 0;
@@ -67,16 +70,17 @@ TEST(LanguageModel, PerplexityMatchesReferenceMxfp4Exact) {
   check_perplexity("mxfp4", Precision::kExact, 2e-3, 1e-5);
 }
 
-// Fast precision: bf16 activations into the linears (and the lm_head) move each NLL by up to
-// a few hundredths on these random-weight models; the mean stays within 1e-3 relative.
+// Fast precision (two windows): the fast kernels' summation order moves the BF16 model's NLLs
+// by up to 6e-3 (measured; its GDN layers amplify rounding, see test_backbone.cpp) and the
+// MXFP4 model's by 2e-5; held to 0.02 per token and 1e-3 relative on the mean.
 TEST(LanguageModel, PerplexityFastStaysCloseBf16) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
-  check_perplexity("bf16", Precision::kFast, 0.05, 1e-3);
+  check_perplexity("bf16", Precision::kFast, 0.02, 1e-3, 2);
 }
 
 TEST(LanguageModel, PerplexityFastStaysCloseMxfp4) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
-  check_perplexity("mxfp4", Precision::kFast, 0.05, 1e-3);
+  check_perplexity("mxfp4", Precision::kFast, 0.02, 1e-3, 2);
 }
 
 // Greedy ids against the reference: identical, except that from the first step whose reference
@@ -118,19 +122,15 @@ void check_greedy(const std::string& variant, Precision p, double free_margin, b
   EXPECT_GE(compared, 24u) << "too few steps compared to mean anything";
 }
 
-TEST(LanguageModel, GreedyMatchesReferenceBf16Exact) {
+// Through chat(): the release template, the tokenizer and generation, end to end.
+TEST(LanguageModel, ChatMatchesReferenceBf16Exact) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
-  check_greedy("bf16", Precision::kExact, 1e-4, false);
+  check_greedy("bf16", Precision::kExact, 1e-4, true);
 }
 
 TEST(LanguageModel, GreedyMatchesReferenceMxfp4Exact) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
   check_greedy("mxfp4", Precision::kExact, 1e-4, false);
-}
-
-TEST(LanguageModel, ChatRendersTokenizesAndGeneratesLikeTheReference) {
-  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
-  check_greedy("bf16", Precision::kExact, 1e-4, true);
 }
 
 TEST(LanguageModel, GreedyFastAgreesWhereTheMarginIsClearBf16) {
@@ -190,7 +190,7 @@ TEST(LanguageModel, SeededSamplingIsReproducible) {
   const auto lm = load("bf16", Precision::kFast);
   const std::vector<int32_t> prompt = {151644, 872, 198, 13048, 0, 151645, 198, 151644, 77091, 198};
   GenerationOptions g;
-  g.max_tokens = 8;
+  g.max_tokens = 6;
   g.sampling.temperature = 1.5;
   g.sampling.top_p = 0.9;
   g.sampling.top_k = 50;
@@ -199,7 +199,7 @@ TEST(LanguageModel, SeededSamplingIsReproducible) {
   EXPECT_EQ(a.completion_token_ids, b.completion_token_ids);
   g.sampling.seed = 8;
   const Generation c = lm->generate(prompt, g);
-  EXPECT_NE(a.completion_token_ids, c.completion_token_ids);  // 8 draws at T=1.5 from ~50 candidates
+  EXPECT_NE(a.completion_token_ids, c.completion_token_ids);  // 6 draws at T=1.5 from ~50 candidates
 }
 
 TEST(LanguageModel, BadInputsAreErrors) {

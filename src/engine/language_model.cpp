@@ -110,7 +110,7 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options)
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
   impl->backend = &cpu_backend(options.precision);
   impl->head_backend = &cpu_backend(Precision::kFast);
-  impl->head_rows = options.precision == Precision::kExact ? 8 : 64;
+  impl->head_rows = options.precision == Precision::kExact ? 15 : 64;
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
   impl->lm_head = std::make_unique<LmHead>(rel);
   try {

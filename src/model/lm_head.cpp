@@ -36,8 +36,9 @@ void LmHead::logits(const Backend& backend, const float* hidden, int64_t rows, f
 double token_nll(const float* logits, int64_t n, int64_t target) {
   float mx = logits[0];
   for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  // exp in float (each term within an ulp; terms ≤ 1), summed in double.
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(logits[i] - mx);
   return static_cast<double>(mx) + std::log(sum) - static_cast<double>(logits[target]);
 }
 
