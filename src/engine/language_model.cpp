@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -196,10 +197,16 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
     const std::string piece = text.take_ready(final);
     if (!piece.empty() && on_text) on_text(piece);
   };
-  if (options.max_tokens == 0) {
-    return g;
-  }
-  Backbone::SequenceState state = m.backbone->new_state(static_cast<int64_t>(prompt_ids.size()) + options.max_tokens);
+  // The context ends at max_position_embeddings: generation stops there ("length").
+  const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
+  const int64_t context = m.backbone->config().max_position_embeddings;
+  if (prompt_len >= context)
+    throw Error(ErrorKind::kRequestTooLarge, "the prompt has " + std::to_string(prompt_len) +
+                                                 " tokens; the model's context is " + std::to_string(context));
+  const int64_t max_tokens = std::min(options.max_tokens, context - prompt_len);
+  if (max_tokens == 0) return g;
+  // The KV caches reserve room for a modest completion and grow past it.
+  Backbone::SequenceState state = m.backbone->new_state(prompt_len + std::min<int64_t>(max_tokens, 256));
   std::vector<float> logits = m.last_logits(m.backbone->prefill(prompt_ids, state));
   std::vector<int32_t> visible;  // generated ids whose text counts (a stop token's does not)
   for (;;) {
@@ -215,7 +222,7 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
       break;
     }
     emit(false);
-    if (static_cast<int64_t>(g.completion_token_ids.size()) >= options.max_tokens) break;
+    if (static_cast<int64_t>(g.completion_token_ids.size()) >= max_tokens) break;
     const int32_t next[1] = {id};
     logits = m.last_logits(m.backbone->decode_step(state, next));
   }

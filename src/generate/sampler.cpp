@@ -72,6 +72,22 @@ int32_t Sampler::pick(std::span<float> logits, std::span<const int32_t> prompt, 
 
 int32_t Sampler::sample(std::span<const float> logits) {
   const auto V = static_cast<int64_t>(logits.size());
+  const double inv_t = 1.0 / options_.temperature;
+  if (options_.top_k == 0 && options_.top_p >= 1.0 && options_.min_p == 0.0) {
+    // The whole vocabulary: no ordering needed.
+    const float top = logits[argmax(logits)];
+    double sum = 0.0;
+    std::vector<double>& p = probs_;
+    p.resize(static_cast<size_t>(V));
+    for (int64_t i = 0; i < V; ++i) sum += p[i] = std::exp((logits[i] - top) * inv_t);
+    const double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
+    double acc = 0.0;
+    for (int64_t i = 0; i < V; ++i) {
+      acc += p[i];
+      if (u < acc) return static_cast<int32_t>(i);
+    }
+    return argmax(logits);
+  }
   // Candidates sorted by logit, best first (ties: lower id first); top-k keeps a prefix.
   const int64_t keep_k = options_.top_k > 0 ? std::min<int64_t>(options_.top_k, V) : V;
   order_.resize(static_cast<size_t>(V));
@@ -81,7 +97,6 @@ int32_t Sampler::sample(std::span<const float> logits) {
   order_.resize(static_cast<size_t>(keep_k));
 
   // Softmax at the temperature over the kept candidates (double).
-  const double inv_t = 1.0 / options_.temperature;
   const double top = logits[order_[0]];
   std::vector<double> p(order_.size());
   double sum = 0.0;

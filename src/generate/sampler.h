@@ -30,6 +30,7 @@ class Sampler {
   SamplingOptions options_;
   std::mt19937_64 rng_;
   std::vector<int32_t> order_;  // scratch: candidate ids sorted by logit
+  std::vector<double> probs_;   // scratch: unnormalized probabilities
 };
 
 // The first index of the largest value (torch.argmax's tie rule).

@@ -100,6 +100,8 @@ class Backbone {
   SequenceState new_state(int64_t expected_tokens = 0) const;
   // Runs `ids` (text tokens, at positions state.tokens … state.tokens + n − 1) through every
   // layer, continuing `state`, and returns their final-normed hidden states [n, hidden].
+  // Ids are checked before anything runs (a refused call leaves the state as it was); an error
+  // after that (an internal one) leaves the state unusable.
   // prefill(ids, state) on a new state equals forward(ids); a decode step is the same call with
   // the next token(s): prefill then decode steps equal the whole-sequence forward (up to the
   // order of the reference's chunked vs per-token delta rule, see tests/test_decode_step.cpp).
