@@ -116,6 +116,7 @@ TEST(ChatTemplate, UnsupportedConstructsAreNamed) {
   expect_error("{% for x in l recursive %}{% endfor %}", OJson{{"l", OJson::array()}}, ErrorKind::kUnsupported, "recursive");
   expect_error("{{ f(*args) }}", none, ErrorKind::kUnsupported, "*args");
   expect_error("{{ cycler(1, 2) }}", none, ErrorKind::kUnsupported, "cycler()");
+  expect_error("{% for x in [1] %}{{ loop.cycle('a', 'b') }}{% endfor %}", none, ErrorKind::kUnsupported, "loop.cycle()");
 }
 
 TEST(ChatTemplate, BadTemplatesAndInputsAreErrors) {

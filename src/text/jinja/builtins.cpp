@@ -325,6 +325,7 @@ Value call_method(const Value& obj, const std::string& name, const Args& a, cons
       return Value(Json(true));
     }
   } else if (obj.is_dict()) {
+    if (name == "cycle" || name == "changed") unsupported("loop." + name + "()");
     if (name == "items") {
       Json out = Json::array();
       for (auto it = obj.data.begin(); it != obj.data.end(); ++it) out.push_back(Json::array({it.key(), it.value()}));
