@@ -324,7 +324,10 @@ class ExprParser {
       if (accept_op("|")) {
         auto f = node(Expr::Kind::kFilter, line_);
         f->name = expect_name();
-        while (accept_op(".")) f->name += "." + expect_name();
+        while (accept_op(".")) {
+          f->name += '.';
+          f->name += expect_name();
+        }
         f->args.push_back(std::move(e));
         if (accept_op("(")) call_args(*f);
         e = std::move(f);

@@ -65,7 +65,9 @@ std::string float_json(double d) {
 void dump(const Json& j, std::optional<int> indent, int depth, std::string& out) {
   const std::string item_sep = indent ? "," : ", ";
   auto newline = [&](int d) {
-    if (indent) out += "\n" + std::string(static_cast<size_t>(*indent * d), ' ');
+    if (!indent) return;
+    out += '\n';
+    out.append(static_cast<size_t>(*indent * d), ' ');
   };
   switch (j.type()) {
     case Json::value_t::null: out += "null"; return;
