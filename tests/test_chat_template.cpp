@@ -116,6 +116,7 @@ TEST(ChatTemplate, UnsupportedConstructsAreNamed) {
   expect_error("{% for x in l recursive %}{% endfor %}", OJson{{"l", OJson::array()}}, ErrorKind::kUnsupported, "recursive");
   expect_error("{{ f(*args) }}", none, ErrorKind::kUnsupported, "*args");
   expect_error("{{ cycler(1, 2) }}", none, ErrorKind::kUnsupported, "cycler()");
+  expect_error("{{ '%s!' % 'x' }}", none, ErrorKind::kUnsupported, "str % value");
   expect_error("{% for x in [1] %}{{ loop.cycle('a', 'b') }}{% endfor %}", none, ErrorKind::kUnsupported, "loop.cycle()");
 }
 
@@ -136,6 +137,15 @@ TEST(ChatTemplate, BadTemplatesAndInputsAreErrors) {
   expect_error("{% for x in n %}{% endfor %}", OJson{{"n", nullptr}}, ErrorKind::kInvalidRequest, "not iterable");
   expect_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", none, ErrorKind::kInvalidRequest, "recursion");
   expect_error("{{ 1 // 0 }}", none, ErrorKind::kInvalidRequest, "by zero");
+  expect_error("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", none, ErrorKind::kInvalidModel,
+               "nested deeper");
+  expect_error("{{ " + std::string(5000, '-') + "1 }}", none, ErrorKind::kInvalidModel, "nested deeper");
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 100000; ++i) chain += " + 1";
+  expect_error(chain + " }}", none, ErrorKind::kInvalidModel, "tokens");
+  std::string deep;
+  for (int i = 0; i < 5000; ++i) deep += "{% if true %}";
+  expect_error(deep, none, ErrorKind::kInvalidModel, "nested deeper");
 }
 
 TEST(ChatTemplate, RequestShapeIsChecked) {

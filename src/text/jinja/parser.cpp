@@ -27,7 +27,11 @@ ExprPtr node(Expr::Kind kind, int line) {
 // Recursive descent over one tag's tokens, with Jinja's precedence.
 class ExprParser {
  public:
-  ExprParser(std::vector<Token> tokens, int line) : t_(std::move(tokens)), line_(line) {}
+  static constexpr int kMaxNesting = 128;
+  static constexpr size_t kMaxTokens = 4096;  // per tag: bounds the depth of operator chains too
+  ExprParser(std::vector<Token> tokens, int line) : t_(std::move(tokens)), line_(line) {
+    if (t_.size() > kMaxTokens) fail(line_, "a tag of more than " + std::to_string(kMaxTokens) + " tokens");
+  }
 
   const Token& peek(size_t k = 0) const { return t_[std::min(i_ + k, t_.size() - 1)]; }
   bool at_end() const { return peek().type == Token::Type::kEnd; }
@@ -61,6 +65,14 @@ class ExprParser {
   }
 
   ExprPtr expression(bool with_cond = true) {
+    // Nesting is bounded so that a hostile template is an error, not a stack overflow.
+    if (++depth_ > kMaxNesting) fail(line_, "expression nested deeper than " + std::to_string(kMaxNesting));
+    ExprPtr e = expression_body(with_cond);
+    --depth_;
+    return e;
+  }
+
+  ExprPtr expression_body(bool with_cond) {
     ExprPtr e = parse_or();
     if (!with_cond) return e;
     while (is_name("if")) {
@@ -106,10 +118,13 @@ class ExprParser {
     return e;
   }
   ExprPtr parse_not() {
+    if (depth_ > kMaxNesting) fail(line_, "expression nested deeper than " + std::to_string(kMaxNesting));
     if (accept_name("not")) {
+      ++depth_;
       auto e = node(Expr::Kind::kUnary, line_);
       e->name = "not";
       e->args.push_back(parse_not());
+      --depth_;
       return e;
     }
     return parse_compare();
@@ -171,9 +186,11 @@ class ExprParser {
   ExprPtr parse_unary(bool with_filter = true) {
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
+      if (++depth_ > kMaxNesting) fail(line_, "expression nested deeper than " + std::to_string(kMaxNesting));
       e = node(Expr::Kind::kUnary, line_);
       e->name = next().text;
       e->args.push_back(parse_unary(false));
+      --depth_;
     } else {
       e = postfix(primary());
     }
@@ -359,6 +376,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 class TemplateParser {
@@ -382,6 +400,13 @@ class TemplateParser {
 
   // Statements until one of `ends` (the keyword that ended it goes to `end`, its piece stays current).
   Body body(const std::set<std::string>& ends, std::string& end) {
+    static constexpr int kMaxBlocks = 128;
+    if (++depth_ > kMaxBlocks)
+      fail(i_ < p_.size() ? p_[i_].line : 0, "blocks nested deeper than " + std::to_string(kMaxBlocks));
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     Body out;
     while (i_ < p_.size()) {
       const Piece& piece = p_[i_];
@@ -570,6 +595,7 @@ class TemplateParser {
 
   std::vector<Piece> p_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -343,6 +343,9 @@ class Renderer {
         return Value(out);
       }
     }
+    if (op == "%" && a.is_string())
+      throw Error(ErrorKind::kUnsupported, "chat template line " + std::to_string(e.line) +
+                                               ": unsupported Jinja construct 'str % value' (printf-style formatting)");
     if (op == "*" && (a.is_string() || a.is_list()) && is_intlike(b)) return repeat(a, as_int(b));
     if (op == "*" && (b.is_string() || b.is_list()) && is_intlike(a)) return repeat(b, as_int(a));
     if (!is_numlike(a) || !is_numlike(b))
