@@ -137,9 +137,9 @@ TEST(ChatTemplate, BadTemplatesAndInputsAreErrors) {
   expect_error("{% for x in n %}{% endfor %}", OJson{{"n", nullptr}}, ErrorKind::kInvalidRequest, "not iterable");
   expect_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", none, ErrorKind::kInvalidRequest, "recursion");
   expect_error("{{ 1 // 0 }}", none, ErrorKind::kInvalidRequest, "by zero");
-  expect_error("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", none, ErrorKind::kInvalidModel,
+  expect_error("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}", none, ErrorKind::kInvalidModel,
                "nested deeper");
-  expect_error("{{ " + std::string(5000, '-') + "1 }}", none, ErrorKind::kInvalidModel, "nested deeper");
+  expect_error("{{ " + std::string(1000, '-') + "1 }}", none, ErrorKind::kInvalidModel, "nested deeper");
   std::string chain = "{{ 1";
   for (int i = 0; i < 100000; ++i) chain += " + 1";
   expect_error(chain + " }}", none, ErrorKind::kInvalidModel, "tokens");
