@@ -14,6 +14,9 @@ struct HttpLimits {
   size_t header_bytes = 16 * 1024;
   size_t header_fields = 100;
   size_t request_line_bytes = 8 * 1024;
+  // The largest body any route takes (the server sets it from its routes). Beast checks a
+  // Content-Length against it as the head completes; each route's own limit is checked next.
+  size_t max_body_bytes = 0;
   // Deadlines, in milliseconds. header: from the request's first byte to its last header line;
   // body: for the whole body; idle: a keep-alive connection waiting for its next request;
   // write: for the whole reply; linger: reading (and dropping) what a refused client still

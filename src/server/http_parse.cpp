@@ -28,7 +28,7 @@ const char* to_string(HttpLimit limit) {
 
 void configure_parser(RequestParser& parser, const HttpLimits& limits) {
   parser.header_limit(static_cast<std::uint32_t>(std::min<size_t>(limits.header_bytes, UINT32_MAX)));
-  parser.body_limit(0);
+  parser.body_limit(limits.max_body_bytes);
 }
 
 namespace {

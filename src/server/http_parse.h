@@ -28,8 +28,8 @@ struct Refusal {
   std::string message;
 };
 
-// Header limit set; the body limit starts at 0 and is raised per route (set_body_limit) once
-// the head is read, so no body byte is buffered before the route said how many it takes.
+// Header limit and the largest body limit set; once the head is read, set_body_limit narrows it
+// to the route's, before any body byte is buffered.
 void configure_parser(RequestParser& parser, const HttpLimits& limits);
 // The head, once parsed: framing and the request-line / field-count limits.
 std::optional<Refusal> check_head(const RequestParser& parser, const HttpLimits& limits);

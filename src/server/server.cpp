@@ -46,6 +46,12 @@ bool is_route(const std::string& path) {
   return path == "/v1/systemone" || path == "/v1/models" || path == "/health" || path == "/metrics";
 }
 
+HttpLimits transport_limits(const ServeOptions& o) {
+  HttpLimits l = o.http;
+  l.max_body_bytes = std::max(o.max_body_bytes, kSmallBodyBytes);
+  return l;
+}
+
 bool is_loopback(const std::string& host) {
   return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";
 }
@@ -58,7 +64,7 @@ struct Server::Impl : HttpHandler {
         options(o),
         names(o.engine.model, o.model_name, o.aliases, o.default_aliases),
         log(o.access_log ? stderr : nullptr),
-        http(o.http, *this, gauges),
+        http(transport_limits(o), *this, gauges),
         admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))) {
     std::random_device rd;
     id_prefix = fmt::format("{:08x}", rd());
