@@ -108,18 +108,40 @@ void Connection::read_idle() {
   });
 }
 
+// The head and body deadlines run on timer_ rather than the stream's own expiry, which would
+// close the socket: on time-out the read is cancelled and the client still gets its 408.
+void Connection::arm_deadline(int timeout_ms) {
+  const uint64_t gen = ++deadline_gen_;
+  timed_out_ = false;
+  stream_.expires_never();
+  timer_.expires_after(ms(timeout_ms));
+  timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+    if (ec || gen != self->deadline_gen_ || self->phase_ == Phase::kClosed) return;
+    self->timed_out_ = true;
+    beast::error_code ignored;
+    self->stream_.socket().cancel(ignored);
+  });
+}
+
+void Connection::disarm_deadline() {
+  ++deadline_gen_;
+  timer_.cancel();
+}
+
 void Connection::read_head() {
   phase_ = Phase::kHead;
   parser_.emplace();
   configure_parser(*parser_, registry_->limits);
-  stream_.expires_after(ms(registry_->limits.header_timeout_ms));
+  arm_deadline(registry_->limits.header_timeout_ms);
   http::async_read_header(stream_, buffer_, *parser_,
                           [self = shared_from_this()](beast::error_code ec, size_t) { self->on_head(ec); });
 }
 
 void Connection::on_head(beast::error_code ec) {
   if (phase_ != Phase::kHead) return;
+  disarm_deadline();
   const HttpLimits& limits = registry_->limits;
+  if (timed_out_) ec = beast::error::timeout;
   if (ec) {
     if (auto r = refusal_for(ec, false, true, limits)) return refuse(*r, nullptr);
     return close();
@@ -145,13 +167,15 @@ void Connection::on_head(beast::error_code ec) {
 
 void Connection::read_body() {
   phase_ = Phase::kBody;
-  stream_.expires_after(ms(registry_->limits.body_timeout_ms));
+  arm_deadline(registry_->limits.body_timeout_ms);
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
 }
 
 void Connection::on_body(beast::error_code ec) {
   if (phase_ != Phase::kBody && phase_ != Phase::kHead) return;
+  disarm_deadline();
+  if (timed_out_) ec = beast::error::timeout;
   if (ec) {
     if (auto r = refusal_for(ec, true, true, registry_->limits)) return refuse(*r, &*head_);
     return close();
@@ -178,6 +202,7 @@ void Connection::call(HttpRequest request) {
   };
   call_ = registry_->handler.on_request(std::move(request), std::move(done));
   if (!call_) return;  // answered already; the reply is posted
+  ++deadline_gen_;
   timer_.expires_at(call_->deadline());
   timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec && self->phase_ == Phase::kCall && self->call_) self->call_->expire();
@@ -215,7 +240,7 @@ void Connection::on_watch(beast::error_code ec, size_t n) {
 
 void Connection::on_reply(HttpReply reply) {
   if (phase_ != Phase::kCall) return;
-  timer_.cancel();
+  disarm_deadline();
   if (watching_) {
     pending_reply_ = std::move(reply);
     beast::error_code ignored;

@@ -62,6 +62,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class Phase { kIdle, kHead, kBody, kCall, kWrite, kLinger, kClosed };
   using Clock = std::chrono::steady_clock;
 
+  void arm_deadline(int timeout_ms);
+  void disarm_deadline();
   void read_idle();
   void read_head();
   void on_head(boost::beast::error_code ec);
@@ -80,7 +82,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void hold(int64_t bytes);  // bytes_in_flight accounting
 
   boost::beast::tcp_stream stream_;
-  boost::asio::steady_timer timer_;  // the decision's deadline
+  boost::asio::steady_timer timer_;  // the head's, the body's or the decision's deadline
+  uint64_t deadline_gen_ = 0;        // a timer_ wait that fires for an older phase does nothing
+  bool timed_out_ = false;
   boost::beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
   std::optional<HttpRequest> head_;
