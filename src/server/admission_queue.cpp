@@ -35,6 +35,14 @@ bool AdmissionQueue::wait(const std::shared_ptr<Job>& job, Clock::time_point dea
   return false;
 }
 
+bool AdmissionQueue::cancel(const std::shared_ptr<Job>& job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (job->state_ != Job::State::kQueued) return false;
+  job->state_ = Job::State::kCancelled;
+  queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
+  return true;
+}
+
 size_t AdmissionQueue::queued() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return queue_.size();

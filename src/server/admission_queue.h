@@ -1,8 +1,8 @@
 // Bounded admission: `workers` decisions run at once, at most `capacity` more wait; a submit
 // beyond that is refused at once (the server answers 503 + Retry-After) instead of letting
-// latency and memory grow without bound. A caller that stops waiting (its deadline passed)
-// cancels its job if it has not started; a running decision cannot be interrupted, so it
-// finishes and its result is dropped.
+// latency and memory grow without bound. A caller that stops waiting (its deadline passed, its
+// client went away) cancels its job if it has not started (cancel()); a running job is stopped
+// by its own means (the server's decisions carry a cancel flag the engine checks).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -32,6 +32,9 @@ class AdmissionQueue {
   // True when the job finished by `deadline`; false when the deadline passed first (the job is
   // then cancelled if still queued, or left to finish unobserved if running).
   bool wait(const std::shared_ptr<Job>& job, Clock::time_point deadline);
+
+  // Removes a job that has not started; true when it was still queued (it will never run).
+  bool cancel(const std::shared_ptr<Job>& job);
 
   size_t queued() const;
   size_t running() const;
