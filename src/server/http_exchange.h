@@ -15,6 +15,8 @@
 
 namespace stave::server {
 
+class HttpStream;  // server/http_stream.h
+
 struct HttpRequest {
   std::string method;
   std::string target;  // as sent ("/v1/models?x=1")
@@ -31,6 +33,9 @@ struct HttpReply {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set: the body is this stream, written with chunked transfer encoding as it is produced
+  // (server/http_stream.h); `body` is ignored.
+  std::shared_ptr<HttpStream> stream;
 };
 
 // A reply that is computed elsewhere (a decision on a worker). The transport arms deadline()

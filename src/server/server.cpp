@@ -19,6 +19,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/model_names.h"
+#include "server/openai_service.h"
 #include "server/systemone_body.h"
 #include "synth/synth_release.h"
 
@@ -28,7 +29,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kJson = "application/json";
 constexpr size_t kSmallBodyBytes = 1024;  // routes that take no body (GET) accept at most this
-const char* kRoutes = "routes: POST /v1/systemone, GET /v1/models, GET /health, GET /metrics";
+const char* kRoutes =
+    "routes: POST /v1/systemone, POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, "
+    "GET /metrics";
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -42,8 +45,12 @@ bool usable_request_id(const std::string& s) {
   });
 }
 
+bool is_generation_route(const std::string& path) {
+  return path == "/v1/chat/completions" || path == "/v1/completions";
+}
+
 bool is_route(const std::string& path) {
-  return path == "/v1/systemone" || path == "/v1/models" || path == "/health" || path == "/metrics";
+  return path == "/v1/systemone" || is_generation_route(path) || path == "/v1/models" || path == "/health" || path == "/metrics";
 }
 
 HttpLimits transport_limits(const ServeOptions& o) {
@@ -65,7 +72,12 @@ struct Server::Impl : HttpHandler {
         names(o.engine.model, o.model_name, o.aliases, o.default_aliases),
         log(o.access_log ? stderr : nullptr),
         http(transport_limits(o), *this, gauges),
-        admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))) {
+        admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))),
+        openai(OpenAiHost{o, names, metrics, admission,
+                          [this](AccessRecord& rec, const ApiError& e) { return error_reply(rec, e); },
+                          [this](AccessRecord& rec, HttpReply& r, Clock::time_point t0) { finish(rec, r, t0); },
+                          [this](const AccessRecord& rec) { log.write(rec); },
+                          [this] { return retry_after_s(); }}) {
     std::random_device rd;
     id_prefix = fmt::format("{:08x}", rd());
   }
@@ -153,9 +165,12 @@ struct Server::Impl : HttpHandler {
   AccessLog log;
   HttpServer http;          // before admission: destroyed after the workers are joined
   AdmissionQueue admission;
+  OpenAiService openai;     // /v1/chat/completions, /v1/completions
   std::string id_prefix;
   std::atomic<uint64_t> next_id{1};
-  std::atomic<double> compute_s_ewma{0.05};  // for Retry-After
+  std::atomic<double> compute_s_ewma{0.05};
+  const int64_t created_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();  // for Retry-After
 
   mutable std::mutex mutex;
   mutable std::condition_variable cv;
@@ -262,7 +277,7 @@ HeadVerdict Server::Impl::on_head(const HttpRequest& head) {
   };
   const bool known = is_route(head.path);
   if (!known) return answer(api_error(404, "not_found", "no route " + head.method + " " + head.path + " (" + kRoutes + ")"));
-  const bool post = head.path == "/v1/systemone";
+  const bool post = head.path == "/v1/systemone" || is_generation_route(head.path);
   if (head.method != (post ? "POST" : "GET"))
     return answer(api_error(405, "method_not_allowed",
                             fmt::format("{} takes {}, not {}", head.path, post ? "POST" : "GET", head.method)));
@@ -285,6 +300,8 @@ std::shared_ptr<HttpCall> Server::Impl::on_request(HttpRequest req, std::functio
       if (call) return call;
       return nullptr;
     }
+    if (is_generation_route(req.path))
+      return openai.handle(req.path == "/v1/completions" ? OpenAiKind::kCompletion : OpenAiKind::kChat, req, rec, done);
     if (req.path == "/v1/models") reply = models(rec);
     else if (req.path == "/health") reply = health(rec);
     else reply = metrics_text();
@@ -336,6 +353,7 @@ HttpReply Server::Impl::models(AccessRecord& rec) {
   nlohmann::ordered_json model;
   model["id"] = names.id();
   model["object"] = "model";
+  model["created"] = created_unix;
   model["owned_by"] = "stave";
   model["names"] = names.public_names();
   model["context_length"] = options.decide.max_length;
@@ -346,6 +364,9 @@ HttpReply Server::Impl::models(AccessRecord& rec) {
                            {"max_questions", options.limits.max_questions.value_or(0)},
                            {"max_choice_options", options.limits.max_choice_options.value_or(0)},
                            {"max_score_levels", options.limits.max_score_levels.value_or(0)}};
+  model["capabilities"]["chat_completions"] = openai.available();
+  model["capabilities"]["completions"] = openai.available();
+  if (!openai.available()) model["capabilities"]["language_model_unavailable"] = names.redact(openai.unavailable_reason());
   model["weight_format"] = info.weight_format;
   model["precision"] = to_string(info.precision);
   nlohmann::ordered_json list = {{"object", "list"}, {"data", nlohmann::ordered_json::array({model})}};
@@ -384,6 +405,7 @@ HttpReply Server::Impl::metrics_text() {
   HttpReply r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = metrics.render(g);
+  openai.metrics().render(r.body);
   return r;
 }
 
@@ -485,6 +507,7 @@ void Server::load_in_background() {
                     fmt::format("--max-length {} must be between 1 and the model's max_position_embeddings {}",
                                 options_.decide.max_length, engine->info().max_position_embeddings));
       set_engine(std::move(engine));
+      load_language_model();
       m.log.event("loaded", {{"model", m.names.id()},
                              {"path", path},
                              {"seconds", fmt::format("{:.3f}", ms_between(t0, Clock::now()) / 1000.0)}});
@@ -512,6 +535,21 @@ void Server::set_engine(std::shared_ptr<const Engine> engine) {
   engine_ready_ = true;
   m.cv.notify_all();
 }
+
+// The generation endpoints need the release's lm_head; a release without one (or a device the
+// language model does not run on) serves /v1/systemone alone. The weights are memory-mapped, so
+// this second view of the release the Engine opened costs little memory.
+void Server::load_language_model() {
+  Impl& m = *impl_;
+  try {
+    set_language_model(LanguageModel::load(options_.engine));
+  } catch (const Error& e) {
+    m.openai.set_unavailable(e.what());
+    m.log.event("warning", {{"message", m.names.redact(std::string("POST /v1/chat/completions and /v1/completions are off: ") + e.what())}});
+  }
+}
+
+void Server::set_language_model(std::shared_ptr<const LanguageModel> lm) { impl_->openai.set_model(std::move(lm)); }
 
 std::string Server::load_error() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);

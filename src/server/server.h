@@ -1,5 +1,7 @@
 // `stave serve`: the SystemOne HTTP server over one Engine.
 //
+//   POST /v1/chat/completions, /v1/completions
+//                        OpenAI-compatible generation (server/openai_service.h), streaming too
 //   POST /v1/systemone   a SystemOne request → the response `stave decide` gives, plus
 //                        usage.truncated_state_tokens, usage.latency_ms, an X-Request-Id header
 //   GET  /v1/models      the served model: id, names, capabilities, context length
@@ -18,6 +20,7 @@
 
 #include "server/serve_options.h"
 #include "stave/engine.h"
+#include "stave/language_model.h"
 
 namespace stave::server {
 
@@ -42,6 +45,9 @@ class Server {
   // load_error() says why.
   void load_in_background();
   void set_engine(std::shared_ptr<const Engine> engine);
+  // The language model behind POST /v1/chat/completions and /v1/completions (tests; load() sets
+  // it when the release has an lm_head).
+  void set_language_model(std::shared_ptr<const LanguageModel> lm);
   bool loaded() const { return engine_ready_.load(); }
   std::string load_error() const;
   void wait_loaded_or_failed() const;
@@ -53,6 +59,7 @@ class Server {
   struct Impl;
 
  private:
+  void load_language_model();
   ServeOptions options_;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> engine_ready_{false};

@@ -1,0 +1,54 @@
+#include "server/openai_metrics.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace stave::server {
+
+GenerationMetrics::GenerationMetrics()
+    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+      tps_({1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000}) {}
+
+void GenerationMetrics::observe_first_token(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ttft_.observe(seconds);
+}
+
+void GenerationMetrics::observe_inter_token(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  itl_.observe(seconds);
+}
+
+void GenerationMetrics::observe_generation(int64_t prompt_tokens, int64_t completion_tokens, double decode_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++generations_;
+  prompt_tokens_ += static_cast<uint64_t>(std::max<int64_t>(0, prompt_tokens));
+  completion_tokens_ += static_cast<uint64_t>(std::max<int64_t>(0, completion_tokens));
+  if (completion_tokens > 1 && decode_seconds > 0) tps_.observe(static_cast<double>(completion_tokens - 1) / decode_seconds);
+}
+
+void GenerationMetrics::render(std::string& out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  out += "# HELP stave_generations_total Generations run by /v1/chat/completions and /v1/completions.\n";
+  out += "# TYPE stave_generations_total counter\n";
+  out += fmt::format("stave_generations_total {}\n", generations_);
+  out += "# HELP stave_generation_prompt_tokens_total Prompt tokens of generations.\n";
+  out += "# TYPE stave_generation_prompt_tokens_total counter\n";
+  out += fmt::format("stave_generation_prompt_tokens_total {}\n", prompt_tokens_);
+  out += "# HELP stave_generated_tokens_total Tokens generated.\n";
+  out += "# TYPE stave_generated_tokens_total counter\n";
+  out += fmt::format("stave_generated_tokens_total {}\n", completion_tokens_);
+  out += "# HELP stave_time_to_first_token_seconds Arrival to the first generated token (queue and prefill included).\n";
+  out += "# TYPE stave_time_to_first_token_seconds histogram\n";
+  ttft_.render(out, "stave_time_to_first_token_seconds");
+  out += "# HELP stave_inter_token_latency_seconds Time between consecutive generated tokens.\n";
+  out += "# TYPE stave_inter_token_latency_seconds histogram\n";
+  itl_.render(out, "stave_inter_token_latency_seconds");
+  out += "# HELP stave_generation_tokens_per_second Decode rate of a generation after its first token.\n";
+  out += "# TYPE stave_generation_tokens_per_second histogram\n";
+  tps_.render(out, "stave_generation_tokens_per_second");
+}
+
+}  // namespace stave::server

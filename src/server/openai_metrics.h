@@ -1,0 +1,31 @@
+// Prometheus metrics of the generation endpoints (/v1/chat/completions, /v1/completions), in
+// the same exposition as server/metrics.h: time to first token, inter-token latency, decode
+// tokens per second, and token counters. Thread-safe.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "server/metrics.h"
+
+namespace stave::server {
+
+class GenerationMetrics {
+ public:
+  GenerationMetrics();
+  // Arrival to the first generated token (queue wait and prefill included).
+  void observe_first_token(double seconds);
+  // Between two consecutive generated tokens of one request.
+  void observe_inter_token(double seconds);
+  // A generation that ended (finished, or stopped with its client gone): its tokens and the
+  // decode rate after the first token (tokens − 1 over the time since it).
+  void observe_generation(int64_t prompt_tokens, int64_t completion_tokens, double decode_seconds);
+  void render(std::string& out) const;
+
+ private:
+  mutable std::mutex mutex_;
+  Histogram ttft_, itl_, tps_;
+  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, generations_ = 0;
+};
+
+}  // namespace stave::server
