@@ -392,7 +392,7 @@ TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   }
   EXPECT_NE(metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1"), std::string::npos) << metrics;
   EXPECT_EQ(srv.server().admission().running(), 0u);
-  const std::string tokens = "stave_generated_tokens_total ";
+  const std::string tokens = "\nstave_generated_tokens_total ";
   const size_t at = metrics.find(tokens);
   ASSERT_NE(at, std::string::npos);
   EXPECT_LT(std::stoll(metrics.substr(at + tokens.size())), 100000);

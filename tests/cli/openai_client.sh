@@ -54,4 +54,6 @@ want_text=$(field "$want" text)
 want_tokens=$(node -e 'console.log(JSON.parse(process.argv[1]).completion_token_ids.length)' "$want")
 [ "$(field "$got" completion_tokens)" = "$want_tokens" ] || fail "usage.completion_tokens: $got vs $want_tokens"
 [ "$(field "$got" chunks)" -gt 2 ] || fail "the stream came in one piece: $got"
+echo "client: $got"
+echo "stave chat: $want"
 finish openai_client
