@@ -132,7 +132,9 @@ int run(const ServeArgs& a) {
   return 0;
 }
 
-Register reg{{"serve", "Serve SystemOne decisions over HTTP (POST /v1/systemone, /v1/models, /health, /metrics)",
+Register reg{{"serve",
+              "Serve SystemOne decisions and OpenAI-compatible generation over HTTP (POST /v1/systemone, "
+              "/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)",
               [](CLI::App& sub) {
                 auto a = std::make_shared<ServeArgs>();
                 sub.add_option("--model", a->model, "release folder or Hugging Face repo id")->required();
