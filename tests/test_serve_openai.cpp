@@ -232,6 +232,30 @@ class LiveServer {
   int port_ = 0;
 };
 
+// The hooks the server uses: on_token sees every generated id; a raised cancel flag stops the
+// generation at its next step.
+TEST(ServeOpenAiModel, OnTokenAndCancelHooks) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  const LanguageModel& lm = *fixture_models().lm;
+  const std::vector<int32_t> prompt = lm.tokenize("The sea is");
+  GenerationOptions g;
+  g.max_tokens = 6;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  std::vector<int32_t> seen;
+  g.on_token = [&](int32_t id) { seen.push_back(id); };
+  const Generation whole = lm.generate(prompt, g);
+  EXPECT_EQ(seen, whole.completion_token_ids);
+  std::atomic<bool> cancel{false};
+  g.cancel = &cancel;
+  int picked = 0;
+  g.on_token = [&](int32_t) {
+    if (++picked == 2) cancel = true;
+  };
+  EXPECT_THROW(lm.generate(prompt, g), DecisionCancelled);
+  EXPECT_EQ(picked, 2);
+}
+
 // The data: payloads of an event stream, in order.
 std::vector<std::string> sse_payloads(const std::string& body) {
   std::vector<std::string> out;
