@@ -72,12 +72,12 @@ std::string request_text(const py::handle& request) {
   if (!py::isinstance<py::dict>(request))
     throw py::type_error("a request is a dict (or its JSON text), not " +
                          std::string(py::str(py::type::of(request).attr("__name__"))));
-  static py::handle dumps = py::module_::import("json").attr("dumps").release();  // kept to exit
+  static py::handle dumps = py::object(py::module_::import("json").attr("dumps")).release();  // kept to exit
   return dumps(request, py::arg("ensure_ascii") = false).cast<std::string>();
 }
 
 py::object json_to_python(const std::string& text) {
-  static py::handle loads = py::module_::import("json").attr("loads").release();  // kept to exit
+  static py::handle loads = py::object(py::module_::import("json").attr("loads")).release();  // kept to exit
   return loads(py::str(text));
 }
 

@@ -158,7 +158,7 @@ int run(const DecideArgs& a) {
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++n;
-    if (a.pack == 1) {  // one at a time, the request text straight to decide()
+    if (a.pack == 1) {  // one at a time
       Pending p{n, std::nullopt, {}};
       try {
         p.text = engine->decide(parse_cli_request(line, base_dir), d).json;

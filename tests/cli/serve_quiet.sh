@@ -8,6 +8,7 @@ stave="$1"
 model_src="$2/public/model-mxfp4"
 . "$(dirname "$0")/checks.bash"
 require_fixtures "$model_src"
+model_src="$(cd "$model_src" && pwd)"
 work="$(mktemp -d)"
 pid=""
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
