@@ -19,6 +19,7 @@
 #include "decide/request.h"
 #include "engine/release_encoder.h"
 #include "stave/stave.h"
+#include "synth/synth_release.h"
 
 namespace py = pybind11;
 
@@ -194,7 +195,13 @@ std::shared_ptr<Clef> load(const std::string& model, const std::string& device, 
   if (batch_tokens < 0) throw py::value_error("batch_tokens must be at least 0, not " + std::to_string(batch_tokens));
   o.batch_tokens = batch_tokens;
   o.verify_checksums = verify;
-  return std::make_shared<Clef>(o);
+  auto clef = std::make_shared<Clef>(o);
+  const std::string path = clef->info()["path"].cast<std::string>();
+  if (stave::synth::is_synthetic_release(path)) {
+    const std::string note = path + " was made by `stave synth`: its weights are RANDOM, so the answers are meaningless";
+    if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) < 0) throw py::error_already_set();
+  }
+  return clef;
 }
 
 }  // namespace

@@ -121,6 +121,24 @@ class ModuleMatchesCli(unittest.TestCase):
         with self.assertRaises(TypeError):
             self.exact.systemone(42)
 
+    def test_random_weights_warn(self):
+        import tempfile, warnings
+        with tempfile.TemporaryDirectory() as tmp:
+            model = os.path.join(tmp, "model")
+            os.mkdir(model)
+            for name in os.listdir(MODEL):
+                os.symlink(os.path.join(MODEL, name), os.path.join(model, name))
+            with open(os.path.join(model, "stave_synth.json"), "w") as f:
+                f.write("{}")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                stave.load(model, threads=1)
+            self.assertTrue(any("RANDOM" in str(w.message) for w in caught), [str(w.message) for w in caught])
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                stave.load(MODEL, threads=1)
+            self.assertEqual([str(w.message) for w in caught], [])
+
     def test_info(self):
         info = self.fast.info
         self.assertEqual(info["weight_format"], "mxfp4")
