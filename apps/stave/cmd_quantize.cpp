@@ -56,7 +56,11 @@ Register reg{{"quantize", "Quantize a BF16 release to Quark MXFP4 (every languag
                     ->capture_default_str();
                 return std::function<int()>([a]() -> int {
                   auto& o = a->options;
-                  o.shard_bytes = quant::parse_byte_size(a->shard_size);
+                  try {
+                    o.shard_bytes = quant::parse_byte_size(a->shard_size);
+                  } catch (const Error& e) {
+                    throw Error(e.kind(), std::string("--shard-size: ") + e.what());
+                  }
                   auto mode = quant::parse_scale_mode(a->scale_mode);
                   if (!mode)
                     throw Error(ErrorKind::kInvalidRequest,

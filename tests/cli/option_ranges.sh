@@ -49,6 +49,9 @@ refused --threads     eval --model "$m" --against "$m" --threads -1 req.json
 refused --max-length  eval --model "$m" --against "$m" --max-length 0 req.json
 refused --calib-samples quantize --in "$m" --out "$work/q" --calib-samples 0
 refused --seq-len     quantize --in "$m" --out "$work/q" --seq-len -1
+refused --shard-size  quantize --in "$m" --out "$work/q" --shard-size -5MB
+refused --prompt-tokens bench --model "$m" --prompt-tokens 512,-5
+refused --image       bench --model "$m" --image 0x-3
 refused --layers      synth --out "$work/s" --layers 0
 refused --seed        synth --out "$work/s" --seed -1
 refused --shard-size  synth --out "$work/s" --shard-size 0
