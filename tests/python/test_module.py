@@ -85,14 +85,14 @@ class ModuleMatchesCli(unittest.TestCase):
             self.assertEqual(ordered(answer), ordered(self.exact.systemone(request)))
 
     def test_encode_equals_cli(self):
-        for name in ("000-docs-example", "015-long-state-truncated", "018-image-two"):
+        for name in ("015-long-state-truncated", "018-image-two"):
             with self.subTest(case=name):
                 rc, printed = cli("encode", "--model", MODEL, "--max-length", "2048", self.case(name))
                 self.assertEqual(rc, 0)
                 self.assertEqual(ordered(self.exact.encode(read_json(self.case(name)), max_length=2048)), ordered(printed))
 
     def test_request_errors_carry_the_cli_messages(self):
-        for name in ("019-err-missing-state", "020-err-no-questions", "021-err-bad-type", "022-err-empty-criteria"):
+        for name in ("019-err-missing-state", "021-err-bad-type"):
             with self.subTest(case=name):
                 rc, printed = cli("decide", "--model", MODEL, "--threads", "1", self.case(name))
                 self.assertEqual(rc, 2)
