@@ -10,6 +10,7 @@ add_library(stave_shared SHARED $<TARGET_OBJECTS:stave>)
 set_target_properties(stave_shared PROPERTIES
   OUTPUT_NAME stave
   EXPORT_NAME stave
+  LINKER_LANGUAGE CXX  # objects only: say how to link (the CUDA build adds .cu objects)
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 target_include_directories(stave_shared PUBLIC
