@@ -116,21 +116,24 @@ Register reg{{"serve", "Serve SystemOne decisions over HTTP (POST /v1/systemone,
                 auto a = std::make_shared<ServeArgs>();
                 sub.add_option("--model", a->model, "release folder or Hugging Face repo id")->required();
                 sub.add_option("--precision", a->precision, "exact or fast")->capture_default_str();
-                sub.add_option("--threads", a->threads, "compute threads (default: all cores)");
+                sub.add_option("--threads", a->threads, "compute threads (default: all cores)")->check(in_range(0, 4096));
                 sub.add_option("--device", a->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();
                 sub.add_option("--batch-tokens", a->batch_tokens,
                                "cuda: pack requests that wait during a prefill into the next one, up to N tokens "
                                "(needs --max-running > 1; 0: off)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(0));
                 sub.add_flag("--verify", a->verify, "check SHA256SUMS before loading");
                 sub.add_option("--host", a->host, "address to bind (0.0.0.0 to listen on every interface)")
                     ->capture_default_str();
-                sub.add_option("--port", a->port, "port (0: any free port)")->capture_default_str();
+                sub.add_option("--port", a->port, "port (0: any free port)")->capture_default_str()->check(in_range(0, 65535));
                 sub.add_option("--model-name", a->model_name, "the id /v1/models reports and requests may name");
                 sub.add_option("--alias", a->aliases, "another accepted model name (repeatable)");
                 sub.add_flag("--no-default-aliases", a->no_default_aliases, "do not accept \"clef\" as a name");
-                sub.add_option("--max-length", a->max_length, "token budget per request")->capture_default_str();
+                sub.add_option("--max-length", a->max_length, "token budget per request")
+                    ->capture_default_str()
+                    ->check(in_range(1));
                 sub.add_option("--confidence", a->confidence, "reference (max p), workers-ai or jev")
                     ->capture_default_str();
                 sub.add_option("--truncate", a->truncate,
@@ -139,18 +142,27 @@ Register reg{{"serve", "Serve SystemOne decisions over HTTP (POST /v1/systemone,
                     ->capture_default_str();
                 sub.add_flag("--strict", a->strict, "require instructions and refuse unknown fields");
                 sub.add_flag("--no-limits", a->no_limits, "only the reference's checks (no protocol limits)");
-                sub.add_option("--max-questions", a->max_questions)->capture_default_str();
-                sub.add_option("--max-options", a->max_options, "choice options per question")->capture_default_str();
-                sub.add_option("--max-score-levels", a->max_score_levels)->capture_default_str();
-                sub.add_option("--max-id-length", a->max_id_length, "code points")->capture_default_str();
-                sub.add_option("--max-body-bytes", a->max_body_bytes, "larger bodies get 413")->capture_default_str();
-                sub.add_option("--max-running", a->max_running, "decisions computed at once")->capture_default_str();
+                sub.add_option("--max-questions", a->max_questions)->capture_default_str()->check(in_range(1));
+                sub.add_option("--max-options", a->max_options, "choice options per question")
+                    ->capture_default_str()
+                    ->check(in_range(1));
+                sub.add_option("--max-score-levels", a->max_score_levels)->capture_default_str()->check(in_range(1));
+                sub.add_option("--max-id-length", a->max_id_length, "code points")->capture_default_str()->check(in_range(1));
+                sub.add_option("--max-body-bytes", a->max_body_bytes, "larger bodies get 413")
+                    ->capture_default_str()
+                    ->check(in_range(1));
+                sub.add_option("--max-running", a->max_running, "decisions computed at once")
+                    ->capture_default_str()
+                    ->check(in_range(1, 4096));
                 sub.add_option("--max-queue", a->max_queue, "decisions that may wait (then 503)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(0, std::numeric_limits<int>::max()));
                 sub.add_option("--timeout-ms", a->timeout_ms, "per request, queue wait included (then 504)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
                 sub.add_option("--http-threads", a->http_threads,
-                               "connection threads (default max(32, running + queue + 8))");
+                               "connection threads (default max(32, running + queue + 8))")
+                    ->check(in_range(0, 4096));
                 sub.add_option("--api-key", a->api_key, "require Authorization: Bearer KEY (or env STAVE_API_KEY)");
                 sub.add_flag("--envelope", a->envelope, "Workers AI envelope {result, success, errors, messages}");
                 sub.add_flag("--quiet", a->quiet, "no access log");

@@ -23,15 +23,18 @@ std::vector<std::vector<int32_t>> read_calibration(const std::string& path, cons
                                                    const TokenizeFn& tokenize) {
   if (o.samples <= 0) bad("--calib-samples must be positive");
   if (o.seq_len <= 0) bad("--seq-len must be positive");
-  if (!std::filesystem::is_regular_file(path)) bad("calibration file " + path + " does not exist");
-  const bool jsonl = ends_with(path, ".jsonl");
-  if (!jsonl && !ends_with(path, ".txt")) bad("calibration file " + path + " must be .txt or .jsonl");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) bad("calibration file " + path + " does not exist");
+  if (std::filesystem::is_directory(path, ec)) bad("calibration file " + path + " is a folder");
   std::string text;
   try {
-    text = read_file(path);
+    text = read_file(path);  // /dev/stdin and other non-regular files read too
   } catch (const Error& e) {
     bad(std::string("cannot read calibration file: ") + e.what());
   }
+  if (text.empty()) bad("calibration file " + path + " is empty");
+  const bool jsonl = ends_with(path, ".jsonl");
+  if (!jsonl && !ends_with(path, ".txt")) bad("calibration file " + path + " must be .txt or .jsonl");
 
   std::vector<std::vector<int32_t>> out;
   auto add = [&](std::vector<int32_t> ids) {

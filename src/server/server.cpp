@@ -61,7 +61,7 @@ struct Server::Impl {
   Impl(const ServeOptions& o)
       : names(o.engine.model, o.model_name, o.aliases, o.default_aliases),
         admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))),
-        log(o.access_log ? stderr : nullptr) {
+        log(stderr, o.access_log) {
     std::random_device rd;
     id_prefix = fmt::format("{:08x}", rd());
   }
