@@ -60,9 +60,11 @@ mkdir -p "$logs"
 failed=""
 for t in $targets; do
   bin="$build/fuzz/$t"
-  log="$logs/$t$([ "$seconds" -ge 600 ] && echo -long).log"
+  log="$logs/$t.log"
+  if [ "$seconds" -ge 600 ]; then log="$logs/$t-long.log"; fi
   findings="$build/fuzz/findings/$t"
   regressions="$root/fuzz/regressions/$t"
+  rm -rf "$findings"
   mkdir -p "$findings"
   dict_args=()
   [ -f "$root/fuzz/${t#fuzz_}.dict" ] && dict_args=(-dict="$root/fuzz/${t#fuzz_}.dict")
@@ -85,7 +87,7 @@ for t in $targets; do
   echo "== $t: ${seconds}s on $(ls "$corpus" | wc -l) seeds"
   if nice -n "${FUZZ_NICE:-0}" "$bin" "$corpus" "${dict_args[@]}" "${common[@]}" -max_total_time="$seconds" \
        -print_final_stats=1 >>"$log" 2>&1; then
-    grep -E "^#[0-9]+ *DONE" "$log" | tail -n 1 || true
+    grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | tail -n 1 || true
     echo "== $t: no findings"
   else
     failed+=" $t"
