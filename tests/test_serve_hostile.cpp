@@ -724,5 +724,72 @@ TEST(ServeHostile, DrainLosesNoRequest) {
   EXPECT_EQ(waiting_answered, kWaiting);
 }
 
+// The streamed-reply hook (server-sent events): a handler that answers with three events from
+// another thread; two such requests pipelined on one connection come back as two chunked
+// replies, in order, each event in its own chunk.
+class StreamingHandler : public HttpHandler {
+ public:
+  ~StreamingHandler() override {
+    for (auto& t : producers) t.join();
+  }
+  HeadVerdict on_head(const HttpRequest&) override { return {}; }
+  std::shared_ptr<HttpCall> on_request(HttpRequest req, std::function<void(HttpReply)> done) override {
+    HttpReply r;
+    r.content_type = "text/event-stream";
+    const std::string tag = req.header("X-Tag");
+    r.stream = [this, tag](std::shared_ptr<ResponseStream> s) {
+      std::lock_guard<std::mutex> lock(mutex);
+      producers.emplace_back([s, tag] {
+        for (int i = 0; i < 3; ++i) {
+          EXPECT_TRUE(s->write("data: " + tag + std::to_string(i) + "\n\n"));
+          std::this_thread::sleep_for(5ms);
+        }
+        s->end();
+        EXPECT_FALSE(s->write("late"));
+      });
+    };
+    done(std::move(r));
+    return nullptr;
+  }
+  HttpReply refusal(HttpLimit, int status, const std::string& message, const HttpRequest*) override {
+    HttpReply r;
+    r.status = status;
+    r.body = message;
+    return r;
+  }
+  bool draining() const override { return false; }
+  std::mutex mutex;
+  std::vector<std::thread> producers;
+};
+
+TEST(ServeHostile, StreamedRepliesGoOutChunkByChunk) {
+  StreamingHandler handler;
+  HttpGauges gauges;
+  HttpLimits limits;
+  HttpServer http(limits, handler, gauges);
+  const int port = http.bind("127.0.0.1", 0);
+  std::thread runner([&] { http.run(); });
+  const int fd = connect_to(port);
+  ASSERT_TRUE(send_all(fd, get("/events", "X-Tag: a\r\n") + get("/events", "X-Tag: b\r\n")));
+  std::string buf;
+  const bool both = read_until(fd, buf, Clock::now() + 10s, [](const std::string& b) {
+    const size_t first = b.find("\r\n0\r\n\r\n");
+    return first != std::string::npos && b.find("\r\n0\r\n\r\n", first + 1) != std::string::npos;
+  });
+  ::close(fd);
+  http.drain();
+  runner.join();
+  ASSERT_TRUE(both) << buf;
+  EXPECT_NE(buf.find("Transfer-Encoding: chunked"), std::string::npos) << buf;
+  EXPECT_NE(buf.find("text/event-stream"), std::string::npos) << buf;
+  // Chunks are "<hex size>\r\n<data>\r\n": every event is one chunk, a's before b's.
+  const size_t a2 = buf.find("a\r\ndata: a2\n\n\r\n"), b0 = buf.find("a\r\ndata: b0\n\n\r\n");
+  EXPECT_NE(buf.find("a\r\ndata: a0\n\n\r\n"), std::string::npos) << buf;
+  ASSERT_NE(a2, std::string::npos) << buf;
+  ASSERT_NE(b0, std::string::npos) << buf;
+  EXPECT_LT(a2, b0);
+  EXPECT_EQ(buf.find("late"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace stave::server

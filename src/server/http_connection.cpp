@@ -1,9 +1,13 @@
 #include "server/http_connection.h"
 
+#include <deque>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -259,6 +263,7 @@ void Connection::write(HttpReply reply, bool close_after) {
   call_.reset();
   if (registry_->draining) close_after = true;
   close_after = close_after || !keep_alive_;
+  if (reply.stream) return write_stream(std::move(reply), close_after);
   auto res = std::make_shared<http::response<http::string_body>>();
   res->version(11);
   res->result(static_cast<unsigned>(reply.status));
@@ -285,6 +290,126 @@ void Connection::on_write(beast::error_code ec, bool close_after) {
   if (ec) return close();
   if (close_after) return linger();
   read_idle();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streamed replies: the producer's chunks are queued under a mutex (any thread) and written on
+// the strand one at a time.
+
+class Connection::Stream : public ResponseStream {
+ public:
+  explicit Stream(std::shared_ptr<Connection> c) : conn_(std::move(c)), executor_(conn_->stream_.get_executor()) {}
+  bool write(std::string chunk) override {
+    if (chunk.empty()) return !closed();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ended_ || gone_) return false;
+      pending_ += chunk.size();
+      queue_.push_back(std::move(chunk));
+    }
+    kick();
+    return true;
+  }
+  void end() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ended_) return;
+      ended_ = true;
+    }
+    kick();
+  }
+  size_t pending_bytes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pending_;
+  }
+  bool closed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ended_ || gone_;
+  }
+  // On the strand: the next chunk to write, or nullopt (nothing yet, or `*finished`).
+  std::optional<std::string> next(bool* finished) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    *finished = false;
+    if (!queue_.empty()) {
+      std::string s = std::move(queue_.front());
+      queue_.pop_front();
+      pending_ -= s.size();
+      return s;
+    }
+    *finished = ended_;
+    return std::nullopt;
+  }
+  void client_gone() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gone_ = true;
+    queue_.clear();
+    pending_ = 0;
+  }
+  bool close_after = false;
+
+ private:
+  void kick() {
+    net::post(executor_, [c = conn_] {
+      if (c->stream_out_ && !c->stream_writing_ && c->phase_ == Phase::kWrite) c->pump_stream(c->stream_out_->close_after);
+    });
+  }
+  std::shared_ptr<Connection> conn_;
+  net::any_io_executor executor_;
+  mutable std::mutex mutex_;
+  std::deque<std::string> queue_;
+  size_t pending_ = 0;
+  bool ended_ = false, gone_ = false;
+};
+
+void Connection::write_stream(HttpReply reply, bool close_after) {
+  auto res = std::make_shared<http::response<http::empty_body>>();
+  res->version(11);
+  res->result(static_cast<unsigned>(reply.status));
+  res->set(http::field::server, "stave");
+  for (auto& [k, v] : reply.headers) res->insert(k, v);
+  if (!reply.content_type.empty()) res->set(http::field::content_type, reply.content_type);
+  res->set(http::field::cache_control, "no-cache");
+  res->keep_alive(!close_after);
+  res->chunked(true);
+  auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+  stream_out_ = std::make_shared<Stream>(shared_from_this());
+  stream_out_->close_after = close_after;
+  stream_writing_ = true;
+  stream_.expires_after(ms(registry_->limits.write_timeout_ms));
+  http::async_write_header(stream_, *serializer,
+                           [self = shared_from_this(), res, serializer, close_after,
+                            producer = std::move(reply.stream)](beast::error_code ec, size_t) {
+                             self->stream_writing_ = false;
+                             if (ec) {
+                               self->stream_out_->client_gone();
+                               producer(self->stream_out_);  // it learns at its first write
+                               self->stream_out_.reset();
+                               return self->on_write(ec, close_after);
+                             }
+                             producer(self->stream_out_);
+                             if (self->stream_out_) self->pump_stream(close_after);
+                           });
+}
+
+void Connection::pump_stream(bool close_after) {
+  bool finished = false;
+  std::optional<std::string> chunk = stream_out_->next(&finished);
+  if (!chunk && !finished) return;  // wait for the producer (Stream::kick)
+  stream_writing_ = true;
+  stream_.expires_after(ms(registry_->limits.write_timeout_ms));
+  auto done = [self = shared_from_this(), close_after, finished](beast::error_code ec, size_t) {
+    self->stream_writing_ = false;
+    if (ec || finished) {
+      if (ec) self->stream_out_->client_gone();
+      self->stream_out_.reset();
+      return self->on_write(ec, close_after);
+    }
+    self->pump_stream(close_after);
+  };
+  if (finished) return net::async_write(stream_, http::make_chunk_last(), std::move(done));
+  auto data = std::make_shared<std::string>(std::move(*chunk));
+  net::async_write(stream_, http::make_chunk(net::buffer(*data)),
+                   [data, done = std::move(done)](beast::error_code ec, size_t n) mutable { done(ec, n); });
 }
 
 // After a reply that closes: stop sending, then read and drop what the client still sends

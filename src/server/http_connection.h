@@ -76,6 +76,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void refuse(const Refusal& r, const HttpRequest* head);
   void write(HttpReply reply, bool close_after);
   void on_write(boost::beast::error_code ec, bool close_after);
+  // Streamed replies (HttpReply::stream).
+  class Stream;
+  void write_stream(HttpReply reply, bool close_after);
+  void pump_stream(bool close_after);
   void linger();
   void linger_read();
   void close();
@@ -89,6 +93,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<RequestParser> parser_;
   std::optional<HttpRequest> head_;
   std::shared_ptr<boost::beast::http::response<boost::beast::http::string_body>> response_;
+  std::shared_ptr<Stream> stream_out_;
+  bool stream_writing_ = false;
   std::shared_ptr<HttpCall> call_;
   std::optional<HttpReply> pending_reply_;
   std::string address_;

@@ -26,11 +26,29 @@ struct HttpRequest {
   std::string header(std::string_view name) const;
 };
 
+// The writing end of a streamed reply (server-sent events, e.g. streamed chat completions):
+// each write() goes out as one HTTP/1.1 chunk, in order, as soon as the connection can take it.
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  // Any thread. False once the client has gone away or the stream ended: the producer should
+  // stop (and cancel its work).
+  virtual bool write(std::string chunk) = 0;
+  // Any thread: the last chunk; the connection then goes on with its next request (or closes).
+  virtual void end() = 0;
+  // Bytes queued and not yet written (a producer far ahead of a slow client should wait).
+  virtual size_t pending_bytes() const = 0;
+};
+
 struct HttpReply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set: a streamed reply. `body` is ignored; the head goes out with Transfer-Encoding: chunked
+  // and then `stream` is called once (on the connection's thread; it must not block) with the
+  // ResponseStream to write to, e.g. handing it to the worker producing the events.
+  std::function<void(std::shared_ptr<ResponseStream>)> stream;
 };
 
 // A reply that is computed elsewhere (a decision on a worker). The transport arms deadline()

@@ -26,7 +26,6 @@ namespace stave::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kJson = "application/json";
 constexpr size_t kSmallBodyBytes = 1024;  // routes that take no body (GET) accept at most this
 const char* kRoutes = "routes: POST /v1/systemone, GET /v1/models, GET /health, GET /metrics";
 
