@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "server/admission_queue.h"
 #include "server/http_parse.h"
 #include "server/http_server.h"
+#include "server/model_names.h"
 #include "server/server.h"
 #include "stave/engine.h"
 #include "test_util.h"
@@ -722,6 +724,32 @@ TEST(ServeHostile, DrainLosesNoRequest) {
   EXPECT_EQ(answered.load(), sent.load()) << "requests met by a closed connection";
   EXPECT_EQ(kept_alive_after_stop.load(), 0);
   EXPECT_EQ(waiting_answered, kWaiting);
+}
+
+// /v1/models and error replies name the model, never the folder it was loaded from.
+TEST(ServeHostile, RepliesNeverShowTheModelPath) {
+  STAVE_REQUIRE_FIXTURE("public/model-mxfp4/config.json");
+  ServeOptions o;
+  o.engine.model = test::fixture("public/model-mxfp4");
+  Live srv(o, mxfp4_engine());
+  const std::string folder = std::filesystem::absolute(o.engine.model).lexically_normal().string();
+  auto models = roundtrip(srv.port(), get("/v1/models"));
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_EQ(models->body.find(folder), std::string::npos) << models->body;
+  EXPECT_EQ(models->body.find('/'), std::string::npos) << models->body;
+  EXPECT_NE(models->body.find("model-mxfp4"), std::string::npos) << models->body;
+  auto other = roundtrip(srv.port(), post(R"({"model":"gpt-4","state":"x","questions":{"a":{"type":"noul"}}})"));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(other->body.find(folder), std::string::npos) << other->body;
+  // The path is still accepted as a name.
+  auto by_path = roundtrip(srv.port(), post(R"({"model":")" + o.engine.model +
+                                            R"(","state":"x","questions":{"a":{"type":"noul"}}})"), 30s);
+  ASSERT_TRUE(by_path);
+  EXPECT_EQ(by_path->status, 200) << by_path->body;
+  ModelNames names(o.engine.model, "", {}, true);
+  EXPECT_EQ(names.redact("cannot read " + folder + "/config.json"), "cannot read model-mxfp4/config.json");
 }
 
 // The streamed-reply hook (server-sent events): a handler that answers with three events from
