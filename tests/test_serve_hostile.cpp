@@ -308,6 +308,9 @@ TEST(ServeHostile, ParsePathOnBytes) {
       limit);
   ASSERT_TRUE(chunked.refusal);
   EXPECT_EQ(chunked.refusal->status, 413);
+  auto cut = parse_request_bytes("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n1234", l, limit);
+  ASSERT_TRUE(cut.refusal);
+  EXPECT_EQ(cut.refusal->status, 400);
   auto fields = std::string("GET / HTTP/1.1\r\nHost: a\r\n");
   for (int i = 0; i < 101; ++i) fields += "X-" + std::to_string(i) + ": v\r\n";
   auto many = parse_request_bytes(fields + "\r\n", l, limit);
