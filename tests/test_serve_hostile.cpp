@@ -669,6 +669,39 @@ TEST(ServeHostile, ADisconnectOrADeadlineCancelsItsDecision) {
   EXPECT_THROW(mxfp4_engine()->decide(std::string_view(kSmall), d), DecisionCancelled);
 }
 
+// A client that goes away while its decision runs stops it between backbone layers: the worker
+// is free long before the decision would have finished.
+TEST(ServeHostile, ADisconnectStopsARunningDecision) {
+  STAVE_REQUIRE_FIXTURE("public/model-mxfp4/config.json");
+  std::string state;
+  for (int i = 0; i < 500; ++i) state += "The payment service returned error " + std::to_string(i) + " at the gateway. ";
+  const std::string body = nlohmann::json({{"model", "clef"},
+                                           {"state", state},
+                                           {"questions", {{"down", {{"type", "noul"}, {"instructions", "Down?"}}}}}})
+                               .dump();
+  ServeOptions o;
+  o.max_running = 1;
+  o.decide.max_length = 4096;
+  Live srv(o, mxfp4_engine());
+  // How long the decision takes whole (the engine directly, same options).
+  DecideOptions d;
+  d.max_length = 4096;
+  const auto t_full = Clock::now();
+  mxfp4_engine()->decide(std::string_view(body), d);
+  const double full_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_full).count();
+  const int fd = connect_to(srv.port());
+  ASSERT_TRUE(send_all(fd, post(body)));
+  ASSERT_TRUE(await([&] { return srv.server().admission().running() == 1; }, 10s));
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(full_ms / 3)));
+  const auto t_close = Clock::now();
+  ::close(fd);
+  ASSERT_TRUE(await([&] { return srv.server().admission().running() == 0; }, 60s));
+  const double stop_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_close).count();
+  std::printf("whole decision %.0f ms; stopped %.0f ms after the disconnect\n", full_ms, stop_ms);
+  EXPECT_LT(stop_ms, full_ms / 2) << "the decision ran on after its client left";
+  EXPECT_EQ(metric(metrics_of(srv.port()), "stave_decisions_cancelled_total{reason=\"client_gone\"}"), 1);
+}
+
 // SIGTERM (stop()) while clients use keep-alive connections and while connections wait: every
 // request sent is answered (200, or 503 draining), every reply after the stop closes, none is
 // met by a closed socket.
