@@ -284,7 +284,7 @@ TEST(ServeHostile, PipelinedRequestsAreAnsweredInOrder) {
   for (int i = 0; i < 150; ++i) {
     auto r = read_reply(fd, buf);
     ASSERT_TRUE(r) << i;
-    ASSERT_EQ(r->header("X-Request-Id"), "p" + std::to_string(i));
+    ASSERT_EQ(r->header("X-Request-Id"), "p" + std::to_string(i)) << r->head << r->body;
     EXPECT_EQ(r->status, 503) << i;  // no model loaded: /health says loading, POST too
   }
   ::close(fd);

@@ -215,14 +215,20 @@ class Server::Impl::DecisionCall : public HttpCall {
     if (answered_.exchange(true)) return;
     if (error) {
       if (error->status == 500) error->issues.front().msg = m_.names.redact(error->issues.front().msg);
-      return send(m_.error_reply(rec_, *error));
+      reply_ = m_.error_reply(rec_, *error);
+      return;
     }
     const double latency_ms = ms_between(t0_, Clock::now());
-    HttpReply r;
-    r.body = render_systemone_reply(*decision, latency_ms, m_.options.workers_ai_envelope);
+    reply_.emplace();
+    reply_->body = render_systemone_reply(*decision, latency_ms, m_.options.workers_ai_envelope);
     rec_.input_tokens = decision->usage.input_tokens;
     m_.metrics.observe_decision(decision->usage.input_tokens, latency_ms / 1000.0, decision->timings.total_ms / 1000.0);
-    send(std::move(r));
+  }
+  // On the worker, once the admission queue no longer counts the job as running: the reply
+  // run() made, if it made one.
+  void deliver() {
+    if (reply_) send(std::move(*reply_));
+    reply_.reset();
   }
 
   std::shared_ptr<AdmissionQueue::Job> job;
@@ -244,6 +250,7 @@ class Server::Impl::DecisionCall : public HttpCall {
   std::function<void(HttpReply)> done_;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> answered_{false};
+  std::optional<HttpReply> reply_;  // run() → deliver(), same worker thread
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -317,7 +324,8 @@ std::shared_ptr<HttpCall> Server::Impl::systemone(HttpRequest& req, AccessRecord
   auto call = std::make_shared<DecisionCall>(*this, rec, t0, done);
   DecideOptions decide = options.decide;
   decide.include_logits = false;
-  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, *request, decide); });
+  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, *request, decide); },
+                                    [call] { call->deliver(); });
   if (!call->job) {
     ApiError e = api_error(503, "overloaded",
                            fmt::format("the server is at capacity ({} running, {} waiting); retry later",
