@@ -92,7 +92,8 @@ std::optional<std::string> http_request(std::string_view bytes) {
       if (p.refusal->message.empty()) std::abort();
       return body;
     }
-    if (!p.request || p.consumed == 0 || p.consumed > rest.size()) std::abort();
+    if (!p.request) return body;  // the bytes end before a request: a connection would just close
+    if (p.consumed == 0 || p.consumed > rest.size()) std::abort();
     if (p.request->body.size() > (p.request->path == "/v1/systemone" ? limits.max_body_bytes : 1024)) std::abort();
     if (!body && p.request->method == "POST" && p.request->path == "/v1/systemone") body = p.request->body;
     rest.remove_prefix(p.consumed);
