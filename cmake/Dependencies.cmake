@@ -13,10 +13,12 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # tokenizer pre-t
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc) # NFC normalizer
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
 
+# Boost.Beast + Boost.Asio (header-only): the event-driven HTTP/1.1 server of stave serve.
+find_package(Boost 1.74 REQUIRED)
 find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
 # Debian builds cpp-httplib as a shared library: its header must be compiled with the package's
 # flags (CPPHTTPLIB_OPENSSL/ZLIB/BROTLI_SUPPORT change class layouts), which this target carries.
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # the HTTP server (stave serve)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # HTTP client of the serve tests and bench
 find_path(STB_INCLUDE_DIR stb/stb_image.h)
 
 if(STAVE_TESTS)

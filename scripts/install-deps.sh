@@ -21,7 +21,7 @@ run "${SUDO[@]}" apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git ca-certificates \
   nlohmann-json3-dev libcli11-dev libfmt-dev \
   libpcre2-dev libutf8proc-dev \
-  libssl-dev libcpp-httplib-dev \
+  libssl-dev libcpp-httplib-dev libboost-dev \
   libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
   libgtest-dev libbenchmark-dev \
   clang libclang-rt-14-dev dpkg-dev \

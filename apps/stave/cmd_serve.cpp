@@ -4,7 +4,9 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "command.h"
@@ -31,9 +33,12 @@ struct ServeArgs {
   bool strict = false;
   bool no_limits = false;
   size_t max_questions = 64, max_options = 255, max_score_levels = 10, max_id_length = 100;
-  size_t max_body_bytes = size_t{16} << 20;
-  int max_running = 1, max_queue = 16, timeout_ms = 30000, http_threads = 0;
+  size_t max_body_bytes = size_t{12} << 20;
+  size_t max_json_values = server::kMaxJsonValues;
+  int max_running = 1, max_queue = 16, timeout_ms = 30000, http_threads = 2;
+  server::HttpLimits http;
   std::string api_key;
+  std::string api_key_file;
   bool envelope = false;
   bool quiet = false;
 };
@@ -73,15 +78,31 @@ int run(const ServeArgs& a) {
     o.limits.reject_unknown_fields = true;
   }
   o.limits.json.max_bytes = a.max_body_bytes;
+  o.limits.json.max_values = a.max_json_values;
   o.max_body_bytes = a.max_body_bytes;
   if (a.max_running < 1) return print_error_json("--max-running must be at least 1");
   if (a.max_queue < 0) return print_error_json("--max-queue must not be negative");
   if (a.timeout_ms < 1) return print_error_json("--timeout-ms must be positive");
+  if (a.http.header_timeout_ms < 1 || a.http.body_timeout_ms < 1 || a.http.idle_timeout_ms < 1)
+    return print_error_json("--header-timeout-ms, --body-timeout-ms and --idle-timeout-ms must be positive");
+  if (a.http.header_bytes < 256) return print_error_json("--max-header-bytes must be at least 256");
   o.max_running = a.max_running;
   o.max_queue = a.max_queue;
   o.timeout_ms = a.timeout_ms;
-  o.http_threads = a.http_threads;
+  if (a.http_threads < 1) return print_error_json("--http-threads must be at least 1");
+  o.http = a.http;
+  o.http.io_threads = a.http_threads;
   o.api_key = a.api_key;
+  if (!a.api_key_file.empty()) {
+    // The key from a file, so it is not visible in `ps`: the first line, trailing blanks cut.
+    std::ifstream f(a.api_key_file);
+    std::string key;
+    if (!f || !std::getline(f, key)) return print_error_json("--api-key-file: cannot read " + a.api_key_file);
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key.empty()) return print_error_json("--api-key-file: the first line of " + a.api_key_file + " is empty");
+    if (!o.api_key.empty()) return print_error_json("give --api-key or --api-key-file, not both");
+    o.api_key = key;
+  }
   if (o.api_key.empty())
     if (const char* env = std::getenv("STAVE_API_KEY"); env) o.api_key = env;
   o.workers_ai_envelope = a.envelope;
@@ -160,10 +181,35 @@ Register reg{{"serve", "Serve SystemOne decisions over HTTP (POST /v1/systemone,
                 sub.add_option("--timeout-ms", a->timeout_ms, "per request, queue wait included (then 504)")
                     ->capture_default_str()
                     ->check(in_range(1, std::numeric_limits<int>::max()));
-                sub.add_option("--http-threads", a->http_threads,
-                               "connection threads (default max(32, running + queue + 8))")
-                    ->check(in_range(0, 4096));
-                sub.add_option("--api-key", a->api_key, "require Authorization: Bearer KEY (or env STAVE_API_KEY)");
+                sub.add_option("--max-json-values", a->max_json_values, "JSON values per body (then 413)")
+                    ->capture_default_str()
+                    ->check(in_range(1));
+                sub.add_option("--http-threads", a->http_threads, "event-loop threads (connections; not decisions)")
+                    ->capture_default_str()
+                    ->check(in_range(1, 256));
+                sub.add_option("--max-connections", a->http.max_connections, "open connections (then 503 + close; 0: no limit)")
+                    ->capture_default_str()
+                    ->check(in_range(0, 1'000'000));
+                sub.add_option("--max-connections-per-client", a->http.max_connections_per_address,
+                               "open connections per client address (0: no limit; behind a proxy use 0)")
+                    ->capture_default_str()
+                    ->check(in_range(0, 1'000'000));
+                sub.add_option("--max-header-bytes", a->http.header_bytes, "request line + headers (then 431)")
+                    ->capture_default_str()
+                    ->check(in_range(256, 1 << 24));
+                sub.add_option("--header-timeout-ms", a->http.header_timeout_ms, "to receive a request's head (then 408)")
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
+                sub.add_option("--body-timeout-ms", a->http.body_timeout_ms, "to receive a request's body (then 408)")
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
+                sub.add_option("--idle-timeout-ms", a->http.idle_timeout_ms, "keep-alive connection idle (then closed)")
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
+                sub.add_option("--api-key", a->api_key,
+                               "require Authorization: Bearer KEY (or env STAVE_API_KEY; visible in ps: prefer "
+                               "--api-key-file)");
+                sub.add_option("--api-key-file", a->api_key_file, "read the API key from the first line of this file");
                 sub.add_flag("--envelope", a->envelope, "Workers AI envelope {result, success, errors, messages}");
                 sub.add_flag("--quiet", a->quiet, "no access log");
                 return std::function<int()>([a] { return run(*a); });

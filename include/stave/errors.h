@@ -26,4 +26,10 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// Thrown by Engine::decide when DecideOptions::cancel turned true; nobody waits for the answer.
+class DecisionCancelled : public Error {
+ public:
+  DecisionCancelled() : Error(ErrorKind::kInternal, "the decision was cancelled") {}
+};
+
 }  // namespace stave

@@ -1,5 +1,6 @@
 // Options of stave's public API.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +40,10 @@ struct EngineOptions {
 struct DecideOptions {
   int64_t max_length = 16384;        // the reference's default
   std::optional<int64_t> max_state_tokens;
+  // When set and it turns true, decide() stops at the next check (before the backbone, between
+  // its layers, before the head) and throws stave::DecisionCancelled. The server sets it when the
+  // client goes away or the request's deadline passes. Not owned; must outlive the call.
+  const std::atomic<bool>* cancel = nullptr;
   ConfidenceMode confidence = ConfidenceMode::kReference;
   TruncationPolicy truncation = TruncationPolicy::kTruncate;
   bool include_logits = false;       // adds "logits": {id: [...]} to the JSON response

@@ -32,6 +32,10 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxPackedSequences = 64;  // sequences per coalesced prefill
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+void throw_if_cancelled(const DecideOptions& o) {
+  if (o.cancel && o.cancel->load(std::memory_order_relaxed)) throw DecisionCancelled();
+}
+
 std::string weight_format_of(const Release& r) {
   if (!r.config.quantization_config_json.empty()) return "mxfp4";
   const TensorRef* t = r.weights.find("model.language_model.layers.0.mlp.down_proj.weight");
@@ -240,7 +244,9 @@ Decision Engine::finish(const DecisionRequest& request, Prepared& p, const float
 
 Decision Engine::decide(const DecisionRequest& request, const DecideOptions& options) const {
   const Impl& m = *impl_;
+  throw_if_cancelled(options);
   Prepared p = prepare(request, options);
+  throw_if_cancelled(options);
   // 3. Backbone prefill, then the joint head.
   const auto tb = Clock::now();
   if (m.coalescer) {  // packed with the decisions that queued during the previous prefill
@@ -255,8 +261,15 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
     p.out.timings.backbone_ms = ms_since(tb);
     return finish(request, p, lent.sequences.front().data(), options);
   }
-  const std::vector<float> hidden = m.backbone->forward(p.enc.input_ids, p.positions, p.overrides);
+  // Backbone::forward() step by step, so a cancelled decision stops between layers.
+  Backbone::Sequence seq = m.backbone->start(p.enc.input_ids, p.positions, p.overrides);
+  for (int64_t l = 0; l < m.backbone->num_layers(); ++l) {
+    throw_if_cancelled(options);
+    m.backbone->run_layer(l, seq);
+  }
+  const std::vector<float> hidden = m.backbone->finish(seq);
   p.out.timings.backbone_ms = ms_since(tb);
+  throw_if_cancelled(options);
   return finish(request, p, hidden.data(), options);
 }
 

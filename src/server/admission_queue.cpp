@@ -12,8 +12,9 @@ AdmissionQueue::AdmissionQueue(size_t workers, size_t capacity)
 
 AdmissionQueue::~AdmissionQueue() { shutdown(); }
 
-std::shared_ptr<AdmissionQueue::Job> AdmissionQueue::try_submit(std::function<void()> work) {
-  auto job = std::make_shared<Job>(std::move(work));
+std::shared_ptr<AdmissionQueue::Job> AdmissionQueue::try_submit(std::function<void()> work,
+                                                                std::function<void()> after) {
+  auto job = std::make_shared<Job>(std::move(work), std::move(after));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shutdown_) return nullptr;
@@ -33,6 +34,14 @@ bool AdmissionQueue::wait(const std::shared_ptr<Job>& job, Clock::time_point dea
     queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
   }
   return false;
+}
+
+bool AdmissionQueue::cancel(const std::shared_ptr<Job>& job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (job->state_ != Job::State::kQueued) return false;
+  job->state_ = Job::State::kCancelled;
+  queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
+  return true;
 }
 
 size_t AdmissionQueue::queued() const {
@@ -75,6 +84,7 @@ void AdmissionQueue::worker_loop() {
       --running_;
     }
     done_cv_.notify_all();
+    if (job->after_) job->after_();
   }
 }
 

@@ -49,6 +49,16 @@ void Metrics::observe_decision(int64_t input_tokens, double latency_s, double co
   if (compute_s > 0) prefill_tps_.observe(static_cast<double>(input_tokens) / compute_s);
 }
 
+void Metrics::count_refused(const std::string& limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++refused_[limit];
+}
+
+void Metrics::count_cancelled(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++cancelled_[reason];
+}
+
 std::string Metrics::render(const GaugeSample& g) const {
   std::string out;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -68,6 +78,21 @@ std::string Metrics::render(const GaugeSample& g) const {
   out += "# HELP stave_model_loaded 1 once the model is loaded and requests are answered.\n";
   out += "# TYPE stave_model_loaded gauge\n";
   out += fmt::format("stave_model_loaded {}\n", g.loaded ? 1 : 0);
+  out += "# HELP stave_open_connections HTTP connections open.\n# TYPE stave_open_connections gauge\n";
+  out += fmt::format("stave_open_connections {}\n", g.open_connections);
+  out += "# HELP stave_connections_waiting Requests read whole whose reply is not yet written.\n";
+  out += "# TYPE stave_connections_waiting gauge\n";
+  out += fmt::format("stave_connections_waiting {}\n", g.waiting);
+  out += "# HELP stave_bytes_in_flight Request bytes held by the server (bodies not yet answered).\n";
+  out += "# TYPE stave_bytes_in_flight gauge\n";
+  out += fmt::format("stave_bytes_in_flight {}\n", g.bytes_in_flight);
+  out += "# HELP stave_http_refused_total Requests and connections refused, by the limit they broke.\n";
+  out += "# TYPE stave_http_refused_total counter\n";
+  for (const auto& [limit, n] : refused_) out += fmt::format("stave_http_refused_total{{limit=\"{}\"}} {}\n", limit, n);
+  out += "# HELP stave_decisions_cancelled_total Decisions stopped before their end, by reason.\n";
+  out += "# TYPE stave_decisions_cancelled_total counter\n";
+  for (const auto& [reason, n] : cancelled_)
+    out += fmt::format("stave_decisions_cancelled_total{{reason=\"{}\"}} {}\n", reason, n);
   out += "# HELP stave_decisions_total Decisions answered (200).\n# TYPE stave_decisions_total counter\n";
   out += fmt::format("stave_decisions_total {}\n", decisions_);
   out += "# HELP stave_input_tokens_total Input tokens read by answered decisions (media included).\n";

@@ -1,6 +1,8 @@
 // Prometheus text-format metrics (exposition format 0.0.4) for routers and dashboards: requests
 // by endpoint and status, queue depth, running decisions, input tokens, latency and prefill
-// throughput histograms. Counters only go up; gauges are sampled when /metrics is read.
+// throughput histograms, and the HTTP transport: open connections, requests waiting for their
+// reply, request bytes held, refusals per limit, cancelled decisions. Counters only go up;
+// gauges are sampled when /metrics is read.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -31,6 +33,10 @@ struct GaugeSample {
   int64_t queue_capacity = 0;   // waiting room size
   int64_t workers = 0;          // decisions that run at once
   bool loaded = false;
+  // The HTTP transport (server/http_server.h).
+  int64_t open_connections = 0;
+  int64_t waiting = 0;          // requests read whole, reply not yet written
+  int64_t bytes_in_flight = 0;  // request bytes held
 };
 
 class Metrics {
@@ -40,11 +46,17 @@ class Metrics {
   // make unbounded label sets).
   void count_request(const std::string& endpoint, int status);
   void observe_decision(int64_t input_tokens, double latency_s, double compute_s);
+  // A request or connection refused by a limit (`limit`: server/http_limits.h to_string).
+  void count_refused(const std::string& limit);
+  // A decision stopped before its end: "client_gone" or "deadline".
+  void count_cancelled(const std::string& reason);
   std::string render(const GaugeSample& gauges) const;
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::string, uint64_t> refused_;
+  std::map<std::string, uint64_t> cancelled_;
   uint64_t input_tokens_ = 0;
   uint64_t decisions_ = 0;
   Histogram latency_;      // seconds, arrival to answer (queue wait included)

@@ -32,6 +32,28 @@ ModelNames::ModelNames(const std::string& model_arg, const std::string& model_na
   add(base);
   if (default_aliases) add("clef");
   for (const auto& a : aliases) add(a);
+  // A folder's path is accepted as a name but never shown (replies go to strangers).
+  if (!looks_like_repo && trimmed != base) {
+    paths_.push_back(trimmed);
+    const std::string absolute = std::filesystem::absolute(trimmed, ec).lexically_normal().string();
+    if (!ec && absolute != trimmed) paths_.push_back(absolute);
+    const std::string canonical = std::filesystem::weakly_canonical(trimmed, ec).string();
+    if (!ec && canonical != trimmed && canonical != absolute) paths_.push_back(canonical);
+  }
+  for (const auto& n : names_)
+    if (std::find(paths_.begin(), paths_.end(), n) == paths_.end()) public_names_.push_back(n);
+}
+
+std::string ModelNames::redact(std::string text) const {
+  // Longest first, so a path is not half-replaced by a shorter one it contains.
+  std::vector<std::string> paths = paths_;
+  std::sort(paths.begin(), paths.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const auto& p : paths) {
+    if (p.size() < 2) continue;
+    for (size_t at = text.find(p); at != std::string::npos; at = text.find(p, at + id_.size()))
+      text.replace(at, p.size(), id_);
+  }
+  return text;
 }
 
 bool ModelNames::serves(const std::string& name) const {

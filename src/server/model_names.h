@@ -19,11 +19,17 @@ class ModelNames {
 
   const std::string& id() const { return id_; }
   const std::vector<std::string>& names() const { return names_; }  // id first, no duplicates
+  // The names a client may be shown: names() without the --model folder's path.
+  const std::vector<std::string>& public_names() const { return public_names_; }
   bool serves(const std::string& name) const;
+  // `text` with the model folder's path (as given, absolute, canonical) replaced by id().
+  std::string redact(std::string text) const;
 
  private:
   std::string id_;
   std::vector<std::string> names_;
+  std::vector<std::string> public_names_;
+  std::vector<std::string> paths_;
 };
 
 }  // namespace stave::server

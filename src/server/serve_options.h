@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "decide/request.h"
+#include "server/http_limits.h"
 #include "stave/options.h"
 
 namespace stave::server {
+
+inline constexpr size_t kMaxJsonValues = 65536;
 
 struct ServeOptions {
   EngineOptions engine;                 // engine.model: release folder or Hugging Face repo id
@@ -22,15 +25,20 @@ struct ServeOptions {
   // Protocol: limits, truncation, confidence, token budget.
   RequestLimits limits = default_limits();
   DecideOptions decide;                 // include_logits is never set by the server
-  size_t max_body_bytes = size_t{16} << 20;  // larger bodies: 413
+  // POST /v1/systemone bodies; larger: 413 before the body is read. The default holds a
+  // request at the context length with Workers AI's image limits: 8 MiB of images in all,
+  // base64 in JSON (× 4/3 = 10.67 MiB), plus 1 MiB for 16,384 tokens of JSON-escaped text
+  // (up to 64 bytes a token) and the questions, rounded up to 12 MiB (docs/serve.md).
+  size_t max_body_bytes = size_t{12} << 20;
+
 
   // Admission: `max_running` decisions at once, `max_queue` more waiting; beyond that 503.
   int max_running = 1;
   int max_queue = 16;
   int timeout_ms = 30000;               // from arrival to answer, queue wait included; then 504
-  int http_threads = 0;                 // connection threads; 0: max(32, running + queue + 8)
 
-  // HTTP front.
+  // HTTP front: connections, deadlines, header limits (server/http_limits.h).
+  HttpLimits http;
   std::string host = "127.0.0.1";
   int port = 8080;                      // 0: any free port (tests)
   std::string api_key;                  // non-empty: /v1/* need "Authorization: Bearer <key>"
@@ -44,6 +52,11 @@ struct ServeOptions {
     RequestLimits l = RequestLimits::workers_ai();
     l.require_instructions = false;
     l.reject_unknown_fields = false;
+    l.json.max_bytes = size_t{12} << 20;
+    // JSON values per body (strings, numbers, literals, arrays, objects); more: 413
+    // too_many_values, refused as the tree is built, so a body of millions of zeros never
+    // becomes millions of nodes. 64 questions of 255 options are about 33,000 values.
+    l.json.max_values = kMaxJsonValues;
     return l;
   }
 };

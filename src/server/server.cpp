@@ -1,9 +1,7 @@
-// The HTTP front of stave serve: routes, admission, auth, metrics and the access log around
-// Engine::decide. Each piece lives in its own file; this one wires them to cpp-httplib.
+// The application side of stave serve: routes, auth, admission, metrics and the access log
+// around Engine::decide. The HTTP transport (sockets, parsing, limits, deadlines) is
+// server/http_server.h; each other piece lives in its own file.
 #include "server/server.h"
-
-#include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +16,7 @@
 #include "server/admission_queue.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/model_names.h"
 #include "server/systemone_body.h"
@@ -27,7 +26,8 @@ namespace stave::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kJson = "application/json";
+constexpr size_t kSmallBodyBytes = 1024;  // routes that take no body (GET) accept at most this
+const char* kRoutes = "routes: POST /v1/systemone, GET /v1/models, GET /health, GET /metrics";
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -41,47 +41,93 @@ bool usable_request_id(const std::string& s) {
   });
 }
 
-// A request body as read under the size limit.
-struct Payload {
-  std::string text;
-  bool too_large = false;
-  bool incomplete = false;  // the connection ended or timed out mid-body
-};
+bool is_route(const std::string& path) {
+  return path == "/v1/systemone" || path == "/v1/models" || path == "/health" || path == "/metrics";
+}
 
-// What a systemone job hands back to the connection thread that waits for it.
-struct Outcome {
-  DecisionRequest request;
-  std::optional<Decision> decision;
-  std::optional<ApiError> error;
-};
+HttpLimits transport_limits(const ServeOptions& o) {
+  HttpLimits l = o.http;
+  l.max_body_bytes = std::max(o.max_body_bytes, kSmallBodyBytes);
+  return l;
+}
+
+bool is_loopback(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost";
+}
 
 }  // namespace
 
-struct Server::Impl {
-  Impl(const ServeOptions& o)
-      : names(o.engine.model, o.model_name, o.aliases, o.default_aliases),
-        admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))),
-        log(stderr, o.access_log) {
+struct Server::Impl : HttpHandler {
+  Impl(Server& s, const ServeOptions& o)
+      : self(s),
+        options(o),
+        names(o.engine.model, o.model_name, o.aliases, o.default_aliases),
+        log(stderr, o.access_log),
+        http(transport_limits(o), *this, gauges),
+        admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))) {
     std::random_device rd;
     id_prefix = fmt::format("{:08x}", rd());
   }
 
-  httplib::Server http;
-  socket_t listen_socket = INVALID_SOCKET;  // recorded when the listener is made (bind())
-  ModelNames names;
-  Metrics metrics;
-  AdmissionQueue admission;
-  AccessLog log;
-  std::string id_prefix;
-  std::atomic<uint64_t> next_id{1};
-  std::atomic<double> compute_s_ewma{0.05};  // for Retry-After
+  class DecisionCall;
 
-  mutable std::mutex mutex;
-  mutable std::condition_variable cv;
-  std::shared_ptr<const Engine> engine;
-  std::string load_error;
-  bool stopping = false, run_started = false, run_finished = false, http_stop_called = false;
-  std::thread loader;
+  // HttpHandler
+  HeadVerdict on_head(const HttpRequest& head) override;
+  std::shared_ptr<HttpCall> on_request(HttpRequest request, std::function<void(HttpReply)> done) override;
+  HttpReply refusal(HttpLimit limit, int status, const std::string& message, const HttpRequest* head) override;
+  bool draining() const override { return is_stopping(); }
+
+  // Routes that answer at once.
+  HttpReply health(AccessRecord& rec);
+  HttpReply models(AccessRecord& rec);
+  HttpReply metrics_text();
+  std::shared_ptr<HttpCall> systemone(HttpRequest& req, AccessRecord rec, std::function<void(HttpReply)>& done);
+
+  AccessRecord record_for(const HttpRequest& req) {
+    AccessRecord rec;
+    const std::string given = req.header("X-Request-Id");
+    rec.request_id = usable_request_id(given) ? given : fmt::format("{}-{}", id_prefix, next_id.fetch_add(1));
+    rec.method = req.method;
+    rec.path = req.path;
+    rec.remote = req.remote;
+    rec.bytes_in = req.body.size();
+    return rec;
+  }
+  HttpReply error_reply(AccessRecord& rec, const ApiError& e) const {
+    HttpReply r;
+    r.status = e.status;
+    if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+    if (e.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    r.body = render_error(e, options.workers_ai_envelope);
+    rec.error_type = e.type();
+    return r;
+  }
+  // Metrics and one access-log line for a reply about to be sent.
+  void finish(AccessRecord& rec, HttpReply& reply, Clock::time_point t0) {
+    reply.headers.emplace_back("X-Request-Id", rec.request_id);
+    rec.status = reply.status;
+    rec.latency_ms = ms_between(t0, Clock::now());
+    rec.bytes_out = reply.body.size();
+    metrics.count_request(is_route(rec.path) ? rec.path : "other", reply.status);
+    log.write(rec);
+  }
+  bool authorized(const HttpRequest& req) const {
+    return options.api_key.empty() || bearer_token_matches(req.header("Authorization"), options.api_key);
+  }
+  static ApiError unauthorized() {
+    return api_error(401, "unauthorized", "a valid API key is required: send \"Authorization: Bearer <key>\"",
+                     {"header", "Authorization"});
+  }
+  static ApiError loading() {
+    ApiError e = api_error(503, "loading", "the model is still loading");
+    e.retry_after_s = 1;
+    return e;
+  }
+  static ApiError draining_error() {
+    ApiError e = api_error(503, "draining", "the server is shutting down; retry on another instance");
+    e.retry_after_s = 1;
+    return e;
+  }
 
   std::shared_ptr<const Engine> current_engine() const {
     std::lock_guard<std::mutex> lock(mutex);
@@ -97,268 +143,308 @@ struct Server::Impl {
     const double s = std::ceil(per * waiting / static_cast<double>(admission.workers()));
     return static_cast<int>(std::clamp(s, 1.0, 60.0));
   }
+
+  Server& self;
+  const ServeOptions& options;
+  ModelNames names;
+  Metrics metrics;
+  HttpGauges gauges;
+  AccessLog log;
+  HttpServer http;          // before admission: destroyed after the workers are joined
+  AdmissionQueue admission;
+  std::string id_prefix;
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<double> compute_s_ewma{0.05};  // for Retry-After
+
+  mutable std::mutex mutex;
+  mutable std::condition_variable cv;
+  std::shared_ptr<const Engine> engine;
+  std::string load_error;
+  bool stopping = false, run_started = false, run_finished = false;
+  std::thread loader;
 };
 
-Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::make_unique<Impl>(options_)) {
-  Impl& m = *impl_;
-  const bool envelope = options_.workers_ai_envelope;
-  m.http.set_payload_max_length(options_.max_body_bytes);
-  const int threads = options_.http_threads > 0 ? options_.http_threads
-                                                : std::max(32, options_.max_running + options_.max_queue + 8);
-  m.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  // A keep-alive connection serves up to 100 requests (upstream's default since 0.12; Debian's
-  // 0.11 closes after 5, which makes steady clients reconnect every fifth request).
-  m.http.set_keep_alive_max_count(100);
+// ---------------------------------------------------------------------------------------------
+// A decision in flight: answered once, by the worker (the decision), the deadline (504) or
+// nobody (the client went away). The deadline and the disconnect cancel the decision: taken out
+// of the queue when still waiting, stopped between backbone layers when running.
 
-  // Every routed request: an id, the reply, then metrics and one access-log line. `payload` is
-  // the body as read under the size limit (POST) or req.body (GET).
-  using Body = std::function<void(const httplib::Request&, httplib::Response&, AccessRecord&, Clock::time_point,
-                                  const Payload&)>;
-  auto route = [this, &m](const std::string& endpoint, Body body) {
-    return [this, &m, endpoint, body](const httplib::Request& req, httplib::Response& res, const Payload& payload) {
-      const auto t0 = Clock::now();
-      AccessRecord rec;
-      const std::string given = req.get_header_value("X-Request-Id");
-      rec.request_id = usable_request_id(given) ? given : fmt::format("{}-{}", m.id_prefix, m.next_id.fetch_add(1));
-      res.set_header("X-Request-Id", rec.request_id);
-      res.status = 200;  // httplib fills it in only after the handler; the log and metrics need it now
-      try {
-        body(req, res, rec, t0, payload);
-      } catch (const std::exception& e) {
-        const ApiError err = api_error(500, "internal_error", e.what());
-        res.status = err.status;
-        res.set_content(render_error(err, options_.workers_ai_envelope), kJson);
-        rec.error_type = err.type();
-      }
-      rec.method = req.method;
-      rec.path = req.path;
-      rec.remote = req.remote_addr;
-      rec.status = res.status;
-      rec.latency_ms = ms_between(t0, Clock::now());
-      rec.bytes_in = payload.text.size();
-      rec.bytes_out = res.body.size();
-      m.metrics.count_request(endpoint, res.status);
-      m.log.write(rec);
-    };
-  };
-  auto get = [](auto handler) {
-    return [handler](const httplib::Request& req, httplib::Response& res) { handler(req, res, Payload{req.body}); };
-  };
-  auto reply_error = [envelope](httplib::Response& res, AccessRecord& rec, const ApiError& e) {
-    res.status = e.status;
-    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-    if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-    res.set_content(render_error(e, envelope), kJson);
-    rec.error_type = e.type();
-  };
-  auto authorized = [this](const httplib::Request& req) {
-    return options_.api_key.empty() || bearer_token_matches(req.get_header_value("Authorization"), options_.api_key);
-  };
-  auto unauthorized = [] {
-    return api_error(401, "unauthorized", "a valid API key is required: send \"Authorization: Bearer <key>\"",
-                     {"header", "Authorization"});
-  };
-  auto loading = [] {
-    ApiError e = api_error(503, "loading", "the model is still loading");
-    e.retry_after_s = 1;
-    return e;
-  };
+class Server::Impl::DecisionCall : public HttpCall {
+ public:
+  DecisionCall(Impl& m, AccessRecord rec, Clock::time_point t0, std::function<void(HttpReply)> done)
+      : m_(m), rec_(std::move(rec)), t0_(t0), deadline_(t0 + std::chrono::milliseconds(m.options.timeout_ms)),
+        done_(std::move(done)) {}
 
-  auto systemone = route("/v1/systemone", [this, &m, reply_error, authorized, unauthorized, loading](
-                                             const httplib::Request& req, httplib::Response& res, AccessRecord& rec,
-                                             Clock::time_point t0, const Payload& payload) {
-    if (!authorized(req)) return reply_error(res, rec, unauthorized());
-    if (payload.too_large)
-      return reply_error(res, rec,
-                         api_error(413, "too_large",
-                                   fmt::format("the request body is over the server's limit of {} bytes",
-                                               options_.max_body_bytes),
-                                   {"body"}));
-    if (payload.incomplete)
-      return reply_error(res, rec, api_error(400, "body_incomplete", "the request body could not be read whole", {"body"}));
-    std::shared_ptr<const Engine> engine = m.current_engine();
-    if (!engine) return reply_error(res, rec, loading());
-    auto parsed = parse_systemone_body(payload.text, m.names, options_.limits);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(res, rec, *e);
-    auto outcome = std::make_shared<Outcome>();
-    outcome->request = std::move(std::get<DecisionRequest>(parsed));
-    rec.model = outcome->request.model;
-    DecideOptions decide = options_.decide;
-    decide.include_logits = false;
-    auto job = m.admission.try_submit([outcome, engine, decide, &m] {
-      const auto start = Clock::now();
-      try {
-        outcome->decision = engine->decide(outcome->request, decide);
-      } catch (const RequestValidationError& e) {
-        outcome->error = from_validation(e);
-      } catch (const Error& e) {
-        outcome->error = from_engine_error(e);
-      } catch (const std::exception& e) {
-        outcome->error = api_error(500, "internal_error", e.what());
-      }
-      const double s = ms_between(start, Clock::now()) / 1000.0;
-      m.compute_s_ewma.store(0.8 * m.compute_s_ewma.load() + 0.2 * s);
-    });
-    if (!job) {
-      ApiError e = api_error(503, "overloaded",
-                             fmt::format("the server is at capacity ({} running, {} waiting); retry later",
-                                         m.admission.workers(), m.admission.capacity()));
-      e.retry_after_s = m.retry_after_s();
-      return reply_error(res, rec, e);
+  Clock::time_point deadline() const override { return deadline_; }
+  void expire() override {
+    if (answered_.exchange(true)) return;
+    stop("deadline");
+    const ApiError e = api_error(504, "timeout", fmt::format("no answer within {} ms", m_.options.timeout_ms));
+    send(m_.error_reply(rec_, e));
+  }
+  void abandon() override {
+    if (answered_.exchange(true)) return;
+    stop("client_gone");
+    rec_.status = 499;  // nginx's "client closed request": logged, never sent
+    rec_.error_type = "client_gone";
+    rec_.latency_ms = ms_between(t0_, Clock::now());
+    m_.metrics.count_request(rec_.path, 499);
+    m_.log.write(rec_);
+  }
+
+  // On a worker.
+  void run(const std::shared_ptr<const Engine>& engine, DecisionRequest& request, DecideOptions decide) {
+    if (cancel_.load()) return;
+    decide.cancel = &cancel_;
+    std::optional<Decision> decision;
+    std::optional<ApiError> error;
+    const auto start = Clock::now();
+    try {
+      decision = engine->decide(request, decide);
+    } catch (const DecisionCancelled&) {
+      return;  // answered (504) or abandoned already
+    } catch (const RequestValidationError& e) {
+      error = from_validation(e);
+    } catch (const Error& e) {
+      error = from_engine_error(e);
+    } catch (const std::exception& e) {
+      error = api_error(500, "internal_error", m_.names.redact(e.what()));
     }
-    if (!m.admission.wait(job, t0 + std::chrono::milliseconds(options_.timeout_ms)))
-      return reply_error(res, rec,
-                         api_error(504, "timeout", fmt::format("no answer within {} ms", options_.timeout_ms)));
-    if (outcome->error) return reply_error(res, rec, *outcome->error);
-    const Decision& d = *outcome->decision;
-    const double latency_ms = ms_between(t0, Clock::now());
-    res.status = 200;
-    res.set_content(render_systemone_reply(d, latency_ms, options_.workers_ai_envelope), kJson);
-    rec.input_tokens = d.usage.input_tokens;
-    m.metrics.observe_decision(d.usage.input_tokens, latency_ms / 1000.0, d.timings.total_ms / 1000.0);
-  });
-  // The body is read here, chunk by chunk, so that no body (chunked ones included, which
-  // httplib would otherwise read whole) is held beyond the limit.
-  m.http.Post("/v1/systemone", [this, systemone](const httplib::Request& req, httplib::Response& res,
-                                                 const httplib::ContentReader& reader) {
-    // Past the limit the rest is read and dropped (so the client, still sending, gets the 413
-    // instead of a connection reset), up to a bound after which the connection is cut.
-    Payload payload;
-    size_t dropped = 0;
-    const size_t drop_limit = std::max<size_t>(options_.max_body_bytes, size_t{64} << 20);
-    const bool complete = reader([&](const char* data, size_t n) {
-      if (!payload.too_large && payload.text.size() + n > options_.max_body_bytes) {
-        payload.too_large = true;
-        std::string().swap(payload.text);
-      }
-      if (payload.too_large) return (dropped += n) <= drop_limit;
-      payload.text.append(data, n);
-      return true;
-    });
-    // httplib refuses a Content-Length over the limit itself (it skips the body unread).
-    if (!complete && !payload.too_large && req.get_header_value<uint64_t>("Content-Length") > options_.max_body_bytes)
-      payload.too_large = true;
-    if (!complete) res.set_header("Connection", "close");  // the rest of the body is unread
-    payload.incomplete = !complete && !payload.too_large;
-    systemone(req, res, payload);
-  });
-
-  m.http.Get("/v1/models", get(route("/v1/models", [this, &m, reply_error, authorized, unauthorized, loading](
-                                                       const httplib::Request& req, httplib::Response& res,
-                                                       AccessRecord& rec, Clock::time_point, const Payload&) {
-    if (!authorized(req)) return reply_error(res, rec, unauthorized());
-    std::shared_ptr<const Engine> engine = m.current_engine();
-    if (!engine) return reply_error(res, rec, loading());
-    const ModelInfo& info = engine->info();
-    nlohmann::ordered_json model;
-    model["id"] = m.names.id();
-    model["object"] = "model";
-    model["owned_by"] = "stave";
-    model["names"] = m.names.names();
-    model["context_length"] = options_.decide.max_length;
-    model["max_position_embeddings"] = info.max_position_embeddings;
-    model["capabilities"] = {{"systemone", true},
-                             {"vision", info.vision},
-                             {"question_types", {"noul", "choice", "score"}},
-                             {"max_questions", options_.limits.max_questions.value_or(0)},
-                             {"max_choice_options", options_.limits.max_choice_options.value_or(0)},
-                             {"max_score_levels", options_.limits.max_score_levels.value_or(0)}};
-    model["weight_format"] = info.weight_format;
-    model["precision"] = to_string(info.precision);
-    nlohmann::ordered_json list = {{"object", "list"}, {"data", nlohmann::ordered_json::array({model})}};
-    res.set_content(list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJson);
-  })));
-
-  m.http.Get("/health", get(route("/health", [this, &m](const httplib::Request&, httplib::Response& res,
-                                                         AccessRecord& rec, Clock::time_point, const Payload&) {
-    std::string status;
-    {
-      std::lock_guard<std::mutex> lock(m.mutex);
-      status = m.stopping ? "draining" : !m.load_error.empty() ? "failed" : m.engine ? "ok" : "loading";
+    const double s = ms_between(start, Clock::now()) / 1000.0;
+    m_.compute_s_ewma.store(0.8 * m_.compute_s_ewma.load() + 0.2 * s);
+    if (answered_.exchange(true)) return;
+    if (error) {
+      if (error->status == 500) error->issues.front().msg = m_.names.redact(error->issues.front().msg);
+      reply_ = m_.error_reply(rec_, *error);
+      return;
     }
-    nlohmann::ordered_json j = {{"status", status}, {"model", m.names.id()}};
-    if (status == "failed") j["error"] = load_error();
-    res.status = status == "ok" ? 200 : 503;
-    if (status == "loading") res.set_header("Retry-After", "1");
-    if (status != "ok") rec.error_type = status;
-    res.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJson);
-  })));
+    const double latency_ms = ms_between(t0_, Clock::now());
+    reply_.emplace();
+    reply_->body = render_systemone_reply(*decision, latency_ms, m_.options.workers_ai_envelope);
+    rec_.input_tokens = decision->usage.input_tokens;
+    m_.metrics.observe_decision(decision->usage.input_tokens, latency_ms / 1000.0, decision->timings.total_ms / 1000.0);
+  }
+  // On the worker, once the admission queue no longer counts the job as running: the reply
+  // run() made, if it made one.
+  void deliver() {
+    if (reply_) send(std::move(*reply_));
+    reply_.reset();
+  }
 
-  m.http.Get("/metrics", get(route("/metrics", [&m](const httplib::Request&, httplib::Response& res, AccessRecord&,
-                                                    Clock::time_point, const Payload&) {
-    GaugeSample g;
-    g.queue_depth = static_cast<int64_t>(m.admission.queued());
-    g.running = static_cast<int64_t>(m.admission.running());
-    g.queue_capacity = static_cast<int64_t>(m.admission.capacity());
-    g.workers = static_cast<int64_t>(m.admission.workers());
-    g.loaded = m.current_engine() != nullptr;
-    res.set_content(m.metrics.render(g), "text/plain; version=0.0.4");
-  })));
+  std::shared_ptr<AdmissionQueue::Job> job;
 
-  // Errors httplib answers itself (unknown path, body over the limit, unparsable request line)
-  // get a JSON body in the same style, a metrics count and a log line. Replies our routes
-  // already wrote keep their body.
-  m.http.set_error_handler(httplib::Server::HandlerWithResponse([this, &m, envelope](const httplib::Request& req,
-                                                                                      httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    if (res.status == 404)
-      e = api_error(404, "not_found", "no route " + req.method + " " + req.path +
-                                          " (routes: POST /v1/systemone, GET /v1/models, GET /health, GET /metrics)");
-    else if (res.status == 413)
-      e = api_error(413, "too_large",
-                    fmt::format("the request body is over the server's limit of {} bytes", options_.max_body_bytes),
-                    {"body"});
-    else
-      e = api_error(res.status, "http_error", fmt::format("HTTP error {}", res.status));
-    res.set_content(render_error(e, envelope), kJson);
-    AccessRecord rec;
-    rec.request_id = fmt::format("{}-{}", m.id_prefix, m.next_id.fetch_add(1));
-    res.set_header("X-Request-Id", rec.request_id);
-    rec.method = req.method;
-    rec.path = req.path;
-    rec.remote = req.remote_addr;
-    rec.status = res.status;
-    rec.bytes_in = req.body.size();
-    rec.bytes_out = res.body.size();
-    rec.error_type = e.type();
-    const bool known = req.path == "/v1/systemone" || req.path == "/v1/models" || req.path == "/health" ||
-                       req.path == "/metrics";
-    m.metrics.count_request(known ? req.path : "other", res.status);
-    m.log.write(rec);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+ private:
+  void stop(const char* reason) {
+    cancel_ = true;
+    if (job) m_.admission.cancel(job);
+    m_.metrics.count_cancelled(reason);
+  }
+  void send(HttpReply r) {
+    m_.finish(rec_, r, t0_);
+    done_(std::move(r));
+  }
+
+  Impl& m_;
+  AccessRecord rec_;
+  Clock::time_point t0_, deadline_;
+  std::function<void(HttpReply)> done_;
+  std::atomic<bool> cancel_{false};
+  std::atomic<bool> answered_{false};
+  std::optional<HttpReply> reply_;  // run() → deliver(), same worker thread
+};
+
+// ---------------------------------------------------------------------------------------------
+// Routes
+
+HeadVerdict Server::Impl::on_head(const HttpRequest& head) {
+  HeadVerdict v;
+  v.body_limit = kSmallBodyBytes;
+  auto answer = [&](const ApiError& e) {
+    AccessRecord rec = record_for(head);
+    HttpReply r = error_reply(rec, e);
+    finish(rec, r, Clock::now());
+    v.reply = std::move(r);
+    return v;
+  };
+  const bool known = is_route(head.path);
+  if (!known) return answer(api_error(404, "not_found", "no route " + head.method + " " + head.path + " (" + kRoutes + ")"));
+  const bool post = head.path == "/v1/systemone";
+  if (head.method != (post ? "POST" : "GET"))
+    return answer(api_error(405, "method_not_allowed",
+                            fmt::format("{} takes {}, not {}", head.path, post ? "POST" : "GET", head.method)));
+  // The key is checked before a byte of the body is read.
+  if (head.path.rfind("/v1/", 0) == 0 && !authorized(head)) return answer(unauthorized());
+  if (post) {
+    if (is_stopping()) return answer(draining_error());
+    v.body_limit = options.max_body_bytes;
+  }
+  return v;
 }
+
+std::shared_ptr<HttpCall> Server::Impl::on_request(HttpRequest req, std::function<void(HttpReply)> done) {
+  const auto t0 = Clock::now();
+  AccessRecord rec = record_for(req);
+  HttpReply reply;
+  try {
+    if (req.path == "/v1/systemone") {
+      auto call = systemone(req, rec, done);
+      if (call) return call;
+      return nullptr;
+    }
+    if (req.path == "/v1/models") reply = models(rec);
+    else if (req.path == "/health") reply = health(rec);
+    else reply = metrics_text();
+  } catch (const std::exception& e) {
+    reply = error_reply(rec, api_error(500, "internal_error", names.redact(e.what())));
+  }
+  finish(rec, reply, t0);
+  done(std::move(reply));
+  return nullptr;
+}
+
+std::shared_ptr<HttpCall> Server::Impl::systemone(HttpRequest& req, AccessRecord rec,
+                                                  std::function<void(HttpReply)>& done) {
+  const auto t0 = Clock::now();
+  auto answer = [&](const ApiError& e) -> std::shared_ptr<HttpCall> {
+    HttpReply r = error_reply(rec, e);
+    finish(rec, r, t0);
+    done(std::move(r));
+    return nullptr;
+  };
+  std::shared_ptr<const Engine> eng = current_engine();
+  if (!eng) return answer(loading());
+  auto parsed = parse_systemone_body(req.body, names, options.limits);
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    if (e->type() == "too_many_values") metrics.count_refused(to_string(HttpLimit::kJsonValues));
+    return answer(*e);
+  }
+  auto request = std::make_shared<DecisionRequest>(std::move(std::get<DecisionRequest>(parsed)));
+  std::string().swap(req.body);  // the parsed request is all that is kept
+  rec.model = request->model;
+  auto call = std::make_shared<DecisionCall>(*this, rec, t0, done);
+  DecideOptions decide = options.decide;
+  decide.include_logits = false;
+  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, *request, decide); },
+                                    [call] { call->deliver(); });
+  if (!call->job) {
+    ApiError e = api_error(503, "overloaded",
+                           fmt::format("the server is at capacity ({} running, {} waiting); retry later",
+                                       admission.workers(), admission.capacity()));
+    e.retry_after_s = retry_after_s();
+    return answer(e);
+  }
+  return call;
+}
+
+HttpReply Server::Impl::models(AccessRecord& rec) {
+  std::shared_ptr<const Engine> eng = current_engine();
+  if (!eng) return error_reply(rec, loading());
+  const ModelInfo& info = eng->info();
+  nlohmann::ordered_json model;
+  model["id"] = names.id();
+  model["object"] = "model";
+  model["owned_by"] = "stave";
+  model["names"] = names.public_names();
+  model["context_length"] = options.decide.max_length;
+  model["max_position_embeddings"] = info.max_position_embeddings;
+  model["capabilities"] = {{"systemone", true},
+                           {"vision", info.vision},
+                           {"question_types", {"noul", "choice", "score"}},
+                           {"max_questions", options.limits.max_questions.value_or(0)},
+                           {"max_choice_options", options.limits.max_choice_options.value_or(0)},
+                           {"max_score_levels", options.limits.max_score_levels.value_or(0)}};
+  model["weight_format"] = info.weight_format;
+  model["precision"] = to_string(info.precision);
+  nlohmann::ordered_json list = {{"object", "list"}, {"data", nlohmann::ordered_json::array({model})}};
+  HttpReply r;
+  r.body = list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+HttpReply Server::Impl::health(AccessRecord& rec) {
+  std::string status, error;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    status = stopping ? "draining" : !load_error.empty() ? "failed" : engine ? "ok" : "loading";
+    error = load_error;
+  }
+  nlohmann::ordered_json j = {{"status", status}, {"model", names.id()}};
+  if (status == "failed") j["error"] = names.redact(error);
+  HttpReply r;
+  r.status = status == "ok" ? 200 : 503;
+  if (status == "loading") r.headers.emplace_back("Retry-After", "1");
+  if (status != "ok") rec.error_type = status;
+  r.body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+HttpReply Server::Impl::metrics_text() {
+  GaugeSample g;
+  g.queue_depth = static_cast<int64_t>(admission.queued());
+  g.running = static_cast<int64_t>(admission.running());
+  g.queue_capacity = static_cast<int64_t>(admission.capacity());
+  g.workers = static_cast<int64_t>(admission.workers());
+  g.loaded = current_engine() != nullptr;
+  g.open_connections = gauges.open_connections.load();
+  g.waiting = gauges.waiting.load();
+  g.bytes_in_flight = gauges.bytes_in_flight.load();
+  HttpReply r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = metrics.render(g);
+  return r;
+}
+
+HttpReply Server::Impl::refusal(HttpLimit limit, int status, const std::string& message, const HttpRequest* head) {
+  metrics.count_refused(to_string(limit));
+  const char* type = "bad_request";
+  std::vector<std::string> loc;
+  switch (limit) {
+    case HttpLimit::kHeaderBytes:
+    case HttpLimit::kHeaderFields: type = "headers_too_large"; loc = {"header"}; break;
+    case HttpLimit::kRequestLine: type = "uri_too_long"; break;
+    case HttpLimit::kBodyBytes: type = "too_large"; loc = {"body"}; break;
+    case HttpLimit::kHeaderTimeout:
+    case HttpLimit::kBodyTimeout: type = "request_timeout"; break;
+    case HttpLimit::kConnections:
+    case HttpLimit::kConnectionsPerAddress:
+    case HttpLimit::kFileDescriptors: type = "overloaded"; break;
+    case HttpLimit::kJsonValues: type = "too_many_values"; loc = {"body"}; break;
+    case HttpLimit::kFraming: break;
+  }
+  ApiError e = api_error(status, type, message, loc);
+  if (status == 503) e.retry_after_s = 1;
+  HttpRequest none;
+  none.path = "-";
+  AccessRecord rec = record_for(head ? *head : none);
+  HttpReply r = error_reply(rec, e);
+  finish(rec, r, Clock::now());
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lifecycle
+
+Server::Server(ServeOptions options) : options_(std::move(options)), impl_(std::make_unique<Impl>(*this, options_)) {}
 
 Server::~Server() {
   stop();
   if (impl_->loader.joinable()) impl_->loader.join();
 }
 
-// Debian's libcpp-httplib (0.11) listens with a backlog of 5, fixed when the library was built.
-// When more clients than that connect at once (a load test's start, a burst after a coalesced
-// batch's replies), the kernel drops handshakes, the clients' first requests stall in TCP
-// retransmission past the server's 5 s wait for them, and the server closes those connections
-// unanswered (seen: 3 of 32 clients on the GPU machine, 18 of 64 on 2 cores). listen() on a
-// listening socket only resizes its backlog, so bind() repeats it with a deeper one.
-constexpr int kListenBacklog = 1024;  // the kernel caps it at net.core.somaxconn
-
 int Server::bind() {
   Impl& m = *impl_;
-  m.http.set_socket_options([&m](socket_t s) {
-    httplib::default_socket_options(s);
-    m.listen_socket = s;
-  });
-  if (options_.port == 0) {
-    port_ = m.http.bind_to_any_port(options_.host);
-  } else {
-    port_ = m.http.bind_to_port(options_.host, options_.port) ? options_.port : -1;
-  }
-  if (port_ <= 0)
-    throw Error(ErrorKind::kIo, fmt::format("cannot listen on {}:{} (address in use, or not an address of this "
-                                            "machine)", options_.host, options_.port));
-  if (m.listen_socket != INVALID_SOCKET && ::listen(m.listen_socket, kListenBacklog) != 0)
-    throw Error(ErrorKind::kIo, fmt::format("cannot set the listen backlog of {}:{}", options_.host, port_));
+  // Each connection is a descriptor: take what the hard limit allows.
+  const uint64_t files = raise_open_file_limit();
+  port_ = m.http.bind(options_.host, options_.port);
+  const uint64_t needed = options_.http.max_connections + 64;
+  if (options_.http.max_connections > 0 && files < needed)
+    m.log.event("warning", {{"message", fmt::format("the open-file limit is {}; --max-connections {} needs about {} "
+                                                    "(raise `ulimit -n`)",
+                                                    files, options_.http.max_connections, needed)}});
+  if (!is_loopback(options_.host) && options_.api_key.empty())
+    m.log.event("warning", {{"message", fmt::format("listening on {} beyond loopback without an API key: anyone who "
+                                                    "can reach it can use the model (--api-key-file)",
+                                                    options_.host)}});
   return port_;
 }
 
@@ -374,7 +460,7 @@ void Server::run() {
     m.run_started = true;
   }
   m.log.event("listening", {{"address", fmt::format("http://{}:{}", options_.host, port_)}});
-  m.http.listen_after_bind();  // returns after stop(), once its connection threads are joined
+  m.http.run();  // returns after stop(), once every connection is answered and closed
   m.admission.shutdown();
   m.log.event("stopped");
   std::lock_guard<std::mutex> lock(m.mutex);
@@ -386,24 +472,11 @@ void Server::stop() {
   Impl& m = *impl_;
   {
     std::lock_guard<std::mutex> lock(m.mutex);
-    if (!m.stopping) m.stopping = true;
-    if (!m.run_started || m.run_finished || m.http_stop_called) return;
+    if (m.stopping) return;
+    m.stopping = true;
+    if (m.run_started && !m.run_finished) m.log.event("draining");
   }
-  // listen_after_bind() flags itself running a moment after run() began: wait for that, then
-  // close the listener exactly once.
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(m.mutex);
-      if (m.run_finished || m.http_stop_called) return;
-      if (m.http.is_running()) {
-        m.http_stop_called = true;
-        m.log.event("draining");
-        m.http.stop();
-        return;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  m.http.drain();
 }
 
 void Server::load_in_background() {

@@ -11,6 +11,8 @@ std::variant<DecisionRequest, ApiError> parse_systemone_body(std::string_view bo
   JsonValue json;
   try {
     json = parse_json(body, limits.json);
+  } catch (const JsonValueLimitError& e) {
+    return api_error(413, "too_many_values", e.what(), {"body"});
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kRequestTooLarge) return api_error(413, "too_large", e.what(), {"body"});
     return api_error(400, "json_invalid", e.what(), {"body"});
@@ -18,7 +20,7 @@ std::variant<DecisionRequest, ApiError> parse_systemone_body(std::string_view bo
   // A client talking to the wrong server learns that first, before any schema detail.
   auto not_served = [&](const std::string& model) {
     std::string list;
-    for (const auto& n : names.names()) list += (list.empty() ? "" : ", ") + n;
+    for (const auto& n : names.public_names()) list += (list.empty() ? "" : ", ") + n;
     return api_error(404, "model_not_found",
                      "model \"" + model + "\" is not served here (this server answers: " + list + ")",
                      {"body", "model"});

@@ -214,11 +214,13 @@ std::string placeholder_for(const std::string& integer) {
 
 class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
  public:
-  TreeBuilder(const Prescan& scan, size_t max_depth) : scan_(scan), max_depth_(max_depth) {}
+  TreeBuilder(const Prescan& scan, size_t max_depth, size_t max_values)
+      : scan_(scan), max_depth_(max_depth), max_values_(max_values) {}
 
   JsonValue take_root() { return std::move(root_); }
   // Set when a callback refused the input (nlohmann then returns false without a message).
   const std::optional<Error>& error() const { return error_; }
+  bool too_many_values() const { return too_many_values_; }
 
   bool null() override { return add(JsonValue::null()); }
   bool boolean(bool b) override { return add(JsonValue::boolean(b)); }
@@ -290,6 +292,10 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
   }
 
   bool open(JsonValue container) {
+    if (values_ + stack_.size() >= max_values_) {  // counted when closed; refused before it is built
+      too_many_values_ = true;
+      return false;
+    }
     if (stack_.size() >= max_depth_) {
       return refuse(scan_.first_too_deep, "nesting deeper than " + std::to_string(max_depth_) + " levels");
     }
@@ -304,6 +310,10 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
   }
 
   bool add(JsonValue v) {
+    if (++values_ > max_values_) {
+      too_many_values_ = true;
+      return false;
+    }
     if (stack_.empty()) {
       root_ = std::move(v);
       return true;
@@ -338,6 +348,9 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 
   const Prescan& scan_;
   size_t max_depth_;
+  size_t max_values_ = SIZE_MAX;
+  size_t values_ = 0;
+  bool too_many_values_ = false;
   size_t ordinal_ = 0;
   size_t next_long_ = 0;
   std::vector<Frame> stack_;
@@ -361,7 +374,7 @@ JsonValue parse_json(std::string_view text, const JsonParseLimits& limits) {
       patched.replace(big.position - 1, big.digits.size(), placeholder_for(big.digits));
     text = patched;
   }
-  TreeBuilder builder(scan, limits.max_depth);
+  TreeBuilder builder(scan, limits.max_depth, limits.max_values);
   bool ok = false;
   try {
     ok = nlohmann::json::sax_parse(text.begin(), text.end(), &builder, nlohmann::json::input_format_t::json,
@@ -370,6 +383,7 @@ JsonValue parse_json(std::string_view text, const JsonParseLimits& limits) {
     throw Error(ErrorKind::kInvalidRequest, std::string("invalid JSON: ") + printable(e.what()));
   }
   if (!ok) {
+    if (builder.too_many_values()) throw JsonValueLimitError(limits.max_values);
     if (builder.error()) throw *builder.error();
     throw Error(ErrorKind::kInvalidRequest, "invalid JSON");
   }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "stave/errors.h"
+
 namespace stave {
 
 class JsonValue {
@@ -62,9 +64,20 @@ class JsonValue {
   std::vector<Member> members_;
 };
 
+// parse_json's error when a document has more values than JsonParseLimits::max_values.
+class JsonValueLimitError : public Error {
+ public:
+  explicit JsonValueLimitError(size_t limit)
+      : Error(ErrorKind::kRequestTooLarge,
+              "the JSON document has more than " + std::to_string(limit) + " values (the limit)") {}
+};
+
 struct JsonParseLimits {
   size_t max_depth = 128;        // nested arrays/objects; the document itself is depth 0
   size_t max_bytes = 64u << 20;  // over it: stave::Error(kRequestTooLarge)
+  // Values (scalars, arrays and objects) in the document; over it: kRequestTooLarge, raised as
+  // the tree is built, so a body of millions of tiny values never becomes millions of nodes.
+  size_t max_values = SIZE_MAX;
 };
 
 // Python (3.11+) refuses to convert integer literals with more digits than this
