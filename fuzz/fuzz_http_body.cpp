@@ -1,5 +1,10 @@
-// The body → response path of POST /v1/systemone (src/server/systemone_body.h) on arbitrary
-// bytes, with the server's default limits: every body must become either an error reply (400,
+// stave serve's request path on arbitrary bytes. An input that starts with an upper-case letter
+// is a whole HTTP request (request line, headers, body): it goes through the transport's parser
+// under the default HttpLimits (server/http_parse.h: strict framing, head and body limits),
+// which must either refuse it with a 4xx or hand over a request; a POST /v1/systemone request's
+// body then takes the path below. Any other input is a body (the seeds are JSON).
+// The body → response path of POST /v1/systemone (src/server/systemone_body.h), with the
+// server's default limits: every body must become either an error reply (400,
 // 404, 413 or 422, at least one issue, `loc` starting at "body", valid JSON in both the Jev and
 // the Workers AI spelling) or an accepted request whose reply (usage extras added, optionally
 // enveloped) is valid JSON — never a crash, never a 500.
@@ -11,12 +16,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "decide/answers.h"
 #include "server/api_error.h"
+#include "server/http_parse.h"
 #include "server/model_names.h"
 #include "server/serve_options.h"
 #include "server/systemone_body.h"
@@ -61,11 +69,52 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+namespace {
+
+// The transport's verdict on raw request bytes; returns the body to decide, if any.
+std::optional<std::string> http_request(std::string_view bytes) {
+  using namespace stave::server;
+  static const HttpLimits limits = [] {
+    HttpLimits l;
+    l.max_body_bytes = ServeOptions{}.max_body_bytes;
+    return l;
+  }();
+  std::string_view rest = bytes;
+  std::optional<std::string> body;
+  // Pipelined requests: each one in turn, as a connection reads them.
+  for (int i = 0; i < 8 && !rest.empty(); ++i) {
+    ParsedRequest p = parse_request_bytes(rest, limits, [](const HttpRequest& head) {
+      return head.path == "/v1/systemone" ? limits.max_body_bytes : size_t{1024};
+    });
+    if (p.refusal) {
+      const int s = p.refusal->status;
+      if (s != 400 && s != 408 && s != 413 && s != 414 && s != 431) std::abort();
+      if (p.refusal->message.empty()) std::abort();
+      return body;
+    }
+    if (!p.request) return body;  // the bytes end before a request: a connection would just close
+    if (p.consumed == 0 || p.consumed > rest.size()) std::abort();
+    if (p.request->body.size() > (p.request->path == "/v1/systemone" ? limits.max_body_bytes : 1024)) std::abort();
+    if (!body && p.request->method == "POST" && p.request->path == "/v1/systemone") body = p.request->body;
+    rest.remove_prefix(p.consumed);
+  }
+  return body;
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace stave::server;
   static const ModelNames names("/models/tiny", "", {"prod"}, true);
   static const stave::RequestLimits limits = ServeOptions::default_limits();
-  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  std::string_view body(reinterpret_cast<const char*>(data), size);
+  std::string from_http;
+  if (size > 0 && data[0] >= 'A' && data[0] <= 'Z') {
+    auto b = http_request(body);
+    if (!b) return 0;
+    from_http = std::move(*b);
+    body = from_http;
+  }
   auto parsed = parse_systemone_body(body, names, limits);
   if (auto* e = std::get_if<ApiError>(&parsed)) {
     check_error(*e);

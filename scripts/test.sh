@@ -9,5 +9,5 @@ cd "$root"
 "$root/scripts/build.sh"
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
 if [ -x "$root/scripts/fuzz.sh" ] && [ "${STAVE_SKIP_FUZZ:-0}" != "1" ]; then
-  "$root/scripts/fuzz.sh" "${STAVE_FUZZ_SECONDS:-30}"
+  "$root/scripts/fuzz.sh" "${STAVE_FUZZ_SECONDS:-20}"
 fi

@@ -69,6 +69,11 @@ TEST(Calibration, ErrorsNameTheFileAndLine) {
             std::string::npos);
   EXPECT_NE(error_of([] { read_calibration("/nonexistent/x.txt", {}, bytes); }).find("does not exist"),
             std::string::npos);
+  // An empty file (or /dev/null, which is no regular file) is empty, not missing.
+  EXPECT_NE(error_of([] { read_calibration(write("c6.txt", ""), {}, bytes); }).find("c6.txt is empty"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { read_calibration("/dev/null", {}, bytes); }).find("calibration file /dev/null is empty"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -77,22 +81,96 @@ TEST(ModelConfig, RejectsBadMropeSection) {
                Error);
 }
 
-TEST(Release, ResolvesRepoIdThroughHfCache) {
-  fs::path home = fs::path(::testing::TempDir()) / "hfhome";
-  fs::remove_all(home);
-  fs::path repo = home / "hub" / "models--Org--Name";
-  fs::create_directories(repo / "refs");
-  fs::create_directories(repo / "snapshots" / "abc123");
-  std::ofstream(repo / "refs" / "main") << "abc123\n";
-  setenv("HF_HOME", home.c_str(), 1);
-  EXPECT_EQ(resolve_model_path("Org/Name"), (repo / "snapshots" / "abc123").string());
-  try {
-    resolve_model_path("Org/Missing");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("download"), std::string::npos);
+// A fake Hugging Face cache in the test's temp dir, laid out as huggingface_hub writes it.
+class HfCache : public ::testing::Test {
+ protected:
+  static constexpr const char* kMain = "0123456789abcdef0123456789abcdef01234567";
+  static constexpr const char* kDev = "89abcdef0123456789abcdef0123456789abcdef";
+  static constexpr const char* kOld = "fedcba9876543210fedcba9876543210fedcba98";
+  void SetUp() override {
+    for (const char* v : {"HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"})
+      if (const char* old = std::getenv(v)) saved_.emplace_back(v, old);
+    for (const char* v : {"HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) unsetenv(v);
+    root_ = fs::path(::testing::TempDir()) / "stave-hf-cache";
+    fs::remove_all(root_);
   }
-  unsetenv("HF_HOME");
+  void TearDown() override {
+    for (const char* v : {"HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) unsetenv(v);
+    for (const auto& [k, v] : saved_) setenv(k.c_str(), v.c_str(), 1);
+    fs::remove_all(root_);
+  }
+  // hub/models--Org--Name with refs main and pr/1 -> snapshots, and one snapshot no ref names.
+  fs::path make_repo(const fs::path& hub) {
+    fs::path repo = hub / "models--Org--Name";
+    fs::create_directories(repo / "refs" / "pr");
+    for (const char* c : {kMain, kDev, kOld}) fs::create_directories(repo / "snapshots" / c);
+    std::ofstream(repo / "refs" / "main") << kMain;  // huggingface_hub writes no newline
+    std::ofstream(repo / "refs" / "pr" / "1") << kDev << "\n";
+    std::ofstream(repo / "refs" / "v1.0") << kOld;
+    return repo;
+  }
+  static std::string error_of(const std::string& model, const std::string& revision = "") {
+    try {
+      resolve_model_path(model, revision);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path root_;
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+TEST_F(HfCache, HfHomeAndRevisions) {
+  fs::path repo = make_repo(root_ / "home" / "hub");
+  setenv("HF_HOME", (root_ / "home").c_str(), 1);
+  EXPECT_EQ(resolve_model_path("Org/Name"), (repo / "snapshots" / kMain).string());
+  EXPECT_EQ(resolve_model_path("Org/Name", "main"), (repo / "snapshots" / kMain).string());
+  EXPECT_EQ(resolve_model_path("Org/Name", "pr/1"), (repo / "snapshots" / kDev).string());  // a branch under refs/
+  EXPECT_EQ(resolve_model_path("Org/Name", "v1.0"), (repo / "snapshots" / kOld).string());  // a tag
+  EXPECT_EQ(resolve_model_path("Org/Name", kOld), (repo / "snapshots" / kOld).string());    // a commit hash
+}
+
+TEST_F(HfCache, HubCacheWinsOverHfHome) {
+  fs::path repo = make_repo(root_ / "elsewhere");
+  make_repo(root_ / "home" / "hub");
+  fs::remove_all(root_ / "home" / "hub" / "models--Org--Name" / "snapshots" / kMain);
+  setenv("HF_HOME", (root_ / "home").c_str(), 1);
+  setenv("HF_HUB_CACHE", (root_ / "elsewhere").c_str(), 1);
+  EXPECT_EQ(resolve_model_path("Org/Name"), (repo / "snapshots" / kMain).string());
+  unsetenv("HF_HUB_CACHE");
+  EXPECT_NE(error_of("Org/Name").find("has no snapshot " + std::string(kMain)), std::string::npos);
+}
+
+TEST_F(HfCache, XdgCacheHome) {
+  fs::path repo = make_repo(root_ / "xdg" / "huggingface" / "hub");
+  setenv("XDG_CACHE_HOME", (root_ / "xdg").c_str(), 1);
+  EXPECT_EQ(resolve_model_path("Org/Name"), (repo / "snapshots" / kMain).string());
+}
+
+TEST_F(HfCache, MissingNamesTheDownloadCommand) {
+  make_repo(root_ / "home" / "hub");
+  setenv("HF_HOME", (root_ / "home").c_str(), 1);
+  const std::string missing = error_of("Org/Missing");
+  EXPECT_NE(missing.find("is not in the Hugging Face cache"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("`huggingface-cli download Org/Missing`"), std::string::npos) << missing;
+  const std::string branch = error_of("Org/Name", "dev");
+  EXPECT_NE(branch.find("no revision dev"), std::string::npos) << branch;
+  EXPECT_NE(branch.find("`huggingface-cli download Org/Name --revision dev`"), std::string::npos) << branch;
+  const std::string hash = error_of("Org/Name", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  EXPECT_NE(hash.find("no snapshot aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), std::string::npos) << hash;
+  EXPECT_NE(hash.find("--revision aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa`"), std::string::npos) << hash;
+}
+
+TEST_F(HfCache, RefusesBadRevisionsAndRefs) {
+  fs::path repo = make_repo(root_ / "home" / "hub");
+  setenv("HF_HOME", (root_ / "home").c_str(), 1);
+  EXPECT_NE(error_of("Org/Name", "../../x").find("is not a branch, tag or commit hash"), std::string::npos);
+  EXPECT_NE(error_of("Org/Name", "/etc").find("is not a branch, tag or commit hash"), std::string::npos);
+  std::ofstream(repo / "refs" / "main", std::ios::trunc) << "../../../etc\n";
+  EXPECT_NE(error_of("Org/Name").find("does not hold a commit hash"), std::string::npos);
+  // A folder is a folder: a revision does not apply to it.
+  EXPECT_NE(error_of(root_.string(), "main").find("applies to a Hugging Face repo id"), std::string::npos);
 }
 
 }  // namespace

@@ -213,6 +213,7 @@ TEST(DecisionRequest, ImageErrorsNameTheItem) {
             std::string::npos);
   EXPECT_NE(image_error(R"("HTTP://example.com/a.png")").find("remote image URLs"), std::string::npos);
   EXPECT_NE(image_error(R"("/tmp/a.png")").find("images[0]: must be a data URL"), std::string::npos);
+  EXPECT_NE(image_error(R"("/tmp/a.png")").find("file paths are not read here"), std::string::npos);
   EXPECT_NE(image_error("42").find("images[0]: must be a data URL"), std::string::npos);
   EXPECT_NE(image_error(R"("data:image/gif;base64,aGk=")").find("image/png, image/jpeg or image/webp"), std::string::npos);
   EXPECT_NE(image_error(R"("data:image/png,aGk=")").find("base64-encoded"), std::string::npos);

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,8 @@
 #include "server/admission_queue.h"
 #include "server/http_parse.h"
 #include "server/http_server.h"
+#include "server/http_stream.h"
+#include "server/model_names.h"
 #include "server/server.h"
 #include "stave/engine.h"
 #include "test_util.h"
@@ -282,7 +285,7 @@ TEST(ServeHostile, PipelinedRequestsAreAnsweredInOrder) {
   for (int i = 0; i < 150; ++i) {
     auto r = read_reply(fd, buf);
     ASSERT_TRUE(r) << i;
-    ASSERT_EQ(r->header("X-Request-Id"), "p" + std::to_string(i));
+    ASSERT_EQ(r->header("X-Request-Id"), "p" + std::to_string(i)) << r->head << r->body;
     EXPECT_EQ(r->status, 503) << i;  // no model loaded: /health says loading, POST too
   }
   ::close(fd);
@@ -306,6 +309,9 @@ TEST(ServeHostile, ParsePathOnBytes) {
       limit);
   ASSERT_TRUE(chunked.refusal);
   EXPECT_EQ(chunked.refusal->status, 413);
+  auto cut = parse_request_bytes("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n1234", l, limit);
+  ASSERT_TRUE(cut.refusal);
+  EXPECT_EQ(cut.refusal->status, 400);
   auto fields = std::string("GET / HTTP/1.1\r\nHost: a\r\n");
   for (int i = 0; i < 101; ++i) fields += "X-" + std::to_string(i) + ": v\r\n";
   auto many = parse_request_bytes(fields + "\r\n", l, limit);
@@ -664,6 +670,39 @@ TEST(ServeHostile, ADisconnectOrADeadlineCancelsItsDecision) {
   EXPECT_THROW(mxfp4_engine()->decide(std::string_view(kSmall), d), DecisionCancelled);
 }
 
+// A client that goes away while its decision runs stops it between backbone layers: the worker
+// is free long before the decision would have finished.
+TEST(ServeHostile, ADisconnectStopsARunningDecision) {
+  STAVE_REQUIRE_FIXTURE("public/model-mxfp4/config.json");
+  std::string state;
+  for (int i = 0; i < 500; ++i) state += "The payment service returned error " + std::to_string(i) + " at the gateway. ";
+  const std::string body = nlohmann::json({{"model", "clef"},
+                                           {"state", state},
+                                           {"questions", {{"down", {{"type", "noul"}, {"instructions", "Down?"}}}}}})
+                               .dump();
+  ServeOptions o;
+  o.max_running = 1;
+  o.decide.max_length = 4096;
+  Live srv(o, mxfp4_engine());
+  // How long the decision takes whole (the engine directly, same options).
+  DecideOptions d;
+  d.max_length = 4096;
+  const auto t_full = Clock::now();
+  mxfp4_engine()->decide(std::string_view(body), d);
+  const double full_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_full).count();
+  const int fd = connect_to(srv.port());
+  ASSERT_TRUE(send_all(fd, post(body)));
+  ASSERT_TRUE(await([&] { return srv.server().admission().running() == 1; }, 10s));
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(full_ms / 3)));
+  const auto t_close = Clock::now();
+  ::close(fd);
+  ASSERT_TRUE(await([&] { return srv.server().admission().running() == 0; }, 60s));
+  const double stop_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_close).count();
+  std::printf("whole decision %.0f ms; stopped %.0f ms after the disconnect\n", full_ms, stop_ms);
+  EXPECT_LT(stop_ms, full_ms / 2) << "the decision ran on after its client left";
+  EXPECT_EQ(metric(metrics_of(srv.port()), "stave_decisions_cancelled_total{reason=\"client_gone\"}"), 1);
+}
+
 // SIGTERM (stop()) while clients use keep-alive connections and while connections wait: every
 // request sent is answered (200, or 503 draining), every reply after the stop closes, none is
 // met by a closed socket.
@@ -722,6 +761,106 @@ TEST(ServeHostile, DrainLosesNoRequest) {
   EXPECT_EQ(answered.load(), sent.load()) << "requests met by a closed connection";
   EXPECT_EQ(kept_alive_after_stop.load(), 0);
   EXPECT_EQ(waiting_answered, kWaiting);
+}
+
+// /v1/models and error replies name the model, never the folder it was loaded from.
+TEST(ServeHostile, RepliesNeverShowTheModelPath) {
+  STAVE_REQUIRE_FIXTURE("public/model-mxfp4/config.json");
+  ServeOptions o;
+  o.engine.model = test::fixture("public/model-mxfp4");
+  Live srv(o, mxfp4_engine());
+  const std::string folder = std::filesystem::absolute(o.engine.model).lexically_normal().string();
+  auto models = roundtrip(srv.port(), get("/v1/models"));
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_EQ(models->body.find(folder), std::string::npos) << models->body;
+  EXPECT_EQ(models->body.find('/'), std::string::npos) << models->body;
+  EXPECT_NE(models->body.find("model-mxfp4"), std::string::npos) << models->body;
+  auto other = roundtrip(srv.port(), post(R"({"model":"gpt-4","state":"x","questions":{"a":{"type":"noul"}}})"));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(other->body.find(folder), std::string::npos) << other->body;
+  // The path is still accepted as a name.
+  auto by_path = roundtrip(srv.port(), post(R"({"model":")" + o.engine.model +
+                                            R"(","state":"x","questions":{"a":{"type":"noul"}}})"), 30s);
+  ASSERT_TRUE(by_path);
+  EXPECT_EQ(by_path->status, 200) << by_path->body;
+  ModelNames names(o.engine.model, "", {}, true);
+  EXPECT_EQ(names.redact("cannot read " + folder + "/config.json"), "cannot read model-mxfp4/config.json");
+}
+
+// The streamed-reply hook (server-sent events): a handler that answers with three events from
+// another thread; two such requests pipelined on one connection come back as two chunked
+// replies, in order, each event in its own chunk.
+class StreamingHandler : public HttpHandler {
+ public:
+  ~StreamingHandler() override {
+    for (auto& t : producers) t.join();
+  }
+  HeadVerdict on_head(const HttpRequest&) override { return {}; }
+  std::shared_ptr<HttpCall> on_request(HttpRequest req, std::function<void(HttpReply)> done) override {
+    HttpReply r;
+    r.content_type = "text/event-stream";
+    const std::string tag = req.header("X-Tag");
+    auto s = std::make_shared<HttpStream>();
+    r.stream = s;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      producers.emplace_back([s, tag] {
+        for (int i = 0; i < 3; ++i) {
+          EXPECT_TRUE(s->write("data: " + tag + std::to_string(i) + "\n\n"));
+          std::this_thread::sleep_for(5ms);
+        }
+        s->end();
+        EXPECT_FALSE(s->write("late"));
+      });
+    }
+    done(std::move(r));
+    return nullptr;
+  }
+  HttpReply refusal(HttpLimit, int status, const std::string& message, const HttpRequest*) override {
+    HttpReply r;
+    r.status = status;
+    r.body = message;
+    return r;
+  }
+  bool draining() const override { return false; }
+  std::mutex mutex;
+  std::vector<std::thread> producers;
+};
+
+TEST(ServeHostile, StreamedRepliesGoOutChunkByChunk) {
+  StreamingHandler handler;
+  HttpGauges gauges;
+  HttpLimits limits;
+  HttpServer http(limits, handler, gauges);
+  const int port = http.bind("127.0.0.1", 0);
+  std::thread runner([&] { http.run(); });
+  const int fd = connect_to(port);
+  ASSERT_TRUE(send_all(fd, get("/events", "X-Tag: a\r\n") + get("/events", "X-Tag: b\r\n")));
+  std::string buf;
+  const bool both = read_until(fd, buf, Clock::now() + 10s, [](const std::string& b) {
+    const size_t first = b.find("\r\n0\r\n\r\n");
+    return first != std::string::npos && b.find("\r\n0\r\n\r\n", first + 1) != std::string::npos;
+  });
+  ::close(fd);
+  http.drain();
+  runner.join();
+  ASSERT_TRUE(both) << buf;
+  EXPECT_NE(buf.find("Transfer-Encoding: chunked"), std::string::npos) << buf;
+  EXPECT_NE(buf.find("text/event-stream"), std::string::npos) << buf;
+  // Chunks are "<hex size>\r\n<data>\r\n" (a chunk may carry several events when the producer
+  // is ahead of the socket): every event arrives once, a's before b's.
+  const size_t a0 = buf.find("data: a0\n\n"), a2 = buf.find("data: a2\n\n"), b0 = buf.find("data: b0\n\n"),
+               b2 = buf.find("data: b2\n\n");
+  ASSERT_NE(a0, std::string::npos) << buf;
+  ASSERT_NE(a2, std::string::npos) << buf;
+  ASSERT_NE(b0, std::string::npos) << buf;
+  ASSERT_NE(b2, std::string::npos) << buf;
+  EXPECT_LT(a0, a2);
+  EXPECT_LT(a2, b0);
+  EXPECT_LT(b0, b2);
+  EXPECT_EQ(buf.find("late"), std::string::npos);
 }
 
 }  // namespace

@@ -19,13 +19,19 @@ Register reg{{"bench", "Time decisions on synthetic requests of exact token leng
                 sub.add_option("--prompt-tokens", *tokens, "encoded request lengths, comma-separated")
                     ->capture_default_str();
                 sub.add_option("--questions", o->questions, "questions per request (noul, choice, score in turn)")
-                    ->capture_default_str();
-                sub.add_option("--repeat", o->repeat, "timed decisions per length")->capture_default_str();
-                sub.add_option("--warmup", o->warmup, "untimed decisions per length first")->capture_default_str();
-                sub.add_option("--threads", o->threads, "threads (0: all cores)")->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
+                sub.add_option("--repeat", o->repeat, "timed decisions per length")
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
+                sub.add_option("--warmup", o->warmup, "untimed decisions per length first")
+                    ->capture_default_str()
+                    ->check(in_range(0, std::numeric_limits<int>::max()));
+                sub.add_option("--threads", o->threads, "threads (0: all cores)")->capture_default_str()->check(in_range(0, 4096));
                 sub.add_option("--batch", o->batch,
                                "decisions per run, through Engine::decide_batch (one packed prefill on cuda)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, 4096));
                 sub.add_option("--precision", *precision, "exact or fast")->capture_default_str();
                 sub.add_option("--device", o->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();

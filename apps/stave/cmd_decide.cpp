@@ -13,6 +13,7 @@
 #include "command.h"
 #include "decide/request.h"
 #include "io/release.h"
+#include "request_files.h"
 #include "stave/engine.h"
 #include "synth/synth_release.h"
 #include "util/mapped_file.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct DecideArgs {
   std::string model;
+  std::string revision;
   std::string precision = "fast";
   std::string device = "cpu";
   int64_t max_length = 16384;
@@ -53,6 +55,7 @@ int run(const DecideArgs& a) {
   if (a.pack > 1 && a.batch.empty()) return print_error_json("--pack needs --batch IN.jsonl");
   EngineOptions eo;
   eo.model = a.model;
+  eo.revision = a.revision;
   auto p = parse_precision(a.precision);
   if (!p) return print_error_json("--precision must be exact or fast, not \"" + a.precision + "\"");
   eo.precision = *p;
@@ -70,22 +73,28 @@ int run(const DecideArgs& a) {
     return print_error_json("--truncate must be keep or refuse, not \"" + a.truncate + "\"");
   d.truncation = a.truncate == "refuse" ? TruncationPolicy::kRefuse : TruncationPolicy::kTruncate;
 
-  // Read the request before loading the model, so a bad path fails fast.
+  // Read the request (or open the batch) before loading the model, so a bad path fails fast.
   std::string single;
   if (!a.request.empty()) single = read_input(a.request);
+  std::ifstream in;
+  if (!a.batch.empty()) {
+    in.open(a.batch);
+    if (!in) return print_error_json("cannot read " + a.batch);
+  }
   auto engine = Engine::load(eo);
   if (synth::is_synthetic_release(engine->info().path))
     std::cerr << "note: " << engine->info().path
               << " was made by `stave synth`: its weights are RANDOM, so the answers are meaningless\n";
 
   if (!a.request.empty()) {
-    Decision dec = engine->decide(single, d);
+    Decision dec = engine->decide(parse_cli_request(single, request_base_dir(a.request)), d);
     std::cout << dec.json << std::endl;
     return 0;
   }
   // Batch: one request per line in, one response (or {"error":...}) per line out, in order.
-  std::ifstream in(a.batch);
-  if (!in) return print_error_json("cannot read " + a.batch);
+  // Exit status: 0 when every line was answered, 1 when some lines hold errors, 2 when the
+  // batch could not run (README "Commands").
+  const std::string base_dir = request_base_dir(a.batch);
   std::ofstream file;
   if (!a.out.empty()) {
     file.open(a.out, std::ios::trunc);
@@ -149,10 +158,10 @@ int run(const DecideArgs& a) {
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++n;
-    if (a.pack == 1) {  // one at a time, the request text straight to decide()
+    if (a.pack == 1) {  // one at a time
       Pending p{n, std::nullopt, {}};
       try {
-        p.text = engine->decide(line, d).json;
+        p.text = engine->decide(parse_cli_request(line, base_dir), d).json;
       } catch (const Error& e) {
         p.text = error_line(e, n);
       }
@@ -162,7 +171,7 @@ int run(const DecideArgs& a) {
     }
     Pending p{n, std::nullopt, {}};
     try {
-      p.request = parse_decision_request(line);
+      p.request = parse_cli_request(line, base_dir);
     } catch (const Error& e) {
       p.text = error_line(e, n);
     }
@@ -178,14 +187,17 @@ Register reg{{"decide", "Answer a SystemOne decision request with a Clef release
                 auto a = std::make_shared<DecideArgs>();
                 sub.add_option("--model", a->model, "release folder or Hugging Face repo id (EliovpAI/clef-MXFP4)")
                     ->required();
+                sub.add_option("--revision", a->revision, "with a repo id: branch, tag or commit hash (default main)");
                 sub.add_option("--precision", a->precision, "exact (fp32, the reference's numerics) or fast")
                     ->capture_default_str();
                 sub.add_option("--device", a->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();
                 sub.add_option("--max-length", a->max_length, "token budget (the state is cut to fit)")
-                    ->capture_default_str();
-                sub.add_option("--max-state-tokens", a->max_state_tokens, "cut the state to this many tokens first");
-                sub.add_option("--threads", a->threads, "threads (default: all cores)");
+                    ->capture_default_str()
+                    ->check(in_range(1));
+                sub.add_option("--max-state-tokens", a->max_state_tokens, "cut the state to this many tokens first")
+                    ->check(in_range(0));
+                sub.add_option("--threads", a->threads, "threads (default: all cores)")->check(in_range(0, 4096));
                 sub.add_flag("--logits", a->logits, "add \"logits\": {question: [...]} to the response");
                 sub.add_option("--confidence", a->confidence, "reference (max p), workers-ai or jev")
                     ->capture_default_str();
@@ -196,7 +208,8 @@ Register reg{{"decide", "Answer a SystemOne decision request with a Clef release
                 sub.add_option("--out", a->out, "with --batch: write responses here instead of stdout");
                 sub.add_option("--pack", a->pack,
                                "with --batch: answer up to N requests together (one packed prefill on cuda)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, 4096));
                 sub.add_option("REQUEST", a->request, "request JSON file, or - for stdin");
                 return std::function<int()>([a] { return run(*a); });
               }, 10}};

@@ -87,8 +87,10 @@ Register reg{{"eval", "Compare a model's decisions with another's on the same re
                 sub.add_option("--precision", a->precision, "exact or fast, for --model")->capture_default_str();
                 sub.add_option("--against-precision", a->against_precision, "exact or fast, for --against")
                     ->capture_default_str();
-                sub.add_option("--threads", a->threads, "CPU threads (0: all)");
-                sub.add_option("--max-length", a->max_length, "token budget per request")->capture_default_str();
+                sub.add_option("--threads", a->threads, "CPU threads (0: all)")->check(in_range(0, 4096));
+                sub.add_option("--max-length", a->max_length, "token budget per request")
+                    ->capture_default_str()
+                    ->check(in_range(1));
                 sub.add_option("--json", a->json_out, "also write the summary as JSON to this file");
                 sub.add_flag("--per-request", a->per_request, "one table row per request");
                 sub.add_option("requests", a->requests,

@@ -45,16 +45,22 @@ Register reg{{"quantize", "Quantize a BF16 release to Quark MXFP4 (every languag
                                "AWQ calibration text: FILE.txt (blank-line separated samples) or FILE.jsonl "
                                "({\"text\": ...} or {\"input_ids\": [...]} per line)");
                 sub.add_option("--calib-samples", a->calib_options.samples, "AWQ calibration samples")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1));
                 sub.add_option("--seq-len", a->calib_options.seq_len, "AWQ tokens per calibration sample")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1));
                 sub.add_option("--awq-search", a->awq_search,
                                "AWQ error measure: w4a4 (activations quantized too, as the release runs) or w4a16 "
                                "(weights only, as Quark's search hooks do)")
                     ->capture_default_str();
                 return std::function<int()>([a]() -> int {
                   auto& o = a->options;
-                  o.shard_bytes = quant::parse_byte_size(a->shard_size);
+                  try {
+                    o.shard_bytes = quant::parse_byte_size(a->shard_size);
+                  } catch (const Error& e) {
+                    throw Error(e.kind(), std::string("--shard-size: ") + e.what());
+                  }
                   auto mode = quant::parse_scale_mode(a->scale_mode);
                   if (!mode)
                     throw Error(ErrorKind::kInvalidRequest,

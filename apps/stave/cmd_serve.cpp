@@ -139,21 +139,24 @@ Register reg{{"serve",
                 auto a = std::make_shared<ServeArgs>();
                 sub.add_option("--model", a->model, "release folder or Hugging Face repo id")->required();
                 sub.add_option("--precision", a->precision, "exact or fast")->capture_default_str();
-                sub.add_option("--threads", a->threads, "compute threads (default: all cores)");
+                sub.add_option("--threads", a->threads, "compute threads (default: all cores)")->check(in_range(0, 4096));
                 sub.add_option("--device", a->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();
                 sub.add_option("--batch-tokens", a->batch_tokens,
                                "cuda: pack requests that wait during a prefill into the next one, up to N tokens "
                                "(needs --max-running > 1; 0: off)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(0));
                 sub.add_flag("--verify", a->verify, "check SHA256SUMS before loading");
                 sub.add_option("--host", a->host, "address to bind (0.0.0.0 to listen on every interface)")
                     ->capture_default_str();
-                sub.add_option("--port", a->port, "port (0: any free port)")->capture_default_str();
+                sub.add_option("--port", a->port, "port (0: any free port)")->capture_default_str()->check(in_range(0, 65535));
                 sub.add_option("--model-name", a->model_name, "the id /v1/models reports and requests may name");
                 sub.add_option("--alias", a->aliases, "another accepted model name (repeatable)");
                 sub.add_flag("--no-default-aliases", a->no_default_aliases, "do not accept \"clef\" as a name");
-                sub.add_option("--max-length", a->max_length, "token budget per request")->capture_default_str();
+                sub.add_option("--max-length", a->max_length, "token budget per request")
+                    ->capture_default_str()
+                    ->check(in_range(1));
                 sub.add_option("--confidence", a->confidence, "reference (max p), workers-ai or jev")
                     ->capture_default_str();
                 sub.add_option("--truncate", a->truncate,
@@ -162,33 +165,49 @@ Register reg{{"serve",
                     ->capture_default_str();
                 sub.add_flag("--strict", a->strict, "require instructions and refuse unknown fields");
                 sub.add_flag("--no-limits", a->no_limits, "only the reference's checks (no protocol limits)");
-                sub.add_option("--max-questions", a->max_questions)->capture_default_str();
-                sub.add_option("--max-options", a->max_options, "choice options per question")->capture_default_str();
-                sub.add_option("--max-score-levels", a->max_score_levels)->capture_default_str();
-                sub.add_option("--max-id-length", a->max_id_length, "code points")->capture_default_str();
-                sub.add_option("--max-body-bytes", a->max_body_bytes, "larger bodies get 413")->capture_default_str();
-                sub.add_option("--max-running", a->max_running, "decisions computed at once")->capture_default_str();
+                sub.add_option("--max-questions", a->max_questions)->capture_default_str()->check(in_range(1));
+                sub.add_option("--max-options", a->max_options, "choice options per question")
+                    ->capture_default_str()
+                    ->check(in_range(1));
+                sub.add_option("--max-score-levels", a->max_score_levels)->capture_default_str()->check(in_range(1));
+                sub.add_option("--max-id-length", a->max_id_length, "code points")->capture_default_str()->check(in_range(1));
+                sub.add_option("--max-body-bytes", a->max_body_bytes, "larger bodies get 413")
+                    ->capture_default_str()
+                    ->check(in_range(1));
+                sub.add_option("--max-running", a->max_running, "decisions computed at once")
+                    ->capture_default_str()
+                    ->check(in_range(1, 4096));
                 sub.add_option("--max-queue", a->max_queue, "decisions that may wait (then 503)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(0, std::numeric_limits<int>::max()));
                 sub.add_option("--timeout-ms", a->timeout_ms, "per request, queue wait included (then 504)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
                 sub.add_option("--max-json-values", a->max_json_values, "JSON values per body (then 413)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1));
                 sub.add_option("--http-threads", a->http_threads, "event-loop threads (connections; not decisions)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, 256));
                 sub.add_option("--max-connections", a->http.max_connections, "open connections (then 503 + close; 0: no limit)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(0, 1'000'000));
                 sub.add_option("--max-connections-per-client", a->http.max_connections_per_address,
                                "open connections per client address (0: no limit; behind a proxy use 0)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(0, 1'000'000));
                 sub.add_option("--max-header-bytes", a->http.header_bytes, "request line + headers (then 431)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(256, 1 << 24));
                 sub.add_option("--header-timeout-ms", a->http.header_timeout_ms, "to receive a request's head (then 408)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
                 sub.add_option("--body-timeout-ms", a->http.body_timeout_ms, "to receive a request's body (then 408)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
                 sub.add_option("--idle-timeout-ms", a->http.idle_timeout_ms, "keep-alive connection idle (then closed)")
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(in_range(1, std::numeric_limits<int>::max()));
                 sub.add_option("--api-key", a->api_key,
                                "require Authorization: Bearer KEY (or env STAVE_API_KEY; visible in ps: prefer "
                                "--api-key-file)");

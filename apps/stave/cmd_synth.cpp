@@ -28,11 +28,14 @@ Register reg{{"synth", "Write a release folder with random weights and real Clef
                 sub.add_option("--preset", o->preset, "model shape: " + names)->capture_default_str();
                 sub.add_option("--format", o->format, "bf16 or mxfp4 (Quark layout)")->capture_default_str();
                 sub.add_option("--out", o->out, "output folder")->required();
-                sub.add_option("--seed", o->seed, "random seed")->capture_default_str();
-                sub.add_option("--layers", *layers, "override the number of layers (keeps the 3:1 pattern)");
+                sub.add_option("--seed", o->seed, "random seed")->capture_default_str()->check(in_range(0));
+                sub.add_option("--layers", *layers, "override the number of layers (keeps the 3:1 pattern)")
+                    ->check(in_range(1, 1024));
                 sub.add_option("--tokenizer", o->tokenizer,
                                "tokenizer.json or its folder (default: $STAVE_TOKENIZER or models/qwen3-tokenizer)");
-                sub.add_option("--shard-size", o->shard_bytes, "bytes per safetensors shard")->capture_default_str();
+                sub.add_option("--shard-size", o->shard_bytes, "bytes per safetensors shard")
+                    ->capture_default_str()
+                    ->check(in_range(1));
                 return std::function<int()>([o, layers]() -> int {
                   if (*layers > 0) o->layers = *layers;
                   if (o->tokenizer.empty()) o->tokenizer = default_tokenizer();

@@ -26,6 +26,7 @@ enum class TruncationPolicy {
 
 struct EngineOptions {
   std::string model;                 // release folder or Hugging Face repo id ("EliovpAI/clef-MXFP4")
+  std::string revision;              // with a repo id: branch, tag or commit hash in the cache ("": main)
   Precision precision = Precision::kFast;
   int threads = 0;                   // 0: all cores
   bool verify_checksums = false;     // check SHA256SUMS before loading

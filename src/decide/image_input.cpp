@@ -1,6 +1,7 @@
 // Request images: data URLs and {content_type, base64} objects, decoded with OpenSSL.
 #include "decide/image_input.h"
 
+#include <algorithm>
 #include <climits>
 
 #include <openssl/evp.h>
@@ -94,6 +95,21 @@ size_t base64_decoded_size(std::string_view text) {
   return full >= pad ? full - pad : 0;
 }
 
+std::string encode_base64(std::string_view bytes) {
+  std::string out;
+  // EVP_EncodeBlock takes an int length: encode in chunks of whole 3-byte groups.
+  constexpr size_t kChunk = size_t{3} << 20;
+  for (size_t at = 0; at < bytes.size(); at += kChunk) {
+    const size_t n = std::min(kChunk, bytes.size() - at);
+    const size_t offset = out.size();
+    out.resize(offset + (n + 2) / 3 * 4 + 1);
+    int wrote = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data() + offset),
+                                reinterpret_cast<const unsigned char*>(bytes.data() + at), static_cast<int>(n));
+    out.resize(offset + static_cast<size_t>(wrote));
+  }
+  return out;
+}
+
 bool decode_base64(std::string_view text, std::string* out, std::string* why) {
   out->clear();
   if (text.size() % 4 != 0) {
@@ -153,7 +169,9 @@ ImageItemResult parse_image_item(const JsonValue& item, std::optional<size_t> ma
       return failure("remote image URLs are not supported; send the image inline as " + std::string(kForms),
                      "unsupported");
     }
-    return failure(std::string("must be ") + kForms);
+    // A file path or anything else: only the command line reads local files (it inlines them
+    // before the request reaches this parser); a server never opens paths it is sent.
+    return failure(std::string("must be ") + kForms + "; file paths are not read here");
   }
   if (!item.is_object()) return failure(std::string("must be ") + kForms, "type_error");
   const JsonValue* type = item.find("content_type");

@@ -23,6 +23,8 @@ ImageItemResult parse_image_item(const JsonValue& item, std::optional<size_t> ma
 // Strict standard base64 (RFC 4648 alphabet, '=' padding, length a multiple of 4, no
 // whitespace). Returns false and a reason when `text` is not that.
 bool decode_base64(std::string_view text, std::string* out, std::string* why);
+// Standard base64 with '=' padding (what decode_base64 reads back).
+std::string encode_base64(std::string_view bytes);
 // The decoded size of valid base64 text of this length with this many padding characters.
 size_t base64_decoded_size(std::string_view text);
 

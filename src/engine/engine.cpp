@@ -80,7 +80,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
-  const std::string dir = resolve_model_path(options.model);
+  const std::string dir = resolve_model_path(options.model, options.revision);
   if (options.verify_checksums) {
     for (const auto& r : verify_sha256sums(dir)) {
       if (r.status == ChecksumResult::Status::kMissing)
@@ -148,6 +148,7 @@ struct Engine::Prepared {
 
 Engine::Prepared Engine::prepare(const DecisionRequest& request, const DecideOptions& options) const {
   const Impl& m = *impl_;
+  check_decide_options(m.info, options);  // callers that parsed the request themselves get the same checks
   // The OpenMP thread count is per calling thread: a server calls decide from its own workers,
   // not from the thread that ran load().
   if (m.options.threads > 0 && omp_get_max_threads() != m.options.threads) omp_set_num_threads(m.options.threads);

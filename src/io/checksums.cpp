@@ -13,6 +13,9 @@ namespace stave {
 namespace fs = std::filesystem;
 
 std::vector<ChecksumEntry> parse_sha256sums(const std::string& text, const std::string& label) {
+  if (text.size() > kMaxChecksumsBytes)
+    throw Error(ErrorKind::kInvalidModel, label + " is " + std::to_string(text.size()) +
+                                              " bytes, larger than the limit of " + std::to_string(kMaxChecksumsBytes));
   std::vector<ChecksumEntry> out;
   std::istringstream in(text);
   std::string line;
@@ -29,6 +32,9 @@ std::vector<ChecksumEntry> parse_sha256sums(const std::string& text, const std::
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
     std::string file = line.substr(66);
+    if (file.size() > kMaxChecksumNameBytes)
+      throw Error(ErrorKind::kInvalidModel, label + " line " + std::to_string(n) + " names a file longer than " +
+                                                std::to_string(kMaxChecksumNameBytes) + " bytes");
     if (file.empty() || file.find("..") != std::string::npos || file[0] == '/')
       throw Error(ErrorKind::kInvalidModel, label + " line " + std::to_string(n) + " names an unsafe path");
     out.push_back({file, hex});
@@ -40,7 +46,7 @@ std::vector<ChecksumResult> verify_sha256sums(const std::string& dir, void (*pro
                                               void* ctx) {
   fs::path sums = fs::path(dir) / "SHA256SUMS";
   if (!fs::exists(sums)) throw Error(ErrorKind::kInvalidModel, "model folder " + dir + " has no SHA256SUMS");
-  auto entries = parse_sha256sums(read_file(sums.string()), sums.string());
+  auto entries = parse_sha256sums(read_file(sums.string(), kMaxChecksumsBytes), sums.string());
   std::vector<ChecksumResult> out;
   for (const auto& e : entries) {
     if (progress) progress(e.file, ctx);

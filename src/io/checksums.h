@@ -1,5 +1,6 @@
 // SHA256SUMS files (the `sha256sum` format: "<hex>  <name>" per line).
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ struct ChecksumResult {
   enum class Status { kOk, kMismatch, kMissing } status;
   std::string actual;  // empty when missing
 };
+
+// Limits: the whole file, and one file name (a release lists a dozen files).
+inline constexpr size_t kMaxChecksumsBytes = size_t{1} << 20;
+inline constexpr size_t kMaxChecksumNameBytes = 4096;
 
 // Parses SHA256SUMS text; throws stave::Error(kInvalidModel) naming a malformed line.
 std::vector<ChecksumEntry> parse_sha256sums(const std::string& text, const std::string& label);

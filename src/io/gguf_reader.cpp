@@ -23,6 +23,8 @@ class Cursor {
   }
   std::string str() {
     const uint64_t len = get<uint64_t>();
+    if (len > kMaxStringBytes)
+      fail("a string of " + std::to_string(len) + " bytes, more than the limit of " + std::to_string(kMaxStringBytes));
     if (len > n_ - pos_) fail("a string runs past the end of the file");
     std::string s(reinterpret_cast<const char*>(p_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
@@ -64,13 +66,23 @@ bool known_tensor_type(uint32_t t) { return t == 0 || t == 1 || t == 30 || t == 
 
 }  // namespace
 
-File::File(const std::string& path) : map_(path) {
-  Cursor c(map_.data(), map_.size(), path);
+File::File(const std::string& path) : map_(path), layout_(parse_layout(map_.data(), map_.size(), path)) {}
+
+Layout parse_layout(const uint8_t* bytes, size_t size, const std::string& path) {
+  Layout out;
+  uint32_t& version_ = out.version;
+  uint32_t& alignment_ = out.alignment;
+  std::vector<MetadataEntry>& metadata_ = out.metadata;
+  std::vector<TensorEntry>& tensors_ = out.tensors;
+  Cursor c(bytes, size, path);
   if (c.get<uint32_t>() != kMagic) c.fail("bad magic (expected \"GGUF\")");
   version_ = c.get<uint32_t>();
   if (version_ != 2 && version_ != 3) c.fail("unsupported version " + std::to_string(version_));
   const uint64_t n_tensors = c.get<uint64_t>();
   const uint64_t n_kv = c.get<uint64_t>();
+  if (n_tensors > kMaxTensors) c.fail(std::to_string(n_tensors) + " tensors, more than the limit of " + std::to_string(kMaxTensors));
+  if (n_kv > kMaxMetadata)
+    c.fail(std::to_string(n_kv) + " metadata entries, more than the limit of " + std::to_string(kMaxMetadata));
   // Each entry takes at least 8 bytes: a count beyond the file size is a lie, not a big file.
   if (n_tensors > c.remaining() / 8 || n_kv > c.remaining() / 8) c.fail("entry counts larger than the file");
   for (uint64_t i = 0; i < n_kv; ++i) {
@@ -81,6 +93,9 @@ File::File(const std::string& path) : map_(path) {
       e.array_type = static_cast<ValueType>(c.get<uint32_t>());
       if (e.array_type == ValueType::kArray) c.fail("nested arrays are not supported");
       const uint64_t n = c.get<uint64_t>();
+      if (n > kMaxArrayLength)
+        c.fail("array \"" + e.key + "\" has " + std::to_string(n) + " elements, more than the limit of " +
+               std::to_string(kMaxArrayLength));
       if (n > c.remaining()) c.fail("array \"" + e.key + "\" is longer than the file");
       e.value = nlohmann::json::array();
       for (uint64_t j = 0; j < n; ++j) e.value.push_back(scalar(c, e.array_type));
@@ -113,25 +128,31 @@ File::File(const std::string& path) : map_(path) {
     } catch (const Error& e) {
       c.fail("tensor \"" + t.name + "\": " + e.what());
     }
-    for (size_t d = 1; d < t.ne.size(); ++d) t.nbytes *= static_cast<uint64_t>(t.ne[d]);
+    for (size_t d = 1; d < t.ne.size(); ++d) {
+      const uint64_t dim = static_cast<uint64_t>(t.ne[d]);
+      if (t.nbytes > UINT64_MAX / dim) c.fail("tensor \"" + t.name + "\" has a byte size that overflows");
+      t.nbytes *= dim;
+    }
     tensors_.push_back(std::move(t));
   }
-  data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  out.data_offset = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  const uint64_t data_offset_ = out.data_offset;
   for (const auto& t : tensors_) {
     if (t.offset % alignment_ != 0) c.fail("tensor \"" + t.name + "\" is not aligned to " + std::to_string(alignment_));
-    if (data_offset_ > map_.size() || t.offset > map_.size() - data_offset_ || t.nbytes > map_.size() - data_offset_ - t.offset)
+    if (data_offset_ > size || t.offset > size - data_offset_ || t.nbytes > size - data_offset_ - t.offset)
       c.fail("tensor \"" + t.name + "\" runs past the end of the file");
   }
+  return out;
 }
 
 const MetadataEntry* File::find(const std::string& key) const {
-  for (const auto& e : metadata_)
+  for (const auto& e : layout_.metadata)
     if (e.key == key) return &e;
   return nullptr;
 }
 
 const TensorEntry* File::find_tensor(const std::string& name) const {
-  for (const auto& t : tensors_)
+  for (const auto& t : layout_.tensors)
     if (t.name == name) return &t;
   return nullptr;
 }

@@ -28,28 +28,43 @@ struct TensorEntry {
   uint64_t nbytes = 0;
 };
 
+// Limits, refused with an error before anything is allocated for them.
+inline constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxMetadata = uint64_t{1} << 16;
+inline constexpr uint64_t kMaxArrayLength = uint64_t{1} << 22;  // a tokenizer's vocabulary: ~150k
+inline constexpr uint64_t kMaxStringBytes = uint64_t{1} << 20;
+
+// What the header says: everything but the tensor bytes.
+struct Layout {
+  uint32_t version = 0, alignment = kDefaultAlignment;
+  uint64_t data_offset = 0;  // from the start of the file
+  std::vector<MetadataEntry> metadata;
+  std::vector<TensorEntry> tensors;
+};
+
+// Parses and checks a whole GGUF file held in memory (every tensor must lie inside `size`).
+// Throws stave::Error(kInvalidModel) starting with `label`.
+Layout parse_layout(const uint8_t* data, size_t size, const std::string& label);
+
 class File {
  public:
   // Throws stave::Error(kInvalidModel) naming the path and what is wrong.
   explicit File(const std::string& path);
 
-  uint32_t version() const { return version_; }
-  uint32_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }  // from the start of the file
-  const std::vector<MetadataEntry>& metadata() const { return metadata_; }
-  const std::vector<TensorEntry>& tensors() const { return tensors_; }
+  uint32_t version() const { return layout_.version; }
+  uint32_t alignment() const { return layout_.alignment; }
+  uint64_t data_offset() const { return layout_.data_offset; }  // from the start of the file
+  const std::vector<MetadataEntry>& metadata() const { return layout_.metadata; }
+  const std::vector<TensorEntry>& tensors() const { return layout_.tensors; }
 
   const MetadataEntry* find(const std::string& key) const;
   const TensorEntry* find_tensor(const std::string& name) const;
   // The tensor's bytes inside the map.
-  const uint8_t* data(const TensorEntry& t) const { return map_.data() + data_offset_ + t.offset; }
+  const uint8_t* data(const TensorEntry& t) const { return map_.data() + layout_.data_offset + t.offset; }
 
  private:
   MappedFile map_;
-  uint32_t version_ = 0, alignment_ = kDefaultAlignment;
-  uint64_t data_offset_ = 0;
-  std::vector<MetadataEntry> metadata_;
-  std::vector<TensorEntry> tensors_;
+  Layout layout_;
 };
 
 }  // namespace stave::gguf

@@ -1,8 +1,11 @@
 #include "io/model_config.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "stave/errors.h"
+#include "util/json_limits.h"
 
 namespace stave {
 namespace {
@@ -17,6 +20,10 @@ using json = nlohmann::json;
 }
 
 json parse(const std::string& text, const std::string& label) {
+  if (text.size() > kMaxConfigBytes)
+    bad(label, "is " + std::to_string(text.size()) + " bytes, larger than the limit of " +
+                   std::to_string(kMaxConfigBytes) + " bytes for a configuration file");
+  check_json_depth(text, label);
   try {
     json j = json::parse(text);
     if (!j.is_object()) bad(label, "is not a JSON object");
@@ -69,6 +76,9 @@ TextConfig parse_text(const json& t, const std::string& where) {
   c.hidden_size = get_positive(t, "hidden_size", where);
   c.intermediate_size = get_positive(t, "intermediate_size", where);
   c.num_hidden_layers = get_positive(t, "num_hidden_layers", where);
+  if (c.num_hidden_layers > kMaxLayers)
+    bad(where, "num_hidden_layers " + std::to_string(c.num_hidden_layers) + " exceeds the limit of " +
+                   std::to_string(kMaxLayers));
   c.num_attention_heads = get_positive(t, "num_attention_heads", where);
   c.num_key_value_heads = get_positive(t, "num_key_value_heads", where);
   c.head_dim = get_positive(t, "head_dim", where, c.hidden_size / c.num_attention_heads);
@@ -89,9 +99,15 @@ TextConfig parse_text(const json& t, const std::string& where) {
     bad(where, "num_attention_heads must be a multiple of num_key_value_heads");
   if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
     bad(where, "linear_num_value_heads must be a multiple of linear_num_key_heads");
+  // Products the model code forms; each factor is below 2^31, so these do not overflow.
+  if (c.num_attention_heads * c.head_dim > kMaxWidth || c.linear_key_dim() > kMaxWidth || c.linear_value_dim() > kMaxWidth)
+    bad(where, "attention widths (heads × head dim) exceed the limit of " + std::to_string(kMaxWidth));
 
   if (auto it = t.find("layer_types"); it != t.end() && !it->is_null()) {
     if (!it->is_array()) bad(where, "field \"layer_types\" must be an array");
+    if (static_cast<int64_t>(it->size()) != c.num_hidden_layers)
+      bad(where, "layer_types has " + std::to_string(it->size()) + " entries but num_hidden_layers is " +
+                     std::to_string(c.num_hidden_layers));
     for (const auto& lt : *it) {
       if (!lt.is_string()) bad(where, "layer_types entries must be strings");
       auto s = lt.get<std::string>();
@@ -118,13 +134,16 @@ TextConfig parse_text(const json& t, const std::string& where) {
   c.rope_theta = get_double(*rope, "rope_theta", where, get_double(t, "rope_theta", where, 1e7));
   c.partial_rotary_factor =
       get_double(*rope, "partial_rotary_factor", where, get_double(t, "partial_rotary_factor", where, 0.25));
+  if (!(c.partial_rotary_factor > 0.0 && c.partial_rotary_factor <= 1.0))
+    bad(where, "partial_rotary_factor must be in (0, 1]");
+  if (!std::isfinite(c.rope_theta) || c.rope_theta <= 0.0) bad(where, "rope_theta must be a positive number");
   c.mrope_interleaved = get_bool(*rope, "mrope_interleaved", where, true);
   if (!c.mrope_interleaved) unsupported(where, "mrope_interleaved = false is not supported");
   if (auto it = rope->find("mrope_section"); it != rope->end() && !it->is_null()) {
     if (!it->is_array() || it->size() != 3) bad(where, "mrope_section must be an array of 3 integers");
     for (int i = 0; i < 3; ++i) {
-      if (!(*it)[i].is_number_integer() || (*it)[i].get<int64_t>() < 0)
-        bad(where, "mrope_section must hold non-negative integers");
+      if (!(*it)[i].is_number_integer() || (*it)[i].get<int64_t>() < 0 || (*it)[i].get<int64_t>() > c.head_dim)
+        bad(where, "mrope_section must hold integers in [0, head_dim]");
       c.mrope_section[i] = (*it)[i].get<int64_t>();
     }
   }
@@ -139,6 +158,8 @@ VisionConfig parse_vision(const json& v, const std::string& where) {
   VisionConfig c;
   c.present = true;
   c.depth = get_positive(v, "depth", where);
+  if (c.depth > kMaxLayers)
+    bad(where, "depth " + std::to_string(c.depth) + " exceeds the limit of " + std::to_string(kMaxLayers));
   c.hidden_size = get_positive(v, "hidden_size", where);
   c.intermediate_size = get_positive(v, "intermediate_size", where);
   c.num_heads = get_positive(v, "num_heads", where);

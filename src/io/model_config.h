@@ -2,6 +2,7 @@
 // read and checked once. Every dimension the model code uses comes from here.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -70,6 +71,12 @@ struct ModelConfig {
   std::string torch_dtype;                 // "bfloat16"
   std::string quantization_config_json;    // raw JSON text of quantization_config, "" if absent
 };
+
+// Limits on what a configuration file may ask for, refused before anything is allocated:
+// the file's size, the number of layers (text or vision) and the attention widths.
+inline constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxWidth = int64_t{1} << 24;
 
 // Parses config.json text; `label` names the file in errors (stave::Error kInvalidModel or
 // kUnsupported naming the field).

@@ -23,9 +23,12 @@ struct Release {
 // Throws stave::Error naming the missing or broken file.
 std::unique_ptr<Release> open_release(const std::string& dir_or_repo);
 
-// A folder path is returned as is. "ORG/NAME" that is not an existing folder resolves to the
-// Hugging Face cache ($HF_HOME or ~/.cache/huggingface; hub/models--ORG--NAME/snapshots/<rev>
-// where <rev> is refs/main). When absent, the error says how to download it.
-std::string resolve_model_path(const std::string& dir_or_repo);
+// A folder path is returned as is. "ORG/NAME" that is not an existing folder resolves in the
+// Hugging Face cache as huggingface_hub lays it out: the hub folder is $HF_HUB_CACHE, else
+// $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub; the
+// release is hub/models--ORG--NAME/snapshots/<commit>, where <commit> is `revision` when that
+// is a commit hash (40 hex digits) or the hash refs/<revision> holds (a branch or tag; "":
+// main). When it is not there, the error names the command that downloads it. Never a download.
+std::string resolve_model_path(const std::string& dir_or_repo, const std::string& revision = "");
 
 }  // namespace stave

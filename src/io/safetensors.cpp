@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stave/errors.h"
+#include "util/json_limits.h"
 
 namespace stave {
 namespace {
@@ -80,8 +81,12 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
     fail(label, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                     std::to_string(size) + " bytes)");
   if (header_len < 2 || bytes[8] != '{') fail(label, "header does not start with a JSON object");
+  check_json_depth(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len), label + " header");
   json header = parse_header_json(reinterpret_cast<const char*>(bytes + 8), header_len, label);
   if (!header.is_object()) fail(label, "header is not a JSON object");
+  if (header.size() > kSafetensorsMaxTensors + 1)  // + __metadata__
+    fail(label, "header lists " + std::to_string(header.size()) + " entries, more than the limit of " +
+                    std::to_string(kSafetensorsMaxTensors) + " tensors");
 
   const uint8_t* data = bytes + 8 + header_len;
   const uint64_t data_len = size - 8 - header_len;

@@ -16,6 +16,7 @@
 namespace stave {
 
 inline constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;  // as the reference library
+inline constexpr size_t kSafetensorsMaxTensors = size_t{1} << 20;  // per file
 
 // Parses a safetensors image held in memory (the file or a fuzzer's buffer). `label` names
 // the source in error messages. Returned TensorRefs point into `bytes`.

@@ -10,6 +10,18 @@
 
 namespace stave {
 
+// Limits on a model.safetensors.index.json, refused before the shards are opened.
+inline constexpr size_t kMaxIndexBytes = size_t{64} << 20;
+inline constexpr size_t kMaxIndexTensors = size_t{1} << 20;
+inline constexpr size_t kMaxIndexShards = 10000;
+inline constexpr size_t kMaxIndexNameBytes = 4096;
+
+// Reads model.safetensors.index.json text into shard file -> tensor names. Throws
+// stave::Error(kInvalidModel) starting with `label` for bad JSON, a missing weight_map, a value
+// that is not a plain file name, or a limit exceeded.
+std::map<std::string, std::vector<std::string>> parse_safetensors_index(const std::string& text,
+                                                                        const std::string& label);
+
 class TensorStore {
  public:
   TensorStore() = default;

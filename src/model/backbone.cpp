@@ -4,8 +4,6 @@
 #include <cstring>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "model/tensor_names.h"
 #include "quant/quark_config.h"
 #include "ops/reference.h"
@@ -46,16 +44,6 @@ void check_text_config(const TextConfig& t) {
 }
 
 }  // namespace
-
-bool quark_quantizes_activations(const ModelConfig& config) {
-  if (config.quantization_config_json.empty()) return false;
-  const auto q = nlohmann::json::parse(config.quantization_config_json, nullptr, false);
-  if (q.is_discarded() || !q.is_object()) return false;
-  const auto g = q.find("global_quant_config");
-  if (g == q.end() || !g->is_object()) return false;
-  const auto in = g->find("input_tensors");
-  return in != g->end() && !in->is_null();
-}
 
 Backbone::Backbone(const Release& release, const Backend& backend, BackboneOptions options)
     : Backbone(release.config, release.weights, backend, options) {}

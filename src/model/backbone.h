@@ -128,8 +128,4 @@ class Backbone {
   std::vector<float> final_norm_;
 };
 
-// Whether a release's Quark quantization_config quantizes linear inputs (W4A4: dynamic MXFP4
-// activations). False without a quantization config or when input_tensors is null.
-bool quark_quantizes_activations(const ModelConfig& config);
-
 }  // namespace stave

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stave/errors.h"
+#include "util/json_limits.h"
 #include "util/mapped_file.h"
 
 namespace stave::quant {
@@ -23,16 +24,27 @@ std::vector<std::vector<int32_t>> read_calibration(const std::string& path, cons
                                                    const TokenizeFn& tokenize) {
   if (o.samples <= 0) bad("--calib-samples must be positive");
   if (o.seq_len <= 0) bad("--seq-len must be positive");
-  if (!std::filesystem::is_regular_file(path)) bad("calibration file " + path + " does not exist");
-  const bool jsonl = ends_with(path, ".jsonl");
-  if (!jsonl && !ends_with(path, ".txt")) bad("calibration file " + path + " must be .txt or .jsonl");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) bad("calibration file " + path + " does not exist");
+  if (std::filesystem::is_directory(path, ec)) bad("calibration file " + path + " is a folder");
   std::string text;
   try {
-    text = read_file(path);
+    text = read_file(path, kMaxCalibrationBytes);  // /dev/stdin and other non-regular files read too
   } catch (const Error& e) {
     bad(std::string("cannot read calibration file: ") + e.what());
   }
+  if (text.empty()) bad("calibration file " + path + " is empty");
+  const bool jsonl = ends_with(path, ".jsonl");
+  if (!jsonl && !ends_with(path, ".txt")) bad("calibration file " + path + " must be .txt or .jsonl");
+  return parse_calibration(text, path, jsonl, o, tokenize);
+}
 
+std::vector<std::vector<int32_t>> parse_calibration(const std::string& text, const std::string& path, bool jsonl,
+                                                    const CalibrationOptions& o, const TokenizeFn& tokenize) {
+  if (o.samples <= 0) bad("--calib-samples must be positive");
+  if (o.seq_len <= 0) bad("--seq-len must be positive");
+  if (text.size() > kMaxCalibrationBytes)
+    bad("calibration file " + path + " is larger than the limit of " + std::to_string(kMaxCalibrationBytes) + " bytes");
   std::vector<std::vector<int32_t>> out;
   auto add = [&](std::vector<int32_t> ids) {
     if (ids.empty()) return;
@@ -47,6 +59,11 @@ std::vector<std::vector<int32_t>> read_calibration(const std::string& path, cons
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const std::string where = path + " line " + std::to_string(n);
+      try {
+        check_json_depth(line, where);
+      } catch (const Error& e) {
+        bad(e.what());
+      }
       nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded()) bad(where + " is not valid JSON");
       if (j.is_string()) {
@@ -58,7 +75,7 @@ std::vector<std::vector<int32_t>> read_calibration(const std::string& path, cons
         for (const auto& id : ids) {
           if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
             bad(where + ": input_ids holds " + id.dump() + ", not a token id");
-          v.push_back(static_cast<int32_t>(id.get<int64_t>()));
+          if (static_cast<int64_t>(v.size()) < o.seq_len) v.push_back(static_cast<int32_t>(id.get<int64_t>()));
         }
         add(std::move(v));
       } else if (j.is_object() && j.contains("text") && j["text"].is_string()) {

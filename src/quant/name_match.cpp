@@ -11,10 +11,17 @@ namespace stave::quant {
 
 struct NamePattern::Regex {
   pcre2_code* code = nullptr;
+  pcre2_match_context* context = nullptr;
+  std::string where;
   ~Regex() {
+    if (context) pcre2_match_context_free(context);
     if (code) pcre2_code_free(code);
   }
 };
+
+// A layer name is short: a pattern from a config file that needs more backtracking than this
+// on one is refused rather than left to run for seconds per layer.
+constexpr uint32_t kRegexMatchLimit = 100000;
 
 bool glob_match(const std::string& pattern, const std::string& name) {
   // Without FNM_PATHNAME / FNM_PERIOD, POSIX fnmatch has Python fnmatch's semantics.
@@ -28,6 +35,7 @@ NamePattern::NamePattern(const std::string& pattern, const std::string& where) :
     int err = 0;
     PCRE2_SIZE offset = 0;
     regex_ = std::make_unique<Regex>();
+    regex_->where = where;
     // Python's re.match anchors at the start only; a regex may match a prefix of the name.
     regex_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(body_.data()), body_.size(),
                                  PCRE2_ANCHORED | PCRE2_UTF, &err, &offset, nullptr);
@@ -38,6 +46,10 @@ NamePattern::NamePattern(const std::string& pattern, const std::string& where) :
                                                 reinterpret_cast<const char*>(msg) + " at offset " +
                                                 std::to_string(offset) + ")");
     }
+    regex_->context = pcre2_match_context_create(nullptr);
+    if (!regex_->context) throw Error(ErrorKind::kInternal, "out of memory for a regex match context");
+    pcre2_set_match_limit(regex_->context, kRegexMatchLimit);
+    pcre2_set_depth_limit(regex_->context, kRegexMatchLimit);
   } else if (pattern.find('*') != std::string::npos) {
     kind_ = Kind::kGlob;
     body_ = pattern;
@@ -57,9 +69,16 @@ bool NamePattern::matches(const std::string& name) const {
     case Kind::kGlob: return glob_match(body_, name);
     case Kind::kRegex: {
       pcre2_match_data* md = pcre2_match_data_create_from_pattern(regex_->code, nullptr);
-      int rc = pcre2_match(regex_->code, reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, 0, md, nullptr);
+      int rc = pcre2_match(regex_->code, reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, 0, md,
+                           regex_->context);
       pcre2_match_data_free(md);
-      return rc >= 0;
+      if (rc >= 0) return true;
+      if (rc == PCRE2_ERROR_NOMATCH) return false;
+      // Anything else (the match limit above all) is not a "no": refusing beats a silent guess.
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      throw Error(ErrorKind::kInvalidModel, regex_->where + ": regex \"" + body_ + "\" cannot be matched against \"" +
+                                                name + "\" (" + reinterpret_cast<const char*>(msg) + ")");
     }
   }
   return false;

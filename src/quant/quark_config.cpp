@@ -5,6 +5,7 @@
 #include "model/tensor_names.h"
 #include "quant/name_match.h"
 #include "stave/errors.h"
+#include "util/json_limits.h"
 
 namespace stave::quant {
 namespace {
@@ -141,6 +142,9 @@ QuarkConfig::QuarkConfig(QuarkConfig&&) noexcept = default;
 QuarkConfig& QuarkConfig::operator=(QuarkConfig&&) noexcept = default;
 
 QuarkConfig QuarkConfig::parse(const std::string& json_text, const std::string& label) {
+  if (json_text.size() > kMaxConfigBytes)
+    throw Error(ErrorKind::kInvalidModel, label + " is larger than the limit of " + std::to_string(kMaxConfigBytes) + " bytes");
+  check_json_depth(json_text, label);
   json j;
   try {
     j = json::parse(json_text);

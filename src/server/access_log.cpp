@@ -40,7 +40,7 @@ std::string AccessLog::to_json_line(const AccessRecord& r) {
 }
 
 void AccessLog::write(const AccessRecord& r) {
-  if (!out_) return;
+  if (!out_ || !request_lines_) return;
   const std::string line = to_json_line(r) + "\n";
   std::lock_guard<std::mutex> lock(mutex_);
   std::fwrite(line.data(), 1, line.size(), out_);

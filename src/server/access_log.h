@@ -26,7 +26,8 @@ struct AccessRecord {
 
 class AccessLog {
  public:
-  explicit AccessLog(std::FILE* out) : out_(out) {}
+  // `request_lines` false (stave serve --quiet): events still print, request lines do not.
+  explicit AccessLog(std::FILE* out, bool request_lines = true) : out_(out), request_lines_(request_lines) {}
   void write(const AccessRecord& r);
   static std::string to_json_line(const AccessRecord& r);  // without the newline
   // A server event (listening, loaded, draining, stopped) as one JSON line: {"ts", "event", ...}.
@@ -34,6 +35,7 @@ class AccessLog {
 
  private:
   std::FILE* out_;
+  bool request_lines_;
   std::mutex mutex_;
 };
 

@@ -12,8 +12,9 @@ AdmissionQueue::AdmissionQueue(size_t workers, size_t capacity)
 
 AdmissionQueue::~AdmissionQueue() { shutdown(); }
 
-std::shared_ptr<AdmissionQueue::Job> AdmissionQueue::try_submit(std::function<void()> work) {
-  auto job = std::make_shared<Job>(std::move(work));
+std::shared_ptr<AdmissionQueue::Job> AdmissionQueue::try_submit(std::function<void()> work,
+                                                                std::function<void()> after) {
+  auto job = std::make_shared<Job>(std::move(work), std::move(after));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shutdown_) return nullptr;
@@ -83,6 +84,7 @@ void AdmissionQueue::worker_loop() {
       --running_;
     }
     done_cv_.notify_all();
+    if (job->after_) job->after_();
   }
 }
 

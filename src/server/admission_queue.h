@@ -26,9 +26,10 @@ class AdmissionQueue {
   AdmissionQueue(const AdmissionQueue&) = delete;
   AdmissionQueue& operator=(const AdmissionQueue&) = delete;
 
-  // Queues `work` (run on a worker thread; it must not throw). nullptr when the queue is full
-  // or shut down.
-  std::shared_ptr<Job> try_submit(std::function<void()> work);
+  // Queues `work` (run on a worker thread; it must not throw), then `after` on the same thread
+  // once the job counts as done (running() no longer includes it). nullptr when the queue is
+  // full or shut down.
+  std::shared_ptr<Job> try_submit(std::function<void()> work, std::function<void()> after = {});
   // True when the job finished by `deadline`; false when the deadline passed first (the job is
   // then cancelled if still queued, or left to finish unobserved if running).
   bool wait(const std::shared_ptr<Job>& job, Clock::time_point deadline);
@@ -61,12 +62,14 @@ class AdmissionQueue {
 
 class AdmissionQueue::Job {
  public:
-  explicit Job(std::function<void()> work) : work_(std::move(work)) {}
+  Job(std::function<void()> work, std::function<void()> after)
+      : work_(std::move(work)), after_(std::move(after)) {}
 
  private:
   friend class AdmissionQueue;
   enum class State { kQueued, kRunning, kDone, kCancelled };
   std::function<void()> work_;
+  std::function<void()> after_;
   State state_ = State::kQueued;  // guarded by the queue's mutex
 };
 

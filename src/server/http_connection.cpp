@@ -1,5 +1,8 @@
 #include "server/http_connection.h"
 
+#include <algorithm>
+#include <deque>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -136,8 +139,49 @@ void Connection::read_head() {
   parser_.emplace();
   configure_parser(*parser_, registry_->limits);
   arm_deadline(registry_->limits.header_timeout_ms);
-  http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_head(ec); });
+  head_bytes_seen_ = head_lines_seen_ = 0;
+  continue_head();
+}
+
+// The head is read into buffer_ (at most header_bytes) and its lines are counted before the
+// parser sees a complete head, so a head of thousands of tiny fields is refused before Beast
+// builds a field list of that size.
+void Connection::continue_head() {
+  const HttpLimits& limits = registry_->limits;
+  const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+  // Beast consumes the head line by line as it arrives: count what it took before, plus what
+  // is buffered up to the head's end.
+  const size_t end = data.find("\r\n\r\n");
+  const size_t head = end == std::string_view::npos ? data.size() : end + 4;
+  if (head_bytes_seen_ + head > limits.header_bytes) {
+    disarm_deadline();
+    return refuse(*refusal_for(http::error::header_limit, false, true, limits), nullptr);
+  }
+  auto lines_in = [&](size_t n) {
+    return static_cast<size_t>(std::count(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(n), '\n'));
+  };
+  if (head_lines_seen_ + lines_in(head) > limits.header_fields + 2) {
+    disarm_deadline();
+    return refuse(Refusal{HttpLimit::kHeaderFields, 431,
+                          "the request head has more than " + std::to_string(limits.header_fields) + " fields"},
+                  nullptr);
+  }
+  if (head > 0) {
+    beast::error_code ec;
+    const size_t used = parser_->put(net::buffer(data.data(), head), ec);
+    head_lines_seen_ += lines_in(used);
+    head_bytes_seen_ += used;
+    buffer_.consume(used);
+    if (!ec && parser_->is_header_done()) return on_head({});
+    if (ec && ec != http::error::need_more) return on_head(ec);
+  }
+  const size_t room = std::min(kReadChunk, buffer_.max_size() - buffer_.size());
+  stream_.async_read_some(buffer_.prepare(room), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    if (self->phase_ != Phase::kHead) return;
+    self->buffer_.commit(n);
+    if (ec) return self->on_head(ec);
+    self->continue_head();
+  });
 }
 
 void Connection::on_head(beast::error_code ec) {

@@ -67,6 +67,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void disarm_deadline();
   void read_idle();
   void read_head();
+  void continue_head();
   void on_head(boost::beast::error_code ec);
   void read_body();
   void on_body(boost::beast::error_code ec);
@@ -88,6 +89,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::steady_timer timer_;  // the head's, the body's or the decision's deadline
   uint64_t deadline_gen_ = 0;        // a timer_ wait that fires for an older phase does nothing
   bool timed_out_ = false;
+  size_t head_bytes_seen_ = 0, head_lines_seen_ = 0;  // of the head being read, taken by the parser
   boost::beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
   std::optional<HttpRequest> head_;

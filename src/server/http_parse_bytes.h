@@ -15,6 +15,10 @@ ParsedRequest parse_request_bytes(std::string_view bytes, const HttpLimits& limi
   while (!ec && !parser.is_header_done()) {
     const size_t n = parser.put(boost::asio::buffer(bytes.data() + out.consumed, bytes.size() - out.consumed), ec);
     out.consumed += n;
+    if (ec == boost::beast::http::error::need_more && n > 0 && out.consumed < bytes.size()) {
+      ec = {};  // Beast took some lines; feed it the rest
+      continue;
+    }
     if (ec == boost::beast::http::error::need_more || (n == 0 && !ec)) {
       // The connection would wait for more; in memory the request ends here.
       out.refusal = refusal_for(boost::beast::http::error::partial_message, false, out.consumed > 0, limits);
@@ -33,8 +37,8 @@ ParsedRequest parse_request_bytes(std::string_view bytes, const HttpLimits& limi
     const size_t n = parser.put(boost::asio::buffer(bytes.data() + out.consumed, bytes.size() - out.consumed), ec);
     out.consumed += n;
     if (ec == boost::beast::http::error::need_more || (n == 0 && !ec)) {
-      if (out.consumed >= bytes.size()) {
-        ec = {};
+      ec = {};
+      if (n == 0 || out.consumed >= bytes.size()) {  // no more bytes will come: the stream ends here
         parser.put_eof(ec);
         if (ec || !parser.is_done()) {
           out.refusal = refusal_for(ec ? ec : boost::beast::http::error::partial_message, true, true, limits);
@@ -42,7 +46,6 @@ ParsedRequest parse_request_bytes(std::string_view bytes, const HttpLimits& limi
         }
         break;
       }
-      ec = {};
     }
   }
   if (ec) {

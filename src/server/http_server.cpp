@@ -145,6 +145,7 @@ void HttpServer::Impl::begin_drain() {
   }
   acceptor.close(ec);
   retry.cancel();
+  if (registry->snapshot().empty()) return;  // nobody to wait for
   grace.expires_after(std::chrono::milliseconds(std::max(0, limits.drain_grace_ms)));
   grace.async_wait([this](error_code) {
     for (auto& c : registry->snapshot()) c->close_if_waiting();

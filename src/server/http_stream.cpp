@@ -8,7 +8,7 @@ bool HttpStream::write(const std::string& bytes) {
     std::unique_lock<std::mutex> lock(mutex_);
     // A piece larger than the whole buffer still goes, alone.
     room_.wait(lock, [&] { return closed_ || buffer_.empty() || buffer_.size() + bytes.size() <= max_buffered_; });
-    if (closed_) return false;
+    if (closed_ || ended_) return false;  // nothing may follow the end
     buffer_ += bytes;
     if (want_notify_) {
       want_notify_ = false;

@@ -43,7 +43,7 @@ struct ServeOptions {
   int port = 8080;                      // 0: any free port (tests)
   std::string api_key;                  // non-empty: /v1/* need "Authorization: Bearer <key>"
   bool workers_ai_envelope = false;     // wrap replies in {result, success, errors, messages}
-  bool access_log = true;               // one JSON line per request on stderr
+  bool access_log = true;               // one JSON line per request on stderr (events print either way)
 
   // Workers AI's published limits (64 questions, 2–255 options, 2–10 levels, ids ≤ 100 chars of
   // letters, digits, _ . -, 4 images of ≤ 4 MiB, 8 MiB in all); instructions stay optional and

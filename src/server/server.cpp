@@ -27,7 +27,6 @@ namespace stave::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kJson = "application/json";
 constexpr size_t kSmallBodyBytes = 1024;  // routes that take no body (GET) accept at most this
 const char* kRoutes =
     "routes: POST /v1/systemone, POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, "
@@ -70,7 +69,7 @@ struct Server::Impl : HttpHandler {
       : self(s),
         options(o),
         names(o.engine.model, o.model_name, o.aliases, o.default_aliases),
-        log(o.access_log ? stderr : nullptr),
+        log(stderr, o.access_log),
         http(transport_limits(o), *this, gauges),
         admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))),
         openai(OpenAiHost{o, names, metrics, admission,
@@ -231,14 +230,20 @@ class Server::Impl::DecisionCall : public HttpCall {
     if (answered_.exchange(true)) return;
     if (error) {
       if (error->status == 500) error->issues.front().msg = m_.names.redact(error->issues.front().msg);
-      return send(m_.error_reply(rec_, *error));
+      reply_ = m_.error_reply(rec_, *error);
+      return;
     }
     const double latency_ms = ms_between(t0_, Clock::now());
-    HttpReply r;
-    r.body = render_systemone_reply(*decision, latency_ms, m_.options.workers_ai_envelope);
+    reply_.emplace();
+    reply_->body = render_systemone_reply(*decision, latency_ms, m_.options.workers_ai_envelope);
     rec_.input_tokens = decision->usage.input_tokens;
     m_.metrics.observe_decision(decision->usage.input_tokens, latency_ms / 1000.0, decision->timings.total_ms / 1000.0);
-    send(std::move(r));
+  }
+  // On the worker, once the admission queue no longer counts the job as running: the reply
+  // run() made, if it made one.
+  void deliver() {
+    if (reply_) send(std::move(*reply_));
+    reply_.reset();
   }
 
   std::shared_ptr<AdmissionQueue::Job> job;
@@ -260,6 +265,7 @@ class Server::Impl::DecisionCall : public HttpCall {
   std::function<void(HttpReply)> done_;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> answered_{false};
+  std::optional<HttpReply> reply_;  // run() → deliver(), same worker thread
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -335,7 +341,8 @@ std::shared_ptr<HttpCall> Server::Impl::systemone(HttpRequest& req, AccessRecord
   auto call = std::make_shared<DecisionCall>(*this, rec, t0, done);
   DecideOptions decide = options.decide;
   decide.include_logits = false;
-  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, *request, decide); });
+  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, *request, decide); },
+                                    [call] { call->deliver(); });
   if (!call->job) {
     ApiError e = api_error(503, "overloaded",
                            fmt::format("the server is at capacity ({} running, {} waiting); retry later",

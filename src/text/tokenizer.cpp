@@ -167,7 +167,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) file = (std::filesystem::path(path) / "tokenizer.json").string();
   if (!std::filesystem::exists(file, ec))
     throw Error(ErrorKind::kInvalidModel, "tokenizer file not found: " + file);
-  return from_json(read_file(file), file);
+  return from_json(read_file(file, tok::kMaxTokenizerBytes), file);
 }
 
 }  // namespace stave

@@ -58,18 +58,23 @@ class Parser {
     const json* list = member(root, "added_tokens");
     if (list == nullptr || list->is_null()) return;
     if (!list->is_array()) invalid("added_tokens is not an array");
+    if (list->size() > kMaxAddedTokens)
+      invalid("added_tokens has " + std::to_string(list->size()) + " entries, more than the limit of " +
+              std::to_string(kMaxAddedTokens));
     for (size_t i = 0; i < list->size(); ++i) {
       const json& t = (*list)[i];
       const std::string path = "added_tokens[" + std::to_string(i) + "]";
       if (!t.is_object()) invalid(path + " is not an object");
       AddedTokenSpec a;
       const json* id = member(t, "id");
-      if (id == nullptr || !id->is_number_unsigned() || id->get<uint64_t>() > uint64_t(INT32_MAX))
-        invalid(path + ".id is missing or not a non-negative 32-bit integer");
+      if (id == nullptr || !id->is_number_unsigned() || id->get<uint64_t>() >= kMaxVocab)
+        invalid(path + ".id is missing or not an integer in [0, " + std::to_string(kMaxVocab) + ")");
       a.id = int32_t(id->get<uint64_t>());
       const json* content = member(t, "content");
       if (content == nullptr || !content->is_string()) invalid(path + ".content is missing");
       a.content = content->get<std::string>();
+      if (a.content.size() > kMaxTokenBytes)
+        invalid(path + ".content is longer than the limit of " + std::to_string(kMaxTokenBytes) + " bytes");
       a.single_word = get_bool(t, "single_word", false, path);
       a.lstrip = get_bool(t, "lstrip", false, path);
       a.rstrip = get_bool(t, "rstrip", false, path);

@@ -2,6 +2,7 @@
 // ids of `tokenizer(text, add_special_tokens=False)`. What stave does not implement is refused
 // with stave::Error(kUnsupported) naming the field, never ignored.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,6 +42,15 @@ struct TokenizerSpec {
   std::vector<SplitSpec> splits;    // applied in order, each on every piece of the previous
   BpeSpec bpe;                      // always byte-level (ByteLevel pre-tokenizer and decoder)
 };
+
+// Limits on a tokenizer.json, refused with stave::Error(kInvalidModel) while reading, before
+// anything is sized by them (Qwen3's: 11 MB, 151,643 vocabulary entries, 151,387 merges,
+// tokens of at most 256 bytes, 26 added tokens).
+inline constexpr size_t kMaxTokenizerBytes = size_t{64} << 20;
+inline constexpr size_t kMaxVocab = size_t{1} << 20;      // entries, and every id is below it
+inline constexpr size_t kMaxMerges = size_t{1} << 20;
+inline constexpr size_t kMaxTokenBytes = 1024;            // one vocabulary or added token
+inline constexpr size_t kMaxAddedTokens = size_t{1} << 16;
 
 // The regex that ByteLevel(use_regex=true) applies (GPT-2's).
 extern const char* const kGpt2SplitPattern;

@@ -1,6 +1,8 @@
 #include "text/tokenizer_json_sax.h"
 
 #include "stave/errors.h"
+#include "text/tokenizer_json.h"
+#include "util/json_limits.h"
 
 namespace stave::tok {
 namespace {
@@ -19,7 +21,11 @@ class Reader {
   bool number_integer(json::number_integer_t v) { return value(json(v)); }
   bool number_unsigned(json::number_unsigned_t v) {
     if (mode_ == Mode::kVocab) {
-      if (v > uint64_t(INT32_MAX)) return fail("model.vocab[\"" + vocab_key_ + "\"] is larger than a 32-bit id");
+      if (v >= kMaxVocab)
+        return fail("model.vocab[\"" + vocab_key_ + "\"] = " + std::to_string(v) + " is not below the limit of " +
+                    std::to_string(kMaxVocab) + " ids");
+      if (out_.vocab.size() >= kMaxVocab)
+        return fail("model.vocab has more than the limit of " + std::to_string(kMaxVocab) + " entries");
       out_.vocab.emplace_back(std::move(vocab_key_), int32_t(v));
       return true;
     }
@@ -32,6 +38,11 @@ class Reader {
     if (mode_ == Mode::kMerges) {
       // Legacy "a b" form: exactly one space (as HF splits it); "#version" header lines skipped.
       if (s.rfind("#version", 0) == 0) return true;
+      if (merge_index_ >= kMaxMerges)
+        return fail("model.merges has more than the limit of " + std::to_string(kMaxMerges) + " entries");
+      if (s.size() > 2 * kMaxTokenBytes + 1)
+        return fail("model.merges[" + std::to_string(merge_index_) + "] is longer than " +
+                    std::to_string(2 * kMaxTokenBytes + 1) + " bytes");
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
         return fail("model.merges[" + std::to_string(merge_index_) + "] is not \"a b\"");
@@ -40,6 +51,10 @@ class Reader {
       return true;
     }
     if (mode_ == Mode::kMergePair) {
+      if (s.size() > kMaxTokenBytes)
+        return fail("model.merges[" + std::to_string(merge_index_) + "] holds a token longer than " +
+                    std::to_string(kMaxTokenBytes) + " bytes");
+      if (pair_.size() > 2) return fail("model.merges[" + std::to_string(merge_index_) + "] is not [\"a\", \"b\"]");
       pair_.push_back(std::move(s));
       return true;
     }
@@ -58,6 +73,9 @@ class Reader {
   }
   bool key(std::string& k) {
     if (mode_ == Mode::kVocab) {
+      if (k.size() > kMaxTokenBytes)
+        return fail("model.vocab has a token of " + std::to_string(k.size()) + " bytes, longer than the limit of " +
+                    std::to_string(kMaxTokenBytes));
       vocab_key_ = std::move(k);
       return true;
     }
@@ -94,6 +112,8 @@ class Reader {
   }
   bool end_array() {
     if (mode_ == Mode::kMergePair) {
+      if (merge_index_ >= kMaxMerges)
+        return fail("model.merges has more than the limit of " + std::to_string(kMaxMerges) + " entries");
       if (pair_.size() != 2) return fail("model.merges[" + std::to_string(merge_index_) + "] is not [\"a\", \"b\"]");
       out_.merges.emplace_back(std::move(pair_[0]), std::move(pair_[1]));
       ++merge_index_;
@@ -172,6 +192,10 @@ class Reader {
 }  // namespace
 
 StreamedTokenizerJson read_tokenizer_json(const std::string& text, const std::string& label) {
+  if (text.size() > kMaxTokenizerBytes)
+    throw Error(ErrorKind::kInvalidModel, label + ": " + std::to_string(text.size()) +
+                                              " bytes, larger than the limit of " + std::to_string(kMaxTokenizerBytes));
+  check_json_depth(text, label);
   StreamedTokenizerJson out;
   Reader reader(out);
   if (!json::sax_parse(text, &reader) || !reader.error().empty())

@@ -66,13 +66,22 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::kIo, "cannot read " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes)
+    throw Error(ErrorKind::kInvalidModel, path + " is " + std::to_string(st.st_size) +
+                                              " bytes, larger than the limit of " + std::to_string(max_bytes) +
+                                              " bytes for this file");
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw Error(ErrorKind::kIo, "error while reading " + path);
-  return ss.str();
+  std::string out = ss.str();
+  if (out.size() > max_bytes)  // a pipe or a file that grew while being read
+    throw Error(ErrorKind::kInvalidModel, path + " is larger than the limit of " + std::to_string(max_bytes) +
+                                              " bytes for this file");
+  return out;
 }
 
 }  // namespace stave

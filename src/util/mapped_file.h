@@ -29,6 +29,9 @@ class MappedFile {
 };
 
 // Reads a whole (small) file into a string; throws stave::Error naming the path on failure.
-std::string read_file(const std::string& path);
+// A file larger than `max_bytes` is refused (kInvalidModel, naming the size and the limit)
+// before anything is read: configuration files come from strangers.
+inline constexpr size_t kDefaultReadLimit = size_t{256} << 20;  // 256 MiB
+std::string read_file(const std::string& path, size_t max_bytes = kDefaultReadLimit);
 
 }  // namespace stave

@@ -43,6 +43,6 @@ sed -n 1p "$work/out-1.jsonl" | cmp -s - <(sed -n 6p "$work/out-1.jsonl") || fai
 
 "$stave" decide --model "$model" --pack 0 --batch "$work/in.jsonl" >"$work/bad.txt" 2>&1
 [ $? -eq 2 ] || fail "--pack 0 accepted"
-grep -q -- "--pack must be" "$work/bad.txt" || fail "--pack 0: $(cat "$work/bad.txt")"
+grep -q -- "--pack:\? must be between 1 and 4096" "$work/bad.txt" || fail "--pack 0: $(cat "$work/bad.txt")"
 
 finish "decide --batch"

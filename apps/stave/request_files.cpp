@@ -1,0 +1,70 @@
+#include "request_files.h"
+
+#include <filesystem>
+#include <string_view>
+
+#include "decide/image_input.h"
+#include "stave/errors.h"
+#include "text/json_value.h"
+#include "util/mapped_file.h"
+
+namespace stave::cli {
+namespace {
+namespace fs = std::filesystem;
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
+}
+
+// The media type from the file's signature (its name may say anything).
+std::string sniff_image_type(std::string_view b) {
+  if (b.size() >= 8 && b.substr(0, 8) == std::string_view("\x89PNG\r\n\x1a\n", 8)) return "image/png";
+  if (b.size() >= 3 && b.substr(0, 3) == "\xFF\xD8\xFF") return "image/jpeg";
+  if (b.size() >= 12 && b.substr(0, 4) == "RIFF" && b.substr(8, 4) == "WEBP") return "image/webp";
+  return "";
+}
+
+JsonValue inline_image_file(const std::string& path, const std::string& base_dir, size_t index) {
+  const std::string label = "images[" + std::to_string(index) + "]: ";
+  fs::path p(path);
+  if (p.is_relative()) p = fs::path(base_dir) / p;
+  if (!fs::is_regular_file(p))
+    throw Error(ErrorKind::kInvalidRequest, label + "no image file " + p.string() +
+                                                " (images are data URLs, {\"content_type\", \"base64\"} objects, "
+                                                "or, on the command line, paths of PNG, JPEG or WebP files)");
+  std::string bytes = read_file(p.string());
+  const std::string type = sniff_image_type(bytes);
+  if (type.empty())
+    throw Error(ErrorKind::kInvalidRequest, label + p.string() + " is not a PNG, JPEG or WebP file");
+  return JsonValue::object({{"content_type", JsonValue::string(type)},
+                            {"base64", JsonValue::string(encode_base64(bytes))}});
+}
+
+}  // namespace
+
+std::string request_base_dir(const std::string& request_path) {
+  if (request_path.empty() || request_path == "-") return ".";
+  const fs::path parent = fs::path(request_path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+DecisionRequest parse_cli_request(const std::string& json_text, const std::string& base_dir) {
+  JsonValue body = parse_json(json_text);
+  if (body.is_object())
+    for (auto& [key, value] : body.members()) {
+      if (key != "images" || !value.is_array()) continue;
+      for (size_t i = 0; i < value.items().size(); ++i) {
+        JsonValue& item = value.items()[i];
+        if (!item.is_string()) continue;
+        const std::string& s = item.as_string();
+        if (starts_with_ci(s, "data:") || starts_with_ci(s, "http://") || starts_with_ci(s, "https://")) continue;
+        item = inline_image_file(s, base_dir, i);
+      }
+    }
+  return parse_decision_request(body);
+}
+
+}  // namespace stave::cli

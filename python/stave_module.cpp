@@ -1,0 +1,242 @@
+// The Python module `stave`: the C++ engine behind the model card's API.
+//
+//   import stave
+//   clef = stave.load("EliovpAI/clef-MXFP4", device="cpu", precision="fast")
+//   clef.systemone({"model": "clef", "state": "...", "questions": {...}})  # -> dict
+//
+// Requests are dicts (or JSON text); answers are the SystemOne response as a dict, the same
+// object `stave decide` prints. Errors are stave.Error subclasses carrying the C++ messages.
+// Every computation runs with the GIL released, so Python threads decide in parallel.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "decide/request.h"
+#include "engine/release_encoder.h"
+#include "stave/stave.h"
+#include "synth/synth_release.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Exception classes, made once at import and kept for the life of the interpreter.
+struct ErrorClasses {
+  PyObject* base = nullptr;
+  PyObject* by_kind[6] = {};
+};
+ErrorClasses g_errors;
+
+PyObject* error_class(stave::ErrorKind kind) {
+  const int i = static_cast<int>(kind);
+  return i >= 0 && i < 6 && g_errors.by_kind[i] ? g_errors.by_kind[i] : g_errors.base;
+}
+
+void make_error_classes(py::module_& m) {
+  g_errors.base = PyErr_NewExceptionWithDoc(
+      "stave.Error", "A stave error: the message names what is wrong; `kind` says which kind.", PyExc_Exception, nullptr);
+  if (!g_errors.base) throw py::error_already_set();
+  py::setattr(g_errors.base, "kind", py::none());
+  m.add_object("Error", py::handle(g_errors.base));
+  struct Kind {
+    stave::ErrorKind kind;
+    const char* name;
+    const char* doc;
+  };
+  const Kind kinds[] = {
+      {stave::ErrorKind::kInvalidRequest, "InvalidRequestError", "The request breaks the protocol (HTTP 400/422)."},
+      {stave::ErrorKind::kRequestTooLarge, "RequestTooLargeError", "Over a size limit (HTTP 413)."},
+      {stave::ErrorKind::kInvalidModel, "InvalidModelError", "A model folder or file is missing, corrupt or inconsistent."},
+      {stave::ErrorKind::kUnsupported, "UnsupportedError", "Well-formed, but not implemented by stave."},
+      {stave::ErrorKind::kIo, "IoError", "The operating system refused a read or write."},
+      {stave::ErrorKind::kInternal, "InternalError", "A bug in stave."},
+  };
+  for (const Kind& k : kinds) {
+    PyObject* cls = PyErr_NewExceptionWithDoc((std::string("stave.") + k.name).c_str(), k.doc, g_errors.base, nullptr);
+    if (!cls) throw py::error_already_set();
+    py::setattr(cls, "kind", py::str(stave::to_string(k.kind)));
+    g_errors.by_kind[static_cast<int>(k.kind)] = cls;
+    m.add_object(k.name, py::handle(cls));
+  }
+}
+
+// A request as the engine reads it: JSON text as given, or a dict spelled by Python's json
+// module (floats as repr, key order kept), so the engine sees what the reference would.
+std::string request_text(const py::handle& request) {
+  if (py::isinstance<py::str>(request)) return request.cast<std::string>();
+  if (py::isinstance<py::bytes>(request)) return request.cast<std::string>();
+  if (!py::isinstance<py::dict>(request))
+    throw py::type_error("a request is a dict (or its JSON text), not " +
+                         std::string(py::str(py::type::of(request).attr("__name__"))));
+  static py::handle dumps = py::object(py::module_::import("json").attr("dumps")).release();  // kept to exit
+  return dumps(request, py::arg("ensure_ascii") = false).cast<std::string>();
+}
+
+py::object json_to_python(const std::string& text) {
+  static py::handle loads = py::object(py::module_::import("json").attr("loads")).release();  // kept to exit
+  return loads(py::str(text));
+}
+
+stave::DecideOptions decide_options(int64_t max_length, std::optional<int64_t> max_state_tokens,
+                                    const std::string& confidence, const std::string& truncate, bool logits) {
+  stave::DecideOptions d;
+  if (max_length < 1) throw py::value_error("max_length must be at least 1, not " + std::to_string(max_length));
+  d.max_length = max_length;
+  if (max_state_tokens) {
+    if (*max_state_tokens < 0)
+      throw py::value_error("max_state_tokens must be at least 0, not " + std::to_string(*max_state_tokens));
+    d.max_state_tokens = *max_state_tokens;
+  }
+  auto c = stave::parse_confidence_mode(confidence);
+  if (!c) throw py::value_error("confidence must be reference, workers-ai or jev, not \"" + confidence + "\"");
+  d.confidence = *c;
+  if (truncate != "keep" && truncate != "refuse")
+    throw py::value_error("truncate must be keep or refuse, not \"" + truncate + "\"");
+  d.truncation = truncate == "refuse" ? stave::TruncationPolicy::kRefuse : stave::TruncationPolicy::kTruncate;
+  d.include_logits = logits;
+  return d;
+}
+
+// A loaded release: the engine, and (made on the first encode) the tokenizer-only encoder.
+class Clef {
+ public:
+  explicit Clef(const stave::EngineOptions& options) {
+    py::gil_scoped_release free;
+    engine_ = stave::Engine::load(options);
+  }
+
+  py::object systemone(const py::handle& request, int64_t max_length, std::optional<int64_t> max_state_tokens,
+                       const std::string& confidence, const std::string& truncate, bool logits) const {
+    const stave::DecideOptions d = decide_options(max_length, max_state_tokens, confidence, truncate, logits);
+    const std::string text = request_text(request);
+    std::string answer;
+    {
+      py::gil_scoped_release free;
+      answer = engine_->decide(text, d).json;
+    }
+    return json_to_python(answer);
+  }
+
+  py::list decide_batch(const py::iterable& requests, int64_t max_length, std::optional<int64_t> max_state_tokens,
+                        const std::string& confidence, const std::string& truncate, bool logits) const {
+    const stave::DecideOptions d = decide_options(max_length, max_state_tokens, confidence, truncate, logits);
+    std::vector<std::string> texts;
+    for (const py::handle& r : requests) texts.push_back(request_text(r));
+    std::vector<std::string> answers;
+    {
+      py::gil_scoped_release free;
+      std::vector<stave::DecisionRequest> parsed;
+      parsed.reserve(texts.size());
+      for (const std::string& t : texts) parsed.push_back(stave::parse_decision_request(t));
+      for (const stave::Decision& dec : engine_->decide_batch(parsed, d)) answers.push_back(dec.json);
+    }
+    py::list out;
+    for (const std::string& a : answers) out.append(json_to_python(a));
+    return out;
+  }
+
+  py::object encode(const py::handle& request, int64_t max_length) const {
+    if (max_length < 1) throw py::value_error("max_length must be at least 1, not " + std::to_string(max_length));
+    const std::string text = request_text(request);
+    std::string json;
+    {
+      py::gil_scoped_release free;
+      std::call_once(encoder_once_, [&] { encoder_ = std::make_unique<stave::ReleaseEncoder>(engine_->info().path); });
+      stave::EncodeOptions o;
+      o.max_length = max_length;
+      json = stave::encoded_request_json(encoder_->encode(stave::parse_decision_request(text), o));
+    }
+    return json_to_python(json);
+  }
+
+  py::dict info() const {
+    const stave::ModelInfo& i = engine_->info();
+    py::dict d;
+    d["path"] = i.path;
+    d["weight_format"] = i.weight_format;
+    d["hidden_size"] = i.hidden_size;
+    d["num_layers"] = i.num_layers;
+    d["vocab_size"] = i.vocab_size;
+    d["vision"] = i.vision;
+    d["precision"] = std::string(stave::to_string(i.precision));
+    d["max_position_embeddings"] = i.max_position_embeddings;
+    d["weight_bytes"] = i.weight_bytes;
+    return d;
+  }
+
+  std::string repr() const {
+    const stave::ModelInfo& i = engine_->info();
+    return "<stave.Clef " + i.path + " (" + i.weight_format + ", " + stave::to_string(i.precision) + ")>";
+  }
+
+ private:
+  std::unique_ptr<stave::Engine> engine_;
+  mutable std::once_flag encoder_once_;
+  mutable std::unique_ptr<stave::ReleaseEncoder> encoder_;
+};
+
+std::shared_ptr<Clef> load(const std::string& model, const std::string& device, const std::string& precision,
+                           int threads, bool verify, const std::string& revision, int64_t batch_tokens) {
+  stave::EngineOptions o;
+  o.model = model;
+  o.revision = revision;
+  auto p = stave::parse_precision(precision);
+  if (!p) throw py::value_error("precision must be exact or fast, not \"" + precision + "\"");
+  o.precision = *p;
+  if (device != "cpu" && device != "cuda") throw py::value_error("device must be cpu or cuda, not \"" + device + "\"");
+  o.device = device;
+  if (threads < 0) throw py::value_error("threads must be at least 0, not " + std::to_string(threads));
+  o.threads = threads;
+  if (batch_tokens < 0) throw py::value_error("batch_tokens must be at least 0, not " + std::to_string(batch_tokens));
+  o.batch_tokens = batch_tokens;
+  o.verify_checksums = verify;
+  auto clef = std::make_shared<Clef>(o);
+  const std::string path = clef->info()["path"].cast<std::string>();
+  if (stave::synth::is_synthetic_release(path)) {
+    const std::string note = path + " was made by `stave synth`: its weights are RANDOM, so the answers are meaningless";
+    if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) < 0) throw py::error_already_set();
+  }
+  return clef;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(stave, m) {
+  m.doc() = "stave: Cloudflare's Clef decision models on a native C++ engine (SystemOne requests)";
+  m.attr("__version__") = STAVE_VERSION_STRING;
+  make_error_classes(m);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const stave::Error& e) {
+      PyErr_SetString(error_class(e.kind()), e.what());
+    }
+  });
+
+  py::class_<Clef, std::shared_ptr<Clef>>(m, "Clef", "A loaded Clef release (stave.load makes one); thread-safe.")
+      .def("systemone", &Clef::systemone, py::arg("request"), py::kw_only(), py::arg("max_length") = 16384,
+           py::arg("max_state_tokens") = py::none(), py::arg("confidence") = "reference", py::arg("truncate") = "keep",
+           py::arg("logits") = false,
+           "Answer one SystemOne request (a dict, or its JSON text); returns the response dict, as `stave decide` "
+           "prints it.")
+      .def("decide_batch", &Clef::decide_batch, py::arg("requests"), py::kw_only(), py::arg("max_length") = 16384,
+           py::arg("max_state_tokens") = py::none(), py::arg("confidence") = "reference", py::arg("truncate") = "keep",
+           py::arg("logits") = false,
+           "Answer several requests (one packed prefill on cuda); a list of response dicts in order. The first "
+           "request that fails raises, and none is answered.")
+      .def("encode", &Clef::encode, py::arg("request"), py::kw_only(), py::arg("max_length") = 16384,
+           "The reference's encode_record: {input_ids, questions: [{id, type, question_span, option_spans, "
+           "option_ids}], media?}, as `stave encode` prints it.")
+      .def_property_readonly("info", &Clef::info, "the release: path, weight format, shapes, precision")
+      .def("__repr__", &Clef::repr);
+
+  m.def("load", &load, py::arg("model"), py::kw_only(), py::arg("device") = "cpu", py::arg("precision") = "fast",
+        py::arg("threads") = 0, py::arg("verify") = false, py::arg("revision") = "", py::arg("batch_tokens") = 0,
+        "Load a Clef release: a folder, or a Hugging Face repo id from the local cache (revision: branch, tag or "
+        "commit). device: cpu or cuda; precision: fast or exact.");
+}
