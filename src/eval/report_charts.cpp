@@ -11,7 +11,7 @@ namespace {
 
 struct Frame {
   int width, height;
-  int left = 56, right = 16, top = 34, bottom = 46;
+  int left = 56, right = 28, top = 34, bottom = 46;
   double x0() const { return left; }
   double x1() const { return width - right; }
   double y0() const { return height - bottom; }  // the axis (value 0)
