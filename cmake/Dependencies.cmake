@@ -20,6 +20,9 @@ find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
 # flags (CPPHTTPLIB_OPENSSL/ZLIB/BROTLI_SUPPORT change class layouts), which this target carries.
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # HTTP client of the serve tests and bench
 find_path(STB_INCLUDE_DIR stb/stb_image.h)
+# libcsv (libcsv-dev, no pkg-config file): RFC 4180 CSV for `stave eval-data classify`.
+find_path(CSV_INCLUDE_DIR csv.h REQUIRED)
+find_library(CSV_LIBRARY csv REQUIRED)
 
 if(STAVE_TESTS)
   find_package(GTest REQUIRED)

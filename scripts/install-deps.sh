@@ -23,7 +23,9 @@ run "${SUDO[@]}" apt-get install -y -qq --no-install-recommends \
   libpcre2-dev libutf8proc-dev \
   libssl-dev libcpp-httplib-dev libboost-dev \
   libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
+  libcsv-dev \
   libgtest-dev libbenchmark-dev \
+  chromium \
   clang libclang-rt-14-dev dpkg-dev \
   python3-dev pybind11-dev python3-pip python3-venv \
   jq
