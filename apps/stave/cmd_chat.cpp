@@ -67,12 +67,13 @@ Register reg{{"chat", "Generate a chat reply with the release as a language mode
                 sub.add_option("--model", a->model, "release folder or Hugging Face repo id")->required();
                 sub.add_option("--precision", a->precision, "exact (fp32, the reference's numerics) or fast")
                     ->capture_default_str();
-                sub.add_option("--max-tokens", a->max_tokens, "new tokens at most (default: the request's, else 256)");
+                sub.add_option("--max-tokens", a->max_tokens, "new tokens at most (default: the request's, else 256)")
+                    ->check(in_range(1, 1 << 24));
                 sub.add_option("--temperature", a->temperature, "0: greedy (default: the request's, else 1)");
                 sub.add_option("--seed", a->seed, "sampling seed (default: the request's, else random)");
                 sub.add_flag("--json", a->json,
                              "print {prompt_token_ids, completion_token_ids, text, finish_reason} instead of streaming");
-                sub.add_option("--threads", a->threads, "threads (default: all cores)");
+                sub.add_option("--threads", a->threads, "threads (default: all cores)")->check(in_range(0, 4096));
                 sub.add_option("REQUEST", a->request, "an OpenAI chat body or {\"messages\": [...]}; - for stdin")
                     ->capture_default_str();
                 return std::function<int()>([a] { return run(*a); });

@@ -3,7 +3,12 @@
 //   stave eval --model A [--against B] --data FILE.jsonl [--sample N --seed S] [--json]
 //              [--report report.html] [--out results.jsonl]
 //                                                     accuracy on labelled data, agreement, KL
+//   stave eval --model A [--against B] --perplexity FILE.txt [--ctx 1024] [--windows 64]
+//                                                     the card's perplexity of both (with --data or alone)
+#include <cmath>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +23,8 @@
 #include "eval/report_html.h"
 #include "eval/run_labelled.h"
 #include "stave/engine.h"
+#include "stave/language_model.h"
+#include "util/mapped_file.h"
 
 namespace stave::cli {
 namespace {
@@ -35,7 +42,72 @@ struct EvalArgs {
   std::optional<size_t> sample;
   uint64_t seed = 0;
   bool json = false;
+  // perplexity (the card's protocol: tokenize, non-overlapping windows of ctx, the first `windows`)
+  std::string perplexity;
+  int64_t ctx = 1024;
+  int64_t windows = 64;
 };
+
+std::string display_name(const std::string& model);
+
+// The card's perplexity of one release on a text file: tokenized with that release's tokenizer,
+// non-overlapping windows of `ctx` tokens, the first `windows` of them (as `stave perplexity`).
+struct TextPerplexity {
+  int64_t windows = 0, tokens = 0;
+  double mean_nll = 0, ppl = 0;
+};
+
+TextPerplexity text_perplexity(const std::string& model, Precision precision, int threads, const std::string& text,
+                               const EvalArgs& a) {
+  EngineOptions eo;
+  eo.model = model;
+  eo.precision = precision;
+  eo.threads = threads;
+  const auto lm = LanguageModel::load(eo);
+  const std::vector<int32_t> ids = lm->tokenize(text);
+  const auto windows = LanguageModel::split_windows(ids, a.ctx, a.windows);
+  if (windows.empty())
+    throw Error(ErrorKind::kInvalidRequest, a.perplexity + " has " + std::to_string(ids.size()) +
+                                                " tokens with " + model + "'s tokenizer: not one window of --ctx " +
+                                                std::to_string(a.ctx));
+  std::fprintf(stderr, "eval: perplexity of %s on %zu windows of %lld tokens\n", model.c_str(), windows.size(),
+               static_cast<long long>(a.ctx));
+  const Perplexity r = lm->perplexity(windows);
+  TextPerplexity out{.windows = static_cast<int64_t>(windows.size()), .mean_nll = r.mean_nll, .ppl = r.ppl};
+  for (const auto& w : windows) out.tokens += static_cast<int64_t>(w.size());
+  return out;
+}
+
+// {"perplexity": {...}} for the summary: each model's perplexity and the relative change of
+// the model's against the baseline's ((model − against) / against), as the card reports it.
+nlohmann::ordered_json perplexity_json(const EvalArgs& a, const TextPerplexity& m, const TextPerplexity* b) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+  nlohmann::ordered_json j;
+  j["text"] = std::filesystem::path(a.perplexity).filename().string();
+  j["ctx"] = a.ctx;
+  j["windows"] = m.windows;
+  j["tokens"] = m.tokens;
+  j["model"] = {{"ppl", num(m.ppl)}, {"mean_nll", num(m.mean_nll)}};
+  if (b) {
+    j["against"] = {{"ppl", num(b->ppl)}, {"mean_nll", num(b->mean_nll)}};
+    j["relative_change"] = num((m.ppl - b->ppl) / b->ppl);
+  }
+  return j;
+}
+
+void print_perplexity_table(const EvalArgs& a, const TextPerplexity& m, const TextPerplexity* b) {
+  if (b) {
+    std::cout << fmt::format("\n| perplexity ({} windows of {}) | {} ({}) | {} ({}) | change |\n|---|---:|---:|---:|\n",
+                             m.windows, a.ctx, display_name(a.against), a.against_precision, display_name(a.model),
+                             a.precision);
+    std::cout << fmt::format("| {} | {:.4g} | {:.4g} | {:+.2f}% |\n", display_name(a.perplexity), b->ppl, m.ppl,
+                             (m.ppl - b->ppl) / b->ppl * 100);
+  } else {
+    std::cout << fmt::format("\n| perplexity ({} windows of {}) | {} ({}) |\n|---|---:|\n", m.windows, a.ctx,
+                             display_name(a.model), a.precision);
+    std::cout << fmt::format("| {} | {:.4g} |\n", display_name(a.perplexity), m.ppl);
+  }
+}
 
 int run_requests(const EvalArgs& a, const Engine& candidate, const Engine& baseline, const DecideOptions& d) {
   const auto requests = eval::load_requests(a.requests);
@@ -108,7 +180,8 @@ void print_table(const eval::EvalSummary& s, const EvalArgs& a) {
   }
 }
 
-int run_data(const EvalArgs& a, const Engine& model, const Engine* against, const DecideOptions& d) {
+int run_data(const EvalArgs& a, const Engine& model, const Engine* against, const DecideOptions& d,
+             const std::function<void(nlohmann::ordered_json*)>& perplexity) {
   const auto records = eval::read_labelled_jsonl(a.data);
   if (records.empty()) return print_error_json("--data " + a.data + " holds no records");
   eval::LabelledRunOptions o;
@@ -125,8 +198,14 @@ int run_data(const EvalArgs& a, const Engine& model, const Engine* against, cons
   const auto results = eval::run_labelled(model, against, records, o);
   const eval::EvalSummary s = eval::summarize_records(results, against != nullptr);
   if (s.bad_records) std::fprintf(stderr, "eval: %lld bad records (listed above by line)\n", static_cast<long long>(s.bad_records));
-  if (a.json) std::cout << eval::summary_json(s) << "\n";
-  else print_table(s, a);
+  if (a.json) {
+    auto j = nlohmann::ordered_json::parse(eval::summary_json(s));
+    perplexity(&j);
+    std::cout << j.dump() << "\n";
+  } else {
+    print_table(s, a);
+    perplexity(nullptr);
+  }
   if (!a.report.empty()) {
     eval::ReportInfo info{.task = display_name(a.data),
                           .model = display_name(a.model),
@@ -145,19 +224,44 @@ int run(const EvalArgs& a) {
   auto p = parse_precision(a.precision);
   auto q = parse_precision(a.against_precision);
   if (!p || !q) return print_error_json("--precision and --against-precision must be exact or fast");
-  if (a.data.empty() == a.requests.empty())
-    return print_error_json("give either --data FILE.jsonl or request files, not both and not neither");
-  if (a.data.empty() && a.against.empty()) return print_error_json("comparing requests needs --against");
+  if (a.data.empty() && a.requests.empty() && a.perplexity.empty())
+    return print_error_json("give --data FILE.jsonl, --perplexity FILE.txt, or request files");
+  if (!a.requests.empty() && (!a.data.empty() || !a.perplexity.empty()))
+    return print_error_json("request files go alone: not with --data or --perplexity");
+  if (!a.requests.empty() && a.against.empty()) return print_error_json("comparing requests needs --against");
   if (a.data.empty() && (a.sample || !a.report.empty() || !a.out.empty()))
     return print_error_json("--sample, --report and --out work with --data");
   if (a.sample && *a.sample == 0) return print_error_json("--sample must be at least 1");
+  // Perplexity first (it reads the file before any model is loaded, so a bad path fails fast).
+  std::optional<TextPerplexity> ppl_model, ppl_against;
+  if (!a.perplexity.empty()) {
+    const std::string text = read_file(a.perplexity);
+    ppl_model = text_perplexity(a.model, *p, a.threads, text, a);
+    if (!a.against.empty()) ppl_against = text_perplexity(a.against, *q, a.threads, text, a);
+  }
+  const TextPerplexity* against_ppl = ppl_against ? &*ppl_against : nullptr;
+  auto add_perplexity = [&](nlohmann::ordered_json* j) {
+    if (!ppl_model) return;
+    if (j) (*j)["perplexity"] = perplexity_json(a, *ppl_model, against_ppl);
+    else print_perplexity_table(a, *ppl_model, against_ppl);
+  };
+  if (a.data.empty() && a.requests.empty()) {  // perplexity alone
+    if (a.json) {
+      nlohmann::ordered_json j;
+      add_perplexity(&j);
+      std::cout << j.dump() << "\n";
+    } else {
+      add_perplexity(nullptr);
+    }
+    return 0;
+  }
   DecideOptions d;
   d.max_length = a.max_length;
   auto candidate = Engine::load({.model = a.model, .precision = *p, .threads = a.threads});
   std::unique_ptr<Engine> baseline;
   if (!a.against.empty()) baseline = Engine::load({.model = a.against, .precision = *q, .threads = a.threads});
   if (a.data.empty()) return run_requests(a, *candidate, *baseline, d);
-  return run_data(a, *candidate, baseline.get(), d);
+  return run_data(a, *candidate, baseline.get(), d, add_perplexity);
 }
 
 Register reg{{"eval", "Accuracy on labelled data, and how far a model's decisions are from another's (agreement, KL, |Δp|)",
@@ -181,6 +285,12 @@ Register reg{{"eval", "Accuracy on labelled data, and how far a model's decision
                 sub.add_option("--report", a->report, "write a self-contained HTML report (with --data)");
                 sub.add_option("--out", a->out,
                                "append one JSON line per record (with --data); a rerun skips the records already there");
+                sub.add_option("--perplexity", a->perplexity,
+                               "also (or only) the perplexity of both models on this text file, as the card measures it");
+                sub.add_option("--ctx", a->ctx, "tokens per perplexity window")->capture_default_str()->check(in_range(2, 1 << 20));
+                sub.add_option("--windows", a->windows, "perplexity windows scored at most")
+                    ->capture_default_str()
+                    ->check(in_range(1, 1 << 20));
                 sub.add_option("--summary-json", a->summary_json, "with REQUESTS: also write the summary to this file");
                 sub.add_flag("--per-request", a->per_request, "with REQUESTS: one table row per request");
                 sub.add_option("requests", a->requests,
