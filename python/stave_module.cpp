@@ -3,6 +3,8 @@
 //   import stave
 //   clef = stave.load("EliovpAI/clef-MXFP4", device="cpu", precision="fast")
 //   clef.systemone({"model": "clef", "state": "...", "questions": {...}})  # -> dict
+//   clef.chat([{"role": "user", "content": "Hi"}], temperature=0)      # -> {text, ...}
+//   clef.perplexity(open("wiki.test.raw").read())                       # -> {ppl, ...}
 //
 // Requests are dicts (or JSON text); answers are the SystemOne response as a dict, the same
 // object `stave decide` prints. Errors are stave.Error subclasses carrying the C++ messages.
@@ -10,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,6 +21,7 @@
 
 #include "decide/request.h"
 #include "engine/release_encoder.h"
+#include "stave/language_model.h"
 #include "stave/stave.h"
 #include "synth/synth_release.h"
 
@@ -105,9 +109,77 @@ stave::DecideOptions decide_options(int64_t max_length, std::optional<int64_t> m
 // A loaded release: the engine, and (made on the first encode) the tokenizer-only encoder.
 class Clef {
  public:
-  explicit Clef(const stave::EngineOptions& options) {
+  explicit Clef(const stave::EngineOptions& options) : options_(options) {
     py::gil_scoped_release free;
     engine_ = stave::Engine::load(options);
+  }
+
+  // The release as a language model (`stave chat`): `messages` is a list of chat messages or a
+  // whole OpenAI chat body; `sampling` holds the body's sampling fields (max_tokens,
+  // temperature, top_p, top_k, min_p, seed, stop, presence_penalty, frequency_penalty,
+  // repetition_penalty). Returns what `stave chat --json` prints.
+  py::dict chat(const py::handle& messages, const py::kwargs& sampling) const {
+    py::dict body;
+    if (py::isinstance<py::dict>(messages)) {
+      for (auto item : messages.cast<py::dict>()) body[item.first] = item.second;
+    } else if (py::isinstance<py::list>(messages) || py::isinstance<py::tuple>(messages)) {
+      body["messages"] = py::reinterpret_borrow<py::object>(messages);
+    } else {
+      throw py::type_error("chat takes a list of messages or an OpenAI chat body (dict)");
+    }
+    for (auto item : sampling) body[item.first] = item.second;
+    const std::string text = request_text(body);
+    stave::Generation g;
+    {
+      py::gil_scoped_release free;
+      const stave::GenerationOptions o = stave::generation_options_from_request(text);
+      g = lm().chat(text, o);
+    }
+    py::dict out;
+    out["prompt_token_ids"] = g.prompt_token_ids;
+    out["completion_token_ids"] = g.completion_token_ids;
+    out["text"] = g.text;
+    out["finish_reason"] = g.finish_reason;
+    return out;
+  }
+
+  // The card's perplexity (`stave perplexity`): `text` is tokenized and cut into non-overlapping
+  // windows of `ctx` tokens (the first `windows`), or `ids` gives the windows as token-id lists.
+  py::dict perplexity(const std::optional<std::string>& text, const std::optional<std::vector<std::vector<int32_t>>>& ids,
+                      int64_t ctx, int64_t windows, bool per_token) const {
+    if (text.has_value() == ids.has_value()) throw py::value_error("give either text or ids");
+    if (ctx < 2) throw py::value_error("ctx must be at least 2, not " + std::to_string(ctx));
+    if (windows < 1) throw py::value_error("windows must be at least 1, not " + std::to_string(windows));
+    stave::Perplexity r;
+    {
+      py::gil_scoped_release free;
+      std::vector<std::vector<int32_t>> w;
+      if (ids) {
+        w = *ids;
+      } else {
+        const std::vector<int32_t> all = lm().tokenize(*text);
+        w = stave::LanguageModel::split_windows(all, ctx, windows);
+        if (w.empty())
+          throw stave::Error(stave::ErrorKind::kInvalidRequest, "the text has " + std::to_string(all.size()) +
+                                                                   " tokens: not one window of " + std::to_string(ctx));
+      }
+      r = lm().perplexity(w);
+    }
+    auto num = [](double v) { return std::isfinite(v) ? py::object(py::float_(v)) : py::object(py::none()); };
+    py::list ws;
+    for (const stave::PerplexityWindow& pw : r.windows) {
+      py::dict d;
+      d["tokens"] = pw.tokens;
+      d["mean_nll"] = num(pw.mean_nll);
+      d["ppl"] = num(pw.ppl);
+      if (per_token) d["nll"] = pw.nll;
+      ws.append(d);
+    }
+    py::dict out;
+    out["windows"] = ws;
+    out["mean_nll"] = num(r.mean_nll);
+    out["ppl"] = num(r.ppl);
+    return out;
   }
 
   py::object systemone(const py::handle& request, int64_t max_length, std::optional<int64_t> max_state_tokens,
@@ -175,7 +247,16 @@ class Clef {
   }
 
  private:
+  // Loaded on the first chat / perplexity (the weights are memory-mapped: little is copied).
+  const stave::LanguageModel& lm() const {
+    std::call_once(lm_once_, [&] { lm_ = stave::LanguageModel::load(options_); });
+    return *lm_;
+  }
+
+  stave::EngineOptions options_;
   std::unique_ptr<stave::Engine> engine_;
+  mutable std::once_flag lm_once_;
+  mutable std::unique_ptr<stave::LanguageModel> lm_;
   mutable std::once_flag encoder_once_;
   mutable std::unique_ptr<stave::ReleaseEncoder> encoder_;
 };
@@ -232,6 +313,16 @@ PYBIND11_MODULE(stave, m) {
       .def("encode", &Clef::encode, py::arg("request"), py::kw_only(), py::arg("max_length") = 16384,
            "The reference's encode_record: {input_ids, questions: [{id, type, question_span, option_spans, "
            "option_ids}], media?}, as `stave encode` prints it.")
+      .def("chat", &Clef::chat, py::arg("messages"),
+           "Generate a chat reply (the release as a language model; cpu): messages is a list of {role, content} "
+           "or an OpenAI chat body; keyword arguments are its sampling fields (max_tokens, temperature (0: "
+           "greedy), top_p, top_k, min_p, seed, stop, ...). Returns {prompt_token_ids, completion_token_ids, "
+           "text, finish_reason}, as `stave chat --json` prints it.")
+      .def("perplexity", &Clef::perplexity, py::arg("text") = py::none(), py::kw_only(), py::arg("ids") = py::none(),
+           py::arg("ctx") = 1024, py::arg("windows") = 64, py::arg("per_token") = false,
+           "Perplexity as the card measures it: text tokenized into non-overlapping windows of ctx tokens (the "
+           "first `windows`), or ids: a list of token-id windows. Returns {windows: [{tokens, mean_nll, ppl[, "
+           "nll]}], mean_nll, ppl}, as `stave perplexity` prints it.")
       .def_property_readonly("info", &Clef::info, "the release: path, weight format, shapes, precision")
       .def("__repr__", &Clef::repr);
 

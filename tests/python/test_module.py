@@ -145,6 +145,38 @@ class ModuleMatchesCli(unittest.TestCase):
         self.assertEqual(info["precision"], "fast")
         self.assertTrue(info["path"].endswith("model-mxfp4"))
 
+    def test_chat_equals_cli_and_reference_prompt(self):
+        lm = read_json(os.path.join(FIXTURES, "public", "lm", "lm-mxfp4.json"))
+        chat = lm["chats"][0]
+        got = self.fast.chat(chat["messages"], temperature=0, max_tokens=8)
+        self.assertEqual(got["prompt_token_ids"], chat["prompt_ids"])  # the reference's rendering
+        rc, printed = cli("chat", "--model", MODEL, "--precision", "fast", "--threads", "1", "--json",
+                          "--temperature", "0", "--max-tokens", "8", "-",
+                          stdin=json.dumps({"messages": chat["messages"]}))
+        self.assertEqual(rc, 0)
+        self.assertEqual(got, printed)
+        # A whole OpenAI body works too, its own fields included.
+        body = self.fast.chat({"messages": chat["messages"], "max_tokens": 8, "temperature": 0})
+        self.assertEqual(body, got)
+
+    def test_perplexity_equals_cli(self):
+        lm = read_json(os.path.join(FIXTURES, "public", "lm", "lm-mxfp4.json"))
+        windows = [lm["perplexity"][0]["input_ids"][:24], lm["perplexity"][1]["input_ids"][:16]]
+        got = self.fast.perplexity(ids=windows, per_token=True)
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "ids.json")
+            with open(path, "w") as f:
+                json.dump(windows, f)
+            rc, printed = cli("perplexity", "--model", MODEL, "--precision", "fast", "--threads", "1",
+                              "--per-token", "--ids", path)
+        self.assertEqual(rc, 0)
+        self.assertEqual(got, printed)
+        with self.assertRaises(ValueError):
+            self.fast.perplexity()
+        with self.assertRaises(stave.Error):
+            self.fast.perplexity(ids=[[1]])  # a window needs two tokens
+
     def test_gil_is_released_while_deciding(self):
         # A long request keeps one decision busy (a second or so); the main thread, stamping the
         # time meanwhile, gets to run throughout it only if the call released the GIL (holding
