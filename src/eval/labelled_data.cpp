@@ -25,7 +25,9 @@ std::string excerpt(const JsonValue& state) {
 
 // Every label names a question of the request and one of that question's options.
 std::string check_labels(const DecisionRequest& request, const std::vector<std::pair<std::string, std::string>>& labels) {
-  for (const auto& [qid, option] : labels) {
+  for (const auto& label : labels) {
+    const std::string& qid = label.first;  // plain references: clang 14 (the fuzz build) cannot
+    const std::string& option = label.second;  // capture structured bindings in lambdas
     auto q = std::find_if(request.questions.begin(), request.questions.end(),
                           [&](const QuestionSpec& s) { return s.id == qid; });
     if (q == request.questions.end()) return "label for question \"" + qid + "\", which the request does not ask";
