@@ -94,38 +94,13 @@ QuestionAnswer answer_question(const QuestionSpec& spec, const EncodedQuestion& 
   return a;
 }
 
-void append_escaped(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
 void append_json(std::string& out, const JsonValue& v) {
   switch (v.kind()) {
     case JsonValue::Kind::kNull: out += "null"; break;
     case JsonValue::Kind::kBool: out += v.as_bool() ? "true" : "false"; break;
     case JsonValue::Kind::kInteger: out += v.as_string(); break;
     case JsonValue::Kind::kFloat: out += python_float_repr(v.as_double()); break;
-    case JsonValue::Kind::kString: append_escaped(out, v.as_string()); break;
+    case JsonValue::Kind::kString: append_python_json_string(out, v.as_string()); break;
     case JsonValue::Kind::kArray: {
       out.push_back('[');
       bool first = true;
@@ -143,7 +118,7 @@ void append_json(std::string& out, const JsonValue& v) {
       for (const JsonValue::Member& m : v.members()) {
         if (!first) out.push_back(',');
         first = false;
-        append_escaped(out, m.first);
+        append_python_json_string(out, m.first);
         out.push_back(':');
         append_json(out, m.second);
       }
@@ -154,7 +129,7 @@ void append_json(std::string& out, const JsonValue& v) {
 }
 
 void append_key(std::string& out, std::string_view key) {
-  append_escaped(out, key);
+  append_python_json_string(out, key);
   out.push_back(':');
 }
 
@@ -172,7 +147,7 @@ void append_probabilities(std::string& out, const QuestionAnswer& a) {
 void append_answer(std::string& out, const QuestionAnswer& a) {
   out.push_back('{');
   append_key(out, "type");
-  append_escaped(out, type_name(a.type));
+  append_python_json_string(out, type_name(a.type));
   switch (a.type) {
     case QuestionType::kNoul:
       out.push_back(',');
@@ -182,7 +157,7 @@ void append_answer(std::string& out, const QuestionAnswer& a) {
     case QuestionType::kChoice:
       out.push_back(',');
       append_key(out, "choice");
-      append_escaped(out, a.choice);
+      append_python_json_string(out, a.choice);
       out.push_back(',');
       append_key(out, "confidence");
       out += python_float_repr(round4(a.confidence));
@@ -271,7 +246,7 @@ SystemOneResponse build_systemone_response(const DecisionRequest& request,
 std::string render_systemone_response(const SystemOneResponse& r) {
   std::string out = "{";
   append_key(out, "model");
-  append_escaped(out, r.model);
+  append_python_json_string(out, r.model);
   out.push_back(',');
   append_key(out, "answers");
   out.push_back('{');

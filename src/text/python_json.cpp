@@ -5,11 +5,8 @@
 #include <cmath>
 
 namespace stave {
-namespace {
 
-// Python's encoder (ensure_ascii=False) escapes only '"', '\\' and the C0 controls; everything
-// else, DEL and U+2028 included, is copied as is.
-void append_string(std::string& out, const std::string& s) {
+void append_python_json_string(std::string& out, std::string_view s) {
   static const char* kHex = "0123456789abcdef";
   out.push_back('"');
   for (char ch : s) {
@@ -35,6 +32,8 @@ void append_string(std::string& out, const std::string& s) {
   out.push_back('"');
 }
 
+namespace {
+
 void append_float(std::string& out, double v) {
   // json.dumps spells the non-finite values as JavaScript does (allow_nan=True); the parser
   // never produces them.
@@ -50,7 +49,7 @@ void append_value(std::string& out, const JsonValue& v) {
     case JsonValue::Kind::kBool: out += v.as_bool() ? "true" : "false"; break;
     case JsonValue::Kind::kInteger: out += v.as_string(); break;
     case JsonValue::Kind::kFloat: append_float(out, v.as_double()); break;
-    case JsonValue::Kind::kString: append_string(out, v.as_string()); break;
+    case JsonValue::Kind::kString: append_python_json_string(out, v.as_string()); break;
     case JsonValue::Kind::kArray: {
       out.push_back('[');
       bool first = true;
@@ -75,7 +74,7 @@ void append_value(std::string& out, const JsonValue& v) {
       for (const auto* m : sorted) {
         if (!first) out.push_back(',');
         first = false;
-        append_string(out, m->first);
+        append_python_json_string(out, m->first);
         out.push_back(':');
         append_value(out, m->second);
       }
@@ -86,6 +85,7 @@ void append_value(std::string& out, const JsonValue& v) {
 }
 
 }  // namespace
+
 
 std::string python_json_dumps(const JsonValue& v) {
   std::string out;

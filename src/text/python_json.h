@@ -1,6 +1,7 @@
 // Python's spelling of JSON and numbers, byte for byte, as the Clef reference produces it.
 #pragma once
 #include <string>
+#include <string_view>
 
 #include "text/json_value.h"
 
@@ -8,6 +9,10 @@ namespace stave {
 
 // json.dumps(v, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 std::string python_json_dumps(const JsonValue& v);
+
+// Appends `s` as json.dumps(s, ensure_ascii=False) spells it: quoted, with only '"', '\\' and
+// the C0 controls escaped (everything else, DEL and U+2028 included, copied as is).
+void append_python_json_string(std::string& out, std::string_view s);
 
 // Clef's render(v): a string as is (no quotes), anything else through python_json_dumps.
 std::string clef_render(const JsonValue& v);

@@ -32,30 +32,6 @@ std::string python_str_repr(const std::string& s) {
   return out;
 }
 
-void json_string(const std::string& s, std::string& out) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
 std::string float_json(double d) {
   if (std::isnan(d)) return "NaN";
   if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
@@ -75,7 +51,7 @@ void dump(const Json& j, std::optional<int> indent, int depth, std::string& out)
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned: out += int_str(j); return;
     case Json::value_t::number_float: out += float_json(j.get<double>()); return;
-    case Json::value_t::string: json_string(j.get_ref<const std::string&>(), out); return;
+    case Json::value_t::string: append_python_json_string(out, j.get_ref<const std::string&>()); return;
     case Json::value_t::array: {
       if (j.empty()) { out += "[]"; return; }
       out += '[';
@@ -98,7 +74,7 @@ void dump(const Json& j, std::optional<int> indent, int depth, std::string& out)
         if (!first) out += item_sep;
         first = false;
         newline(depth + 1);
-        json_string(it.key(), out);
+        append_python_json_string(out, it.key());
         out += ": ";
         dump(it.value(), indent, depth + 1, out);
       }
