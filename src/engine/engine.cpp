@@ -14,11 +14,10 @@
 #include "decide/request.h"
 #include "engine/device_backbone.h"
 #include "engine/prefill_coalescer.h"
-#include "io/checksums.h"
+#include "engine/release_from_options.h"
 #include "io/release.h"
 #include "model/backbone.h"
 #include "model/joint_head.h"
-#include "model/model_check.h"
 #include "ops/backend.h"
 #include "text/tokenizer.h"
 #include "vision/media_tokens.h"
@@ -80,18 +79,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
-  const std::string dir = resolve_model_path(options.model, options.revision);
-  if (options.verify_checksums) {
-    for (const auto& r : verify_sha256sums(dir)) {
-      if (r.status == ChecksumResult::Status::kMissing)
-        throw Error(ErrorKind::kInvalidModel, dir + ": " + r.file + " is listed in SHA256SUMS but missing");
-      if (r.status == ChecksumResult::Status::kMismatch)
-        throw Error(ErrorKind::kInvalidModel, dir + ": " + r.file + " does not match its SHA256SUMS entry");
-    }
-  }
-  impl->release = open_release(dir);
+  impl->release = open_release_for(options);
   const Release& rel = *impl->release;
-  check_release_loadable(rel);
+  const std::string& dir = rel.dir;
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
   impl->backend = &cpu_backend(options.precision);
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);

@@ -13,14 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/release_from_options.h"
 #include "generate/chat_template.h"
 #include "generate/completion_text.h"
 #include "generate/sampler.h"
-#include "io/checksums.h"
 #include "io/release.h"
 #include "model/backbone.h"
 #include "model/lm_head.h"
-#include "model/model_check.h"
 #include "model/tensor_names.h"
 #include "ops/backend.h"
 #include "text/tokenizer.h"
@@ -100,14 +99,9 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options)
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
-  const std::string dir = resolve_model_path(options.model);
-  if (options.verify_checksums)
-    for (const auto& r : verify_sha256sums(dir))
-      if (r.status != ChecksumResult::Status::kOk)
-        throw Error(ErrorKind::kInvalidModel, dir + ": " + r.file + " does not match SHA256SUMS (or is missing)");
-  impl->release = open_release(dir);
+  impl->release = open_release_for(options);
   const Release& rel = *impl->release;
-  check_release_loadable(rel);
+  const std::string& dir = rel.dir;
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
   impl->backend = &cpu_backend(options.precision);
   impl->head_backend = &cpu_backend(Precision::kFast);
