@@ -28,6 +28,7 @@
 #include "server/server.h"
 #include "server/systemone_body.h"
 #include "stave/engine.h"
+#include "test_serve_util.h"
 #include "test_util.h"
 
 namespace stave::server {
@@ -153,26 +154,14 @@ std::shared_ptr<const Engine> fixture_engine(const std::string& variant) {
   return e;
 }
 
-// A Server on 127.0.0.1:<free port>, run on its own thread; stopped (gracefully) on scope exit.
-class LiveServer {
+// A Server on 127.0.0.1:<free port> (the BF16 fixture unless the options name a model), with
+// an httplib client for it.
+class LiveServer : public test::RunningServer {
  public:
-  explicit LiveServer(ServeOptions o, std::shared_ptr<const Engine> engine = nullptr) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.access_log = false;
-    if (o.engine.model.empty()) o.engine.model = test::fixture("public/model-bf16");
-    server_ = std::make_unique<Server>(std::move(o));
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->run(); });
-    if (engine) server_->set_engine(std::move(engine));
-  }
-  ~LiveServer() {
-    server_->stop();
-    thread_.join();
-  }
-  Server& server() { return *server_; }
+  explicit LiveServer(ServeOptions o, std::shared_ptr<const Engine> engine = nullptr)
+      : RunningServer(std::move(o), "public/model-bf16", std::move(engine)) {}
   std::unique_ptr<httplib::Client> client() const {
-    auto c = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", port());
     c->set_connection_timeout(30);
     c->set_read_timeout(300);  // a loaded 2-core machine can be very slow
     c->set_write_timeout(60);
@@ -184,11 +173,6 @@ class LiveServer {
   httplib::Result get(const std::string& path, const httplib::Headers& h = {}) const {
     return client()->Get(path.c_str(), h);
   }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  int port_ = 0;
 };
 
 // The body the server sends minus its two usage extras, which it must carry.

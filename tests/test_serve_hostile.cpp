@@ -37,6 +37,7 @@
 #include "server/model_names.h"
 #include "server/server.h"
 #include "stave/engine.h"
+#include "test_serve_util.h"
 #include "test_util.h"
 
 namespace stave::server {
@@ -57,29 +58,11 @@ std::shared_ptr<const Engine> mxfp4_engine() {
   return e;
 }
 
-class Live {
+// A server on the MXFP4 fixture unless the options name a model.
+class Live : public test::RunningServer {
  public:
-  explicit Live(ServeOptions o, std::shared_ptr<const Engine> engine = nullptr) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.access_log = false;
-    if (o.engine.model.empty()) o.engine.model = test::fixture("public/model-mxfp4");
-    server_ = std::make_unique<Server>(std::move(o));
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->run(); });
-    if (engine) server_->set_engine(std::move(engine));
-  }
-  ~Live() {
-    server_->stop();
-    thread_.join();
-  }
-  Server& server() { return *server_; }
-  int port() const { return port_; }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  explicit Live(ServeOptions o, std::shared_ptr<const Engine> engine = nullptr)
+      : RunningServer(std::move(o), "public/model-mxfp4", std::move(engine)) {}
 };
 
 // ---------------------------------------------------------------------------------------------

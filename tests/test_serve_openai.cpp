@@ -23,6 +23,7 @@
 #include "server/server.h"
 #include "stave/engine.h"
 #include "stave/language_model.h"
+#include "test_serve_util.h"
 #include "test_util.h"
 
 namespace stave::server {
@@ -197,39 +198,28 @@ const Fixture& fixture_models() {
   return f;
 }
 
-class LiveServer {
+// A server on the BF16 fixture with both its engine and its language model.
+class LiveServer : public test::RunningServer {
  public:
-  explicit LiveServer(ServeOptions o = {}) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.access_log = false;
-    o.engine.model = test::fixture("public/model-bf16");
-    server_ = std::make_unique<Server>(std::move(o));
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->run(); });
-    server_->set_engine(fixture_models().engine);
-    server_->set_language_model(fixture_models().lm);
+  explicit LiveServer(ServeOptions o = {})
+      : RunningServer(with_bf16_model(std::move(o)), "public/model-bf16", fixture_models().engine) {
+    server().set_language_model(fixture_models().lm);
   }
-  ~LiveServer() {
-    server_->stop();
-    thread_.join();
-  }
-  Server& server() { return *server_; }
-  int port() const { return port_; }
   httplib::Result post(const std::string& path, const std::string& body) const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c("127.0.0.1", port());
     c.set_read_timeout(120);
     return c.Post(path, body, "application/json");
   }
   httplib::Result get(const std::string& path) const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c("127.0.0.1", port());
     return c.Get(path);
   }
 
  private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  static ServeOptions with_bf16_model(ServeOptions o) {
+    o.engine.model = test::fixture("public/model-bf16");
+    return o;
+  }
 };
 
 // The hooks the server uses: on_token sees every generated id; a raised cancel flag stops the
