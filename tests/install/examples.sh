@@ -41,5 +41,8 @@ for program in "$work/examples/example_decide" "$work/decide-pc"; do
   grep -q '^{"model":"clef","answers"' "$work/out.txt" || fail "$program printed no response: $(head -c 300 "$work/out.txt")"
 done
 # The programs use the installed library, not the build folder's.
-ldd "$work/examples/example_decide" | grep -q "$prefix" || fail "example_decide does not load the installed libstave: $(ldd "$work/examples/example_decide" | grep stave)"
+# (ldd's output is read whole first: `ldd | grep -q` under pipefail fails when grep stops early
+# and ldd, still writing, gets SIGPIPE.)
+libs=$(ldd "$work/examples/example_decide")
+grep -q "$prefix" <<<"$libs" || fail "example_decide does not load the installed libstave: $(grep stave <<<"$libs")"
 finish "install + examples"
