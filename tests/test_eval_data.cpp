@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_temp.h"
 #include "eval/classify_adapter.h"
 #include "eval/label_scoring.h"
 #include "eval/labelled_data.h"
@@ -50,7 +51,7 @@ TEST(EvalData, BadRecordsCarryAnErrorNamingTheProblem) {
 }
 
 TEST(EvalData, ReadsEveryNonBlankLineAndKeepsBadOnes) {
-  const std::string path = ::testing::TempDir() + "/eval_data_lines.jsonl";
+  const std::string path = stave::test::temp_dir() + "/eval_data_lines.jsonl";
   std::ofstream(path) << kRecord << "\n\n{bad\n" << kRecord << "\r\n";
   const auto records = read_labelled_jsonl(path);
   ASSERT_EQ(records.size(), 3u);
@@ -131,7 +132,7 @@ TEST(EvalClassify, HumanizesLabelNames) {
 }
 
 TEST(EvalClassify, BuildsOneChoiceQuestionOver151Labels) {
-  const std::string dir = ::testing::TempDir() + "/eval_classify";
+  const std::string dir = stave::test::temp_dir() + "/eval_classify";
   std::filesystem::create_directories(dir);
   std::ofstream names(dir + "/labels.txt");
   for (int i = 0; i < 151; ++i) names << "intent_" << i << "_name\n";
@@ -165,7 +166,7 @@ TEST(EvalClassify, BuildsOneChoiceQuestionOver151Labels) {
 }
 
 TEST(EvalClassify, ReadsCsvWithLabelsFromTheData) {
-  const std::string path = ::testing::TempDir() + "/eval_classify.csv";
+  const std::string path = stave::test::temp_dir() + "/eval_classify.csv";
   std::ofstream(path) << "id,utterance,intent\n1,\"Where is my card, please?\",card_arrival\n2,refund me,refund\n"
                       << "3,short row\n4,again,card_arrival\n";
   ClassifyOptions o;
@@ -245,7 +246,7 @@ TEST(EvalMetrics, SummaryCountsLabelledQuestionsAndAgreement) {
 }
 
 TEST(EvalResults, LogRoundTripsAndResumes) {
-  const std::string path = ::testing::TempDir() + "/eval_results.jsonl";
+  const std::string path = stave::test::temp_dir() + "/eval_results.jsonl";
   std::filesystem::remove(path);
   const std::string run = R"({"model":"m","against":"b"})";
   const RecordResult a = result(1, "a", "b", "a", 0.125, 0.3);

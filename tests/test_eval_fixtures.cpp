@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_temp.h"
 #include "test_util.h"
 #include "util/mapped_file.h"
 
@@ -107,7 +108,7 @@ class EvalFixtures : public ::testing::Test {
   void SetUp() override {
     STAVE_REQUIRE_FIXTURE("public/cases");
     if (!fs::exists(stave_binary())) GTEST_SKIP() << "build the stave_cli target first";
-    dir_ = ::testing::TempDir() + "/eval_fixtures";
+    dir_ = stave::test::temp_dir() + "/eval_fixtures";
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "eval/label_scoring.h"
 #include "eval/report_html.h"
 #include "util/mapped_file.h"
@@ -75,7 +76,7 @@ bool saturated(const uint8_t* p) { return std::max({p[0], p[1], p[2]}) - std::mi
 TEST(EvalReport, RendersInHeadlessChromium) {
   const std::string browser = chromium();
   ASSERT_FALSE(browser.empty()) << "no chromium: install it (scripts/install-deps.sh) or set STAVE_CHROMIUM";
-  const std::string dir = ::testing::TempDir() + "/eval_report";
+  const std::string dir = stave::test::temp_dir() + "/eval_report";
   fs::remove_all(dir);
   fs::create_directories(dir + "/profile");
   const auto rs = results();

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "export/qwen35_gguf.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
@@ -27,7 +28,7 @@ std::vector<uint8_t> bytes_of(const gguf::File& f, const gguf::TensorEntry& t) {
 }
 
 TEST(Gguf, WrittenFileReadsBack) {
-  const std::string path = ::testing::TempDir() + "/roundtrip.gguf";
+  const std::string path = stave::test::temp_dir() + "/roundtrip.gguf";
   gguf::Writer w;
   w.add_string("general.architecture", "qwen35");
   w.add_u32("qwen35.block_count", 3);
@@ -77,7 +78,7 @@ TEST(Gguf, WrittenFileReadsBack) {
 }
 
 TEST(Gguf, ReaderRefusesBrokenFiles) {
-  const std::string path = ::testing::TempDir() + "/broken.gguf";
+  const std::string path = stave::test::temp_dir() + "/broken.gguf";
   gguf::Writer w;
   w.add_string("general.architecture", "qwen35");
   w.add_tensor("t", {8}, gguf::TensorType::kF32);
@@ -132,7 +133,7 @@ void ggml_dequantize_block(const uint8_t b[17], float out[32]) {
 
 TEST(Gguf, ExportedTinyReleaseHasLlamaCppNamesAndLosslessMxfp4) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
-  const std::string dir = ::testing::TempDir() + "/gguf-tiny-mxfp4", out = ::testing::TempDir() + "/tiny.gguf";
+  const std::string dir = stave::test::temp_dir() + "/gguf-tiny-mxfp4", out = stave::test::temp_dir() + "/tiny.gguf";
   fs::remove_all(dir);
   synth::SynthOptions so;
   so.preset = "tiny";
@@ -196,7 +197,7 @@ TEST(Gguf, ExportedTinyReleaseHasLlamaCppNamesAndLosslessMxfp4) {
 TEST(Gguf, ExportRefusesShapesLlamaCppCannotHold) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
   // alt: linear key and value head sizes differ.
-  const std::string dir = ::testing::TempDir() + "/gguf-alt";
+  const std::string dir = stave::test::temp_dir() + "/gguf-alt";
   fs::remove_all(dir);
   synth::SynthOptions so;
   so.preset = "alt";
@@ -205,7 +206,7 @@ TEST(Gguf, ExportRefusesShapesLlamaCppCannotHold) {
   synth::synth_release(so);
   gguf::ExportOptions eo;
   eo.model = dir;
-  eo.out = ::testing::TempDir() + "/alt.gguf";
+  eo.out = stave::test::temp_dir() + "/alt.gguf";
   try {
     gguf::export_qwen35_gguf(eo);
     FAIL() << "expected kUnsupported";

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "io/checksums.h"
 #include "io/gguf.h"
 #include "io/gguf_reader.h"
@@ -53,7 +54,7 @@ TEST(LoaderLimits, JsonDepthCountsBracketsOutsideStrings) {
 }
 
 TEST(LoaderLimits, ReadFileRefusesAFileOverItsLimit) {
-  const fs::path p = fs::path(::testing::TempDir()) / "limits-read-file.txt";
+  const fs::path p = fs::path(stave::test::temp_dir()) / "limits-read-file.txt";
   std::ofstream(p) << std::string(101, 'x');
   EXPECT_EQ(read_file(p.string(), 101).size(), 101u);
   expect_refused([&] { read_file(p.string(), 100); }, {p.string(), "101 bytes", "limit of 100"});

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "io/release.h"
 #include "io/tensor_store.h"
 #include "model/linear_weight.h"
@@ -217,7 +218,7 @@ TEST(Awq, EditsAreFoldedIntoTheWrittenRelease) {
 
   QuantizeOptions o;
   o.in_dir = in;
-  o.out_dir = (fs::path(::testing::TempDir()) / "stave-awq-release").string();
+  o.out_dir = (fs::path(stave::test::temp_dir()) / "stave-awq-release").string();
   fs::remove_all(o.out_dir);
   o.exclude = {"re:model\\.language_model\\.layers\\.1\\.mlp\\."};
   o.edits = &edits;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "quant/calibration.h"
 #include "stave/errors.h"
 
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 std::vector<int32_t> bytes(std::string_view s) { return std::vector<int32_t>(s.begin(), s.end()); }
 
 std::string write(const std::string& name, const std::string& text) {
-  fs::path p = fs::path(::testing::TempDir()) / name;
+  fs::path p = fs::path(stave::test::temp_dir()) / name;
   std::ofstream(p, std::ios::binary) << text;
   return p.string();
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_temp.h"
 #include "io/release.h"
 #include "model/linear_weight.h"
 #include "model/model_check.h"
@@ -214,7 +215,7 @@ TEST(QuarkConfig, RefusesKvCacheSoftmaxAndNonLinearTypeQuantization) {
 // A copy of the MXFP4 fixture release with another quantization_config (big files linked).
 std::string release_with_config(const json& quant, const std::string& name) {
   fs::path src = test::fixture("public/model-mxfp4");
-  fs::path dst = fs::path(::testing::TempDir()) / name;
+  fs::path dst = fs::path(stave::test::temp_dir()) / name;
   fs::remove_all(dst);
   fs::create_directories(dst);
   for (const auto& e : fs::directory_iterator(src))

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_temp.h"
 #include "io/checksums.h"
 #include "io/release.h"
 #include "io/tensor_store.h"
@@ -22,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_out(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("stave-quantize-" + name);
+  fs::path p = fs::path(stave::test::temp_dir()) / ("stave-quantize-" + name);
   fs::remove_all(p);
   return p.string();
 }

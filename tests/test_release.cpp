@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "io/checksums.h"
 #include "io/release.h"
 #include "model/model_check.h"
@@ -91,7 +92,7 @@ class HfCache : public ::testing::Test {
     for (const char* v : {"HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"})
       if (const char* old = std::getenv(v)) saved_.emplace_back(v, old);
     for (const char* v : {"HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) unsetenv(v);
-    root_ = fs::path(::testing::TempDir()) / "stave-hf-cache";
+    root_ = fs::path(stave::test::temp_dir()) / "stave-hf-cache";
     fs::remove_all(root_);
   }
   void TearDown() override {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "io/safetensors.h"
 #include "stave/errors.h"
 #include "test_util.h"
@@ -103,7 +104,7 @@ TEST(Safetensors, RejectsHostileFiles) {
 }
 
 TEST(Safetensors, WriteThenReadRoundTrips) {
-  std::string path = ::testing::TempDir() + "/roundtrip.safetensors";
+  std::string path = stave::test::temp_dir() + "/roundtrip.safetensors";
   std::vector<float> a{1.f, 2.f, 3.f};
   std::vector<uint8_t> b{7, 8};
   write_safetensors(path, {{"x", DType::kF32, {3}, a.data(), 12}, {"y", DType::kU8, {1, 2}, b.data(), 2}},

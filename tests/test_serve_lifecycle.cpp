@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_temp.h"
 #include "test_util.h"
 
 namespace stave {
@@ -63,7 +64,7 @@ TEST(ServeLifecycle, SigtermDrainsInFlightRequestsAndExitsZero) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   const std::string binary = std::string(STAVE_BINARY_DIR) + "/stave";
   ASSERT_TRUE(fs::exists(binary)) << binary << " (build the stave_cli target)";
-  const fs::path log = fs::path(::testing::TempDir()) / ("serve-lifecycle-" + std::to_string(::getpid()) + ".log");
+  const fs::path log = fs::path(stave::test::temp_dir()) / ("serve-lifecycle-" + std::to_string(::getpid()) + ".log");
   const std::string model = test::fixture("public/model-bf16");
 
   const pid_t pid = ::fork();

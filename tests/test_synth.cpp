@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_temp.h"
 #include "io/release.h"
 #include "io/safetensors.h"
 #include "model/model_check.h"
@@ -30,7 +31,7 @@ TEST(Synth, TinyAndAltPresetsAreLoadableReleases) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
   for (std::string preset : {"tiny", "alt"}) {
     for (std::string format : {"bf16", "mxfp4"}) {
-      std::string dir = ::testing::TempDir() + "/synth-" + preset + "-" + format;
+      std::string dir = stave::test::temp_dir() + "/synth-" + preset + "-" + format;
       fs::remove_all(dir);
       synth::synth_release(options(preset, format, dir, 7));
       auto r = open_release(dir);
@@ -43,8 +44,8 @@ TEST(Synth, TinyAndAltPresetsAreLoadableReleases) {
 
 TEST(Synth, SameSeedSameBytesAndMxfp4IsTheQuantizedBf16) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
-  std::string a = ::testing::TempDir() + "/synth-a", b = ::testing::TempDir() + "/synth-b",
-              q = ::testing::TempDir() + "/synth-q";
+  std::string a = stave::test::temp_dir() + "/synth-a", b = stave::test::temp_dir() + "/synth-b",
+              q = stave::test::temp_dir() + "/synth-q";
   for (auto& d : {a, b, q}) fs::remove_all(d);
   synth::synth_release(options("tiny", "bf16", a, 3));
   synth::synth_release(options("tiny", "bf16", b, 3));

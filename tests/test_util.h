@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_temp.h"
 #include "synth/synth_release.h"
 #include "util/mapped_file.h"
 
@@ -93,7 +94,7 @@ inline std::vector<std::string> fixture_cases() {
 // per test binary, so tests running side by side never share one). Its reference outputs
 // (transformers 5.17, fp32) are in tests/data/alt.
 inline std::string synth_alt_release(const std::string& format, const std::string& tag) {
-  const std::string dir = ::testing::TempDir() + "/" + tag + "-alt-" + format;
+  const std::string dir = stave::test::temp_dir() + "/" + tag + "-alt-" + format;
   std::filesystem::remove_all(dir);
   synth::SynthOptions o;
   o.preset = "alt";

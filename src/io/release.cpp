@@ -52,7 +52,7 @@ std::string resolve_model_path(const std::string& dir_or_repo, const std::string
   const auto slash = dir_or_repo.find('/');
   const fs::path repo = hub / ("models--" + dir_or_repo.substr(0, slash) + "--" + dir_or_repo.substr(slash + 1));
   const std::string download = "huggingface-cli download " + dir_or_repo + (revision.empty() ? "" : " --revision " + revision);
-  const std::string how = "download it with `" + download + "` (or `hf download" + download.substr(16) +
+  const std::string how = "download it with `" + download + "` (or `hf " + download.substr(16) +
                           "`), or pass --model with the folder that holds its files";
   std::string commit;
   const fs::path ref = repo / "refs" / rev;
