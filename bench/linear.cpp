@@ -15,7 +15,7 @@
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/cpu_linear.h"
 #include "ops/reference.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "util/bf16.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "quant/calibration.h"
+#include "quantize/calibration.h"
 #include "stave/errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "io/model_config.h"
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 #include "stave/errors.h"
 
 namespace {

@@ -20,7 +20,7 @@
 #include "backends/cpu/linear/bf16_tile_gemm.h"
 #include "backends/cpu/linear/kernels.h"
 #include "ops/reference.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "stave/errors.h"
 #include "util/bf16.h"
 

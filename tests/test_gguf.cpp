@@ -12,7 +12,7 @@
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
 #include "io/release.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "stave/errors.h"
 #include "synth/synth_release.h"
 #include "test_util.h"

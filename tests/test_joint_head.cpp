@@ -14,7 +14,7 @@
 #include "model/joint_head.h"
 #include "model/tensor_names.h"
 #include "ops/multihead_attention.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "stave/errors.h"
 #include "test_util.h"
 #include "util/bf16.h"

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "test_util.h"
 #include "util/bf16.h"
 

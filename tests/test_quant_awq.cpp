@@ -1,4 +1,4 @@
-// AWQ (src/quant/awq.h) on synthetic activations with LLM-like outlier channels: the folded
+// AWQ (src/quantize/awq.h) on synthetic activations with LLM-like outlier channels: the folded
 // weights compute the same function, the W4A4 quantized MLP gets closer to the float one on
 // held-out tokens, the clip search clips what costs nothing, and the edits reach the release.
 #include <algorithm>
@@ -11,11 +11,11 @@
 #include "test_temp.h"
 #include "io/release.h"
 #include "io/tensor_store.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "model/model_check.h"
 #include "model/tensor_names.h"
-#include "quant/awq.h"
-#include "quant/quantize_release.h"
+#include "quantize/awq.h"
+#include "quantize/quantize_release.h"
 #include "test_util.h"
 #include "util/bf16.h"
 

@@ -1,4 +1,4 @@
-// Reading AWQ calibration files (src/quant/calibration.h): .txt paragraphs, .jsonl strings,
+// Reading AWQ calibration files (src/quantize/calibration.h): .txt paragraphs, .jsonl strings,
 // {"text"} and {"input_ids"} lines, sample count and truncation, and the errors.
 #include <filesystem>
 #include <fstream>
@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "test_temp.h"
-#include "quant/calibration.h"
+#include "quantize/calibration.h"
 #include "stave/errors.h"
 
 namespace stave::quant {

@@ -1,4 +1,4 @@
-// Reading Quark quantization_config into a per-linear plan (src/quant/quark_config.h): the
+// Reading Quark quantization_config into a per-linear plan (src/formats/quark_config.h): the
 // fixture's config, precedence rules on synthetic configs, each refusal, the checkpoint check
 // and the plan-driven weight binding.
 #include <filesystem>
@@ -10,10 +10,10 @@
 
 #include "test_temp.h"
 #include "io/release.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "model/model_check.h"
 #include "ops/reference.h"
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 #include "stave/errors.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
 #include "io/release.h"
 #include "io/safetensors.h"
 #include "model/model_check.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "synth/synth_release.h"
 #include "test_util.h"
 #include "util/bf16.h"

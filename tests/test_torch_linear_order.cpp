@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "ops/reference.h"
 #include "ops/torch_linear_order.h"
 #include "test_util.h"

@@ -3,11 +3,11 @@
 #include <iostream>
 
 #include "command.h"
-#include "quant/awq.h"
-#include "quant/awq_release.h"
-#include "quant/calibration.h"
-#include "quant/quantize_release.h"
-#include "quant/quark_config.h"
+#include "quantize/awq.h"
+#include "quantize/awq_release.h"
+#include "quantize/calibration.h"
+#include "quantize/quantize_release.h"
+#include "formats/quark_config.h"
 #include "stave/errors.h"
 #include "util/progress.h"
 
@@ -19,7 +19,7 @@ struct QuantizeArgs {
   std::string shard_size = "5GB";
   std::string scale_mode = "even";
   bool progress = false, no_progress = false;
-  // AWQ (src/quant/awq.h)
+  // AWQ (src/quantize/awq.h)
   bool awq = false;
   std::string calib;
   quant::CalibrationOptions calib_options;

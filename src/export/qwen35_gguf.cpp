@@ -9,8 +9,8 @@
 
 #include "io/gguf_writer.h"
 #include "io/release.h"
-#include "quant/mxfp4.h"
-#include "quant/quark_export.h"
+#include "formats/mxfp4.h"
+#include "formats/quark_export.h"
 #include "stave/errors.h"
 #include "util/bf16.h"
 #include "util/mapped_file.h"

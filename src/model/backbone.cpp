@@ -5,7 +5,7 @@
 #include <string>
 
 #include "model/tensor_names.h"
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
 

@@ -15,7 +15,7 @@
 #include "io/model_config.h"
 #include "io/release.h"
 #include "io/tensor_store.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "model/text_layers/decoder_layer.h"
 #include "ops/backend.h"
 #include "ops/rope.h"

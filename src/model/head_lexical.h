@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "io/release.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 
 namespace stave {
 

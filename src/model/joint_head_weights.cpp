@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "model/tensor_names.h"
 #include "ops/head_ops.h"
 #include "ops/reference.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "model/tensor_names.h"
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 #include "stave/errors.h"
 
 namespace stave {

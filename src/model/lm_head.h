@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "io/release.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "ops/backend.h"
 
 namespace stave {

@@ -1,7 +1,7 @@
 #include "model/model_check.h"
 
 #include "model/tensor_names.h"
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 #include "stave/errors.h"
 
 namespace stave {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "ops/attention.h"
 #include "ops/gated_delta_net.h"
 #include "ops/head_memory.h"

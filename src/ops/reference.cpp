@@ -5,7 +5,7 @@
 
 #include "ops/torch_cpu_order.h"
 #include "ops/torch_linear_order.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "util/bf16.h"
 
 namespace stave::ref {

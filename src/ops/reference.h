@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 
 namespace stave::ref {
 

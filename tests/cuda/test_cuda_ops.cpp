@@ -1,4 +1,4 @@
-// Every CUDA op against its fp32 reference op (src/ops, src/quant/mxfp4) on random shapes.
+// Every CUDA op against its fp32 reference op (src/ops, src/formats/mxfp4) on random shapes.
 // Outputs are poisoned (NaN) before each GPU call so an unwritten element fails.
 #include <cstring>
 #include <limits>
@@ -15,7 +15,7 @@
 #include "ops/head_ops.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "util/bf16.h"
 
 namespace stave {

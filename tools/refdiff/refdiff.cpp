@@ -21,7 +21,7 @@
 #include "io/release.h"
 #include "io/safetensors.h"
 #include "model/backbone.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "ops/backend.h"
 #include "ops/conv1d.h"
 #include "ops/elementwise.h"

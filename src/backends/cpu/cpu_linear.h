@@ -16,7 +16,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 
 namespace stave::cpu {
 

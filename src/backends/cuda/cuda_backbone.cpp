@@ -11,7 +11,7 @@
 #include "model/tensor_names.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 #include "util/stage_timer.h"
 
 namespace stave::cuda {

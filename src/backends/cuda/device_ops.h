@@ -20,7 +20,7 @@
 
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/device_buffer.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "ops/attention.h"
 #include "ops/gated_delta_net.h"
 

@@ -1,5 +1,5 @@
 // Linear layers on the GPU: weights resident in their stored format, MXFP4 activation QDQ
-// bit-exact with src/quant/mxfp4, products on cuBLAS (BF16 tensor cores in fast mode, DGEMM in
+// bit-exact with src/formats/mxfp4, products on cuBLAS (BF16 tensor cores in fast mode, DGEMM in
 // exact mode). MXFP4 weights are expanded to a BF16 (or fp64) scratch tile per call.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

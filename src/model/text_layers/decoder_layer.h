@@ -34,7 +34,7 @@ class DecoderLayer {
   State new_state(int64_t max_tokens) const;
 
   // Sees the MLP's input (the post_attention_layernorm output) [tokens, hidden] of a chunk;
-  // AWQ calibration collects it (src/quant/awq_backbone_source.h).
+  // AWQ calibration collects it (src/quantize/awq_backbone_source.h).
   using MlpInputObserver = std::function<void(const float* x, int64_t tokens)>;
 
   // h: the residual stream rows of chunk's tokens [chunk.tokens, hidden], updated in place.

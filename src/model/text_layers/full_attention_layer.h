@@ -7,7 +7,7 @@
 
 #include "io/model_config.h"
 #include "io/tensor_store.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "model/text_layers/token_chunk.h"
 #include "ops/backend.h"
 

@@ -4,7 +4,7 @@
 
 #include "io/model_config.h"
 #include "io/tensor_store.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "ops/backend.h"
 
 namespace stave {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "backends/cpu/linear/kernels.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 
 namespace stave::cpu::kern {
 namespace {

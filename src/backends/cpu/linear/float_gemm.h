@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 
 namespace stave::cpu::kern {
 namespace {

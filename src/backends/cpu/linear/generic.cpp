@@ -6,7 +6,7 @@
 #include "backends/cpu/linear/kernels.h"
 #include "backends/cpu/linear/w4a4_gemm.h"
 #include "ops/reference.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "util/bf16.h"
 
 namespace stave::cpu::kern {

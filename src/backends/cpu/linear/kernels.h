@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "model/linear_weight.h"
-#include "quant/mxfp4.h"
+#include "formats/linear_weight.h"
+#include "formats/mxfp4.h"
 
 namespace stave::cpu::kern {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "backends/cpu/linear/kernels.h"
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 
 namespace stave::cpu::kern {
 namespace {

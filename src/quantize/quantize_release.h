@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "io/model_config.h"
-#include "quant/mxfp4.h"
-#include "quant/weight_edits.h"
+#include "formats/mxfp4.h"
+#include "quantize/weight_edits.h"
 #include "util/progress.h"
 
 namespace stave::quant {

@@ -21,8 +21,8 @@
 
 #include "io/model_config.h"
 #include "io/tensor_store.h"
-#include "quant/mxfp4.h"
-#include "quant/weight_edits.h"
+#include "formats/mxfp4.h"
+#include "quantize/weight_edits.h"
 
 namespace stave::quant {
 

@@ -1,8 +1,8 @@
-#include "quant/quark_export.h"
+#include "formats/quark_export.h"
 
 #include "model/tensor_names.h"
-#include "quant/mxfp4.h"
-#include "quant/quark_config.h"
+#include "formats/mxfp4.h"
+#include "formats/quark_config.h"
 
 namespace stave::quark {
 

@@ -1,8 +1,8 @@
-#include "quant/weight_edits.h"
+#include "quantize/weight_edits.h"
 
 #include <algorithm>
 
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 #include "util/bf16.h"
 
 namespace stave::quant {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/model_config.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 
 namespace stave::quark {
 

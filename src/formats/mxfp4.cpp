@@ -1,4 +1,4 @@
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "io/tensor_store.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 
 namespace stave {
 namespace quant {
@@ -29,11 +29,11 @@ struct LinearWeight {
 };
 
 // Binds `prefix`.weight (and .weight_scale for MXFP4) from the store and checks its shape.
-// `quantize_input` comes from the quantization config (see src/quant/quark_config.h).
+// `quantize_input` comes from the quantization config (see src/formats/quark_config.h).
 LinearWeight bind_linear(const TensorStore& store, const std::string& prefix, int64_t out, int64_t in,
                          bool quantize_input_if_mxfp4 = true);
 
-// The same, with the release's quantization plan (src/quant/quark_config.h): whether the
+// The same, with the release's quantization plan (src/formats/quark_config.h): whether the
 // activation is quantized, and with which scale mode, comes from quantization_config, and a
 // weight stored otherwise than the plan says is an Error naming it. A null plan (a release
 // without quantization_config) behaves as the overload above.

@@ -1,9 +1,9 @@
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 
 #include <nlohmann/json.hpp>
 
 #include "model/tensor_names.h"
-#include "quant/name_match.h"
+#include "formats/name_match.h"
 #include "stave/errors.h"
 #include "util/json_limits.h"
 

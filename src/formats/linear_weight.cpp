@@ -1,8 +1,8 @@
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 
 #include <cstring>
 
-#include "quant/quark_config.h"
+#include "formats/quark_config.h"
 #include "stave/errors.h"
 #include "util/bf16.h"
 

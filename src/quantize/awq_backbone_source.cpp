@@ -1,4 +1,4 @@
-#include "quant/awq_backbone_source.h"
+#include "quantize/awq_backbone_source.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "quant/calibration.h"
+#include "quantize/calibration.h"
 
 #include <filesystem>
 #include <sstream>

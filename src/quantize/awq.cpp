@@ -1,9 +1,9 @@
-#include "quant/awq.h"
+#include "quantize/awq.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "model/linear_weight.h"
+#include "formats/linear_weight.h"
 #include "model/tensor_names.h"
 #include "stave/errors.h"
 #include "util/bf16.h"

@@ -1,11 +1,11 @@
-#include "quant/awq_release.h"
+#include "quantize/awq_release.h"
 
 #include <set>
 
 #include "io/release.h"
 #include "model/backbone.h"
-#include "quant/awq_backbone_source.h"
-#include "quant/quantize_release.h"
+#include "quantize/awq_backbone_source.h"
+#include "quantize/quantize_release.h"
 #include "stave/errors.h"
 #include "text/tokenizer.h"
 

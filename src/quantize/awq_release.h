@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "quant/awq.h"
-#include "quant/calibration.h"
-#include "quant/weight_edits.h"
+#include "quantize/awq.h"
+#include "quantize/calibration.h"
+#include "quantize/weight_edits.h"
 
 namespace stave::quant {
 

@@ -1,4 +1,4 @@
-// The calibration activations AWQ needs (src/quant/awq.h), produced by running a release's
+// The calibration activations AWQ needs (src/quantize/awq.h), produced by running a release's
 // float backbone on calibration token sequences layer by layer, as Quark does: every sequence
 // goes through layer l (its MLP input captured) before any goes through layer l + 1, so only
 // the residual streams of the calibration set and one layer's MLP inputs are held at a time
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/backbone.h"
-#include "quant/awq.h"
+#include "quantize/awq.h"
 
 namespace stave::quant {
 

@@ -1,4 +1,4 @@
-#include "quant/name_match.h"
+#include "formats/name_match.h"
 
 #include <fnmatch.h>
 

@@ -19,7 +19,7 @@
 
 #include "io/model_config.h"
 #include "io/tensor_store.h"
-#include "quant/mxfp4.h"
+#include "formats/mxfp4.h"
 
 namespace stave::quant {
 

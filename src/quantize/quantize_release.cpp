@@ -1,4 +1,4 @@
-#include "quant/quantize_release.h"
+#include "quantize/quantize_release.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,9 +17,9 @@
 #include "io/safetensors_writer.h"
 #include "io/tensor_store.h"
 #include "model/tensor_names.h"
-#include "quant/name_match.h"
-#include "quant/quark_config.h"
-#include "quant/quark_export.h"
+#include "formats/name_match.h"
+#include "formats/quark_config.h"
+#include "formats/quark_export.h"
 #include "stave/errors.h"
 #include "util/bf16.h"
 #include "util/mapped_file.h"
