@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/registry.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/op_kernels.h"
 #include "ops/backend.h"

@@ -1,3 +1,4 @@
+#include "backends/registry.h"
 #include "bench/bench_run.h"
 
 #include <omp.h>

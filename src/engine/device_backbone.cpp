@@ -1,40 +1,34 @@
 #include "engine/device_backbone.h"
 
-#include "stave/errors.h"
+#include <mutex>
 
-#ifdef STAVE_WITH_CUDA
-#include "backends/cuda/cuda_backbone.h"
-#include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/device_ops.h"
-#endif
+#include "backends/registry.h"
 
 namespace stave {
 
 std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options) {
   if (options.device.empty() || options.device == "cpu") return nullptr;
-  if (options.device != "cuda")
-    throw Error(ErrorKind::kUnsupported, "device must be cpu or cuda, not \"" + options.device + "\"");
-#ifdef STAVE_WITH_CUDA
-  if (!cuda::device_available())
-    throw Error(ErrorKind::kUnsupported, "device cuda: no CUDA GPU is visible to this process");
-  auto gpu = std::make_shared<cuda::CudaBackbone>(release, options.precision);
-  return std::make_shared<DeviceBackbone>(
-      [gpu](std::span<const BackboneSequence> seqs) { return gpu->forward_lent(seqs); });
-#else
-  (void)release;
-  throw Error(ErrorKind::kUnsupported, "device cuda: this stave was built without CUDA (configure with -DSTAVE_CUDA=ON)");
-#endif
+  struct Device {
+    std::shared_ptr<const Backend> backend;
+    std::unique_ptr<Backbone> backbone;  // destroyed before the backend it lives on
+    std::mutex mutex;                    // one prefill at a time on the device
+    ~Device() { backbone.reset(); }
+  };
+  auto d = std::make_shared<Device>();
+  d->backend = make_backend(options.device, options.precision);
+  d->backbone = std::make_unique<Backbone>(release, *d->backend);
+  d->backend->synchronize();  // the weights are resident before the first request
+  return std::make_shared<DeviceBackbone>([d](std::span<const BackboneSequence> seqs) {
+    std::lock_guard lock(d->mutex);
+    return d->backbone->forward_lent(seqs);
+  });
 }
 
-std::unique_ptr<Backend> make_device_head_backend(const EngineOptions& options) {
+std::shared_ptr<const Backend> make_device_head_backend(const EngineOptions& options) {
   if (options.device != "cuda" || options.precision == Precision::kExact) return nullptr;
-#ifdef STAVE_WITH_CUDA
-  cuda::CudaBackendOptions o;
+  BackendOptions o;
   o.keep_matmul_weights = true;  // the head's weights live as long as the engine
-  return std::make_unique<cuda::CudaBackend>(options.precision, o);
-#else
-  return nullptr;  // make_device_backbone has already refused "cuda"
-#endif
+  return make_backend(options.device, options.precision, o);
 }
 
 }  // namespace stave

@@ -1,6 +1,7 @@
-// Where the backbone runs: EngineOptions::device picks the CPU Backbone ("cpu") or the
-// GPU-resident one ("cuda", only in builds with -DSTAVE_CUDA=ON). The joint head, the vision
-// tower and the encoding stay on the CPU either way.
+// Where the backbone runs: EngineOptions::device picks the CPU ("cpu") or a device backend
+// ("cuda", only in builds with -DSTAVE_CUDA=ON); the model code is the same Backbone either
+// way (src/model/backbone.h over the backend of src/backends/registry.h). The joint head, the
+// vision tower and the encoding stay on the host.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,15 +21,15 @@ namespace stave {
 // Backbone::forward's contract; the hidden states are lent (see LentHiddenStates), not copied.
 using DeviceBackbone = std::function<LentHiddenStates(std::span<const BackboneSequence>)>;
 
-// nullptr for device "cpu"; the GPU backbone for "cuda". An unknown device, or "cuda" in a
-// build without CUDA or on a machine without a GPU, is an Error naming it. The returned
-// object owns the device state; `release` must outlive it.
+// nullptr for device "cpu"; the backbone on the device's backend otherwise. An unknown device,
+// or "cuda" in a build without CUDA or on a machine without a GPU, is an Error naming it. The
+// returned object owns the backend and the model's resident weights; `release` must outlive it.
 std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options);
 
 // The backend for the joint head's products over all L rows (memory and key/value
 // projections) when the backbone runs on a GPU in fast precision: the GPU's, with the head's
 // fp32 weights resident there. nullptr otherwise, and the head runs on the CPU backend (exact
 // precision keeps the head on the reference kernels, which follow torch's CPU order).
-std::unique_ptr<Backend> make_device_head_backend(const EngineOptions& options);
+std::shared_ptr<const Backend> make_device_head_backend(const EngineOptions& options);
 
 }  // namespace stave

@@ -1,6 +1,7 @@
 // One decision, end to end: parse → encode (+ images) → vision tower → backbone → joint head →
 // answers. Everything heavy is loaded once in Engine::load; decide() only reads shared state,
 // so it is safe to call from many threads.
+#include "backends/registry.h"
 #include "stave/engine.h"
 
 #include <omp.h>
@@ -62,7 +63,7 @@ struct Engine::Impl {
   std::unique_ptr<Backbone> backbone;
   std::shared_ptr<DeviceBackbone> device_backbone;  // set when options.device is not "cpu"
   std::unique_ptr<PrefillCoalescer> coalescer;      // device backbone with batch_tokens > 0
-  std::unique_ptr<Backend> head_backend;            // the GPU's, for a fast decision on cuda
+  std::shared_ptr<const Backend> head_backend;      // the GPU's, for a fast decision on cuda
   std::unique_ptr<JointHead> head;
   std::unique_ptr<VisionTower> vision;
   MediaTokenIds media_ids;

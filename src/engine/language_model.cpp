@@ -1,6 +1,7 @@
 // The release as a language model: the CPU backbone (prefill / decode steps over a
 // SequenceState) and the lm_head; perplexity of token windows; generation with a sampler, stop
 // tokens / strings and streaming text; chat through the release's chat template.
+#include "backends/registry.h"
 #include "stave/language_model.h"
 
 #include <omp.h>
@@ -64,6 +65,8 @@ struct LanguageModel::Impl {
   EngineOptions options;
   std::unique_ptr<Release> release;
   std::unique_ptr<Tokenizer> tokenizer;
+  // The backbone's backend (cpu or cuda: the same model code); outlives the backbone.
+  std::shared_ptr<const Backend> device_backend;
   const Backend* backend = nullptr;
   // The lm_head's product (vocab outputs per row) runs on the vectorized fp32 kernels in both
   // precisions: exact in blocks of fewer than 16 rows, where the CPU linear is fp32 FMA and
@@ -94,8 +97,6 @@ LanguageModel::LanguageModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 LanguageModel::~LanguageModel() = default;
 
 std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options) {
-  if (options.device != "cpu")
-    throw Error(ErrorKind::kUnsupported, "the language model runs on the CPU only for now (device \"" + options.device + "\")");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
@@ -103,7 +104,9 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options)
   const Release& rel = *impl->release;
   const std::string& dir = rel.dir;
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
-  impl->backend = &cpu_backend(options.precision);
+  // The backbone on the chosen device; the lm_head's product stays on the host for now.
+  impl->device_backend = make_backend(options.device, options.precision);
+  impl->backend = impl->device_backend.get();
   impl->head_backend = &cpu_backend(Precision::kFast);
   impl->head_rows = options.precision == Precision::kExact ? 15 : 64;
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "model/tensor_names.h"
@@ -59,55 +60,35 @@ Backbone::Backbone(const ModelConfig& config, const TensorStore& weights, const 
   // checkpoint stored otherwise than its config says is refused here, naming the tensor.
   const std::optional<quant::QuantPlan> plan = quant::QuantPlan::from_model_config(config);
   if (plan) plan->check_against(weights);
-  // The embedding is a table, never quantized as an input; bind it like a linear to read rows.
+  // The embedding is a table, never quantized as an input; bind it like a linear to read rows
+  // on the host (only the rows of a request's tokens travel to the backend).
   embed_tokens_ = bind_linear(weights, kTextPrefix + "embed_tokens", config_.vocab_size, config_.hidden_size, false);
   layers_.reserve(static_cast<size_t>(config_.num_hidden_layers));
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) layers_.emplace_back(weights, config_, l, plan ? &*plan : nullptr);
-  final_norm_ = read_f32(weights, kTextPrefix + "norm.weight", config_.hidden_size);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
+    layers_.emplace_back(weights, config_, l, plan ? &*plan : nullptr, backend_);
+  final_norm_ = backend_.to_device(Tensor::host(read_f32(weights, kTextPrefix + "norm.weight", config_.hidden_size)));
 }
 
-std::vector<float> Backbone::embed(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides) const {
+void Backbone::embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides, float* h) const {
   const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size;
-  std::vector<float> h(static_cast<size_t>(L * H));
   for (int64_t t = 0; t < L; ++t) {
     const int32_t id = ids[t];
     if (id < 0 || id >= config_.vocab_size)
       throw Error(ErrorKind::kInvalidRequest, "token id " + std::to_string(id) + " at position " + std::to_string(t) +
                                                   " is outside the vocabulary [0, " +
                                                   std::to_string(config_.vocab_size) + ")");
-    ref::weight_row_f32(embed_tokens_, id, h.data() + t * H);
   }
-  for (const EmbeddingOverride& o : overrides) {
+  for (const EmbeddingOverride& o : overrides)
     if (o.position < 0 || o.position >= L || o.values == nullptr)
       throw Error(ErrorKind::kInternal, "embedding override at position " + std::to_string(o.position) +
                                             " is outside the sequence of " + std::to_string(L) + " tokens");
-    std::memcpy(h.data() + o.position * H, o.values, static_cast<size_t>(H) * sizeof(float));
-  }
-  return h;
+#pragma omp parallel for schedule(static) if (L > 256)
+  for (int64_t t = 0; t < L; ++t) ref::weight_row_f32(embed_tokens_, ids[t], h + t * H);
+  for (const EmbeddingOverride& o : overrides)
+    std::memcpy(h + o.position * H, o.values, static_cast<size_t>(H) * sizeof(float));
 }
 
-std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
-                                     std::span<const EmbeddingOverride> overrides) const {
-  Sequence seq = start(ids, positions, overrides);
-  for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
-  return finish(seq);
-}
-
-Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const int32_t> positions,
-                                   std::span<const EmbeddingOverride> overrides) const {
-  const int64_t L = static_cast<int64_t>(ids.size());
-  if (!positions.empty() && static_cast<int64_t>(positions.size()) != 3 * L)
-    throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(positions.size()) +
-                                          " values, expected 3 × " + std::to_string(L));
-  Sequence seq;
-  seq.tokens = L;
-  seq.h = embed(ids, overrides);
-  rope_tables(seq, positions, 0);
-  return seq;
-}
-
-void Backbone::rope_tables(Sequence& seq, std::span<const int32_t> positions, int64_t first) const {
-  const int64_t L = seq.tokens;
+void Backbone::rope_rows(std::span<const int32_t> positions, int64_t first, int64_t L, float* cos, float* sin) const {
   if (L == 0) return;
   // RoPE angles of every position, shared by all full-attention layers: O(L × rotary_dim).
   // Computed with the reference formula on every backend: the fp32 angles are part of the
@@ -119,14 +100,38 @@ void Backbone::rope_tables(Sequence& seq, std::span<const int32_t> positions, in
     for (int64_t t = 0; t < L; ++t) arange[t] = static_cast<int32_t>(first + t);
     pt = ph = pw = arange.data();
   } else {
+    if (static_cast<int64_t>(positions.size()) != 3 * L)
+      throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(positions.size()) +
+                                            " values, expected 3 × " + std::to_string(L));
     pt = positions.data();
     ph = pt + L;
     pw = ph + L;
   }
-  const int64_t half = rope_.half();
-  seq.cos.resize(static_cast<size_t>(L * half));
-  seq.sin.resize(static_cast<size_t>(L * half));
-  ref::mrope_cos_sin(rope_, pt, ph, pw, L, seq.cos.data(), seq.sin.data());
+  ref::mrope_cos_sin(rope_, pt, ph, pw, L, cos, sin);
+}
+
+std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                                     std::span<const EmbeddingOverride> overrides) const {
+  Sequence seq = start(ids, positions, overrides);
+  for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
+  return finish(seq);
+}
+
+Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                                   std::span<const EmbeddingOverride> overrides) const {
+  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size, half = rope_.half();
+  if (!positions.empty() && static_cast<int64_t>(positions.size()) != 3 * L)
+    throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(positions.size()) +
+                                          " values, expected 3 × " + std::to_string(L));
+  Tensor h = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
+  embed_rows(ids, overrides, h.data<float>());
+  rope_rows(positions, 0, L, cos.data<float>(), sin.data<float>());
+  Sequence seq;
+  seq.tokens = L;
+  seq.h = backend_.to_device(h);
+  seq.cos = backend_.to_device(cos);
+  seq.sin = backend_.to_device(sin);
+  return seq;
 }
 
 void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpInputObserver* mlp_input) const {
@@ -134,33 +139,98 @@ void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpIn
     throw Error(ErrorKind::kInternal, "layer " + std::to_string(index) + " is outside the model's " +
                                           std::to_string(num_layers()) + " layers");
   if (seq.tokens == 0) return;
-  DecoderLayer::State state = layers_[static_cast<size_t>(index)].new_state(seq.tokens);
-  run_layer_from(index, seq, state, 0, mlp_input);
+  DecoderLayer::State state = layers_[static_cast<size_t>(index)].new_state(backend_, 1, seq.tokens);
+  run_layer_from(index, seq.h.data<float>(), seq.tokens, seq.cos, seq.sin, state, 0, mlp_input);
 }
 
-void Backbone::run_layer_from(int64_t index, Sequence& seq, DecoderLayer::State& state, int64_t begin,
+void Backbone::run_layer_from(int64_t index, float* h, int64_t L, const Tensor& cos, const Tensor& sin,
+                              DecoderLayer::State& state, int64_t begin,
                               const DecoderLayer::MlpInputObserver* mlp_input) const {
-  const int64_t L = seq.tokens, H = config_.hidden_size, half = rope_.half();
+  const int64_t H = config_.hidden_size, half = rope_.half();
   if (L == 0) return;
   // The exact path runs the whole sequence in one step, as the reference does: where ATen's
   // element-wise kernels switch between vector and scalar code depends on the whole tensor.
   int64_t C = options_.chunk_tokens;
-  if (C == 0) C = &backend_ == &reference_backend() ? L : BackboneOptions::kDefaultChunkTokens;
+  if (C == 0) C = backend_.preferred_step_tokens();
+  if (C == 0) C = L;
   const DecoderLayer& layer = layers_[static_cast<size_t>(index)];
   for (int64_t c0 = 0; c0 < L; c0 += C) {
-    TokenChunk chunk;
-    chunk.begin = begin + c0;
-    chunk.tokens = std::min(C, L - c0);
-    chunk.rope_cos = seq.cos.data() + c0 * half;
-    chunk.rope_sin = seq.sin.data() + c0 * half;
-    layer.forward(backend_, seq.h.data() + c0 * H, chunk, state, mlp_input);
+    TokenBatch step;
+    step.rows = std::min(C, L - c0);
+    step.slices = {SequenceSlice{0, step.rows, begin + c0}};
+    step.rope_cos = cos.data<float>() + c0 * half;
+    step.rope_sin = sin.data<float>() + c0 * half;
+    layer.forward(backend_, h + c0 * H, step, state, mlp_input);
   }
+}
+
+Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std::vector<int64_t>& starts) const {
+  const int64_t n_seq = static_cast<int64_t>(sequences.size()), H = config_.hidden_size, half = rope_.half();
+  if (n_seq > 65535) throw Error(ErrorKind::kInvalidRequest, "a batch holds at most 65535 sequences");
+  // Packed rows: sequence b holds rows [starts[b], starts[b + 1]).
+  starts.assign(static_cast<size_t>(n_seq + 1), 0);
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const BackboneSequence& q = sequences[b];
+    const int64_t Lb = static_cast<int64_t>(q.ids.size());
+    if (!q.positions.empty() && static_cast<int64_t>(q.positions.size()) != 3 * Lb)
+      throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(q.positions.size()) +
+                                            " values, expected 3 × " + std::to_string(Lb));
+    starts[b + 1] = starts[b] + Lb;
+  }
+  const int64_t L = starts.back();
+  // Embedding rows and RoPE angles on the host (every id is checked before anything runs).
+  Tensor hh = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const BackboneSequence& q = sequences[b];
+    const int64_t r0 = starts[b], Lb = starts[b + 1] - r0;
+    embed_rows(q.ids, q.overrides, hh.data<float>() + r0 * H);
+    rope_rows(q.positions, 0, Lb, cos.data<float>() + r0 * half, sin.data<float>() + r0 * half);
+  }
+  if (L == 0) return backend_.empty({0, H});
+  if (n_seq == 1) {  // one sequence: the stepped path
+    Sequence seq{L, backend_.to_device(hh), backend_.to_device(cos), backend_.to_device(sin)};
+    for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
+    backend_.rms_norm_zero_centered(seq.h.data<float>(), L, H, final_norm_.data<float>(),
+                                    static_cast<float>(config_.rms_norm_eps), seq.h.data<float>());
+    return seq.h;
+  }
+  const Tensor h = backend_.to_device(hh);
+  const Tensor dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
+  TokenBatch batch;
+  batch.rows = L;
+  for (int64_t b = 0; b < n_seq; ++b) batch.slices.push_back({starts[b], starts[b + 1] - starts[b], 0});
+  batch.rope_cos = dcos.data<float>();
+  batch.rope_sin = dsin.data<float>();
+  for (const DecoderLayer& layer : layers_) {
+    int64_t longest = 0;
+    for (const SequenceSlice& q : batch.slices) longest = std::max(longest, q.tokens);
+    DecoderLayer::State state = layer.new_state(backend_, n_seq, longest);
+    layer.forward(backend_, h.data<float>(), batch, state);
+  }
+  backend_.rms_norm_zero_centered(h.data<float>(), L, H, final_norm_.data<float>(),
+                                  static_cast<float>(config_.rms_norm_eps), h.data<float>());
+  return h;
+}
+
+LentHiddenStates Backbone::forward_lent(std::span<const BackboneSequence> sequences) const {
+  std::vector<int64_t> starts;
+  const Tensor h = forward_batch(sequences, starts);
+  LentHiddenStates out;
+  if (sequences.empty()) return out;
+  const Tensor host = backend_.to_host(h);
+  const int64_t H = config_.hidden_size;
+  const float* rows = host.empty() ? nullptr : host.data<float>();
+  for (size_t b = 0; b + 1 < starts.size(); ++b)
+    out.sequences.emplace_back(rows ? rows + starts[b] * H : nullptr, static_cast<size_t>((starts[b + 1] - starts[b]) * H));
+  out.hold = host.storage();
+  return out;
 }
 
 Backbone::SequenceState Backbone::new_state(int64_t expected_tokens) const {
   SequenceState s;
   s.layers.reserve(layers_.size());
-  for (const DecoderLayer& layer : layers_) s.layers.push_back(layer.new_state(std::max<int64_t>(expected_tokens, 0)));
+  for (const DecoderLayer& layer : layers_)
+    s.layers.push_back(layer.new_state(backend_, 1, std::max<int64_t>(expected_tokens, 0)));
   return s;
 }
 
@@ -168,26 +238,31 @@ std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState&
   if (state.layers.size() != layers_.size())
     throw Error(ErrorKind::kInternal, "sequence state has " + std::to_string(state.layers.size()) +
                                           " layers, the model " + std::to_string(layers_.size()));
-  const int64_t L = static_cast<int64_t>(ids.size());
+  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size, half = rope_.half();
   if (state.tokens + L > config_.max_position_embeddings)
     throw Error(ErrorKind::kRequestTooLarge, "the sequence would reach " + std::to_string(state.tokens + L) +
                                                  " tokens, past the model's max_position_embeddings " +
                                                  std::to_string(config_.max_position_embeddings));
-  Sequence seq;
-  seq.tokens = L;
-  seq.h = embed(ids, {});
-  rope_tables(seq, {}, state.tokens);
-  for (int64_t l = 0; l < num_layers(); ++l) run_layer_from(l, seq, state.layers[static_cast<size_t>(l)], state.tokens, nullptr);
+  Tensor h = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
+  embed_rows(ids, {}, h.data<float>());
+  rope_rows({}, state.tokens, L, cos.data<float>(), sin.data<float>());
+  Sequence seq{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin)};
+  for (int64_t l = 0; l < num_layers(); ++l)
+    run_layer_from(l, seq.h.data<float>(), L, seq.cos, seq.sin, state.layers[static_cast<size_t>(l)], state.tokens,
+                   nullptr);
   state.tokens += L;
   return finish(seq);
 }
 
 std::vector<float> Backbone::finish(Sequence& seq) const {
   const int64_t H = config_.hidden_size;
-  if (seq.tokens > 0)
-    backend_.rms_norm_zero_centered(seq.h.data(), seq.tokens, H, final_norm_.data(),
-                                    static_cast<float>(config_.rms_norm_eps), seq.h.data());
-  return std::move(seq.h);
+  std::vector<float> out(static_cast<size_t>(seq.tokens * H));
+  if (seq.tokens == 0) return out;
+  backend_.rms_norm_zero_centered(seq.h.data<float>(), seq.tokens, H, final_norm_.data<float>(),
+                                  static_cast<float>(config_.rms_norm_eps), seq.h.data<float>());
+  backend_.copy_to_host(seq.h, out.data());
+  seq.h = Tensor();
+  return out;
 }
 
 }  // namespace stave

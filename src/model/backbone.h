@@ -2,10 +2,16 @@
 // final zero-centred RMSNorm. `forward` returns the final-normed hidden state of every
 // position, which is what the joint schema head reads (the LM head is never applied).
 //
-// The pass is layer-major: each layer runs over the whole sequence in token chunks before the
-// next layer starts, carrying its state (conv history, delta-rule state, KV cache) from chunk
-// to chunk. Temporaries are O(chunk × layer width); the residual stream is O(L × hidden), and
-// one full-attention layer's KV cache O(L × 2·n_kv·head_dim) while that layer runs.
+// Written once for every backend: the residual stream, the layers' temporaries and the
+// per-sequence state live in the backend's memory (host for the CPU backends, the GPU's for
+// CUDA); only the embedding rows and RoPE tables go in and the hidden states come out.
+//
+// The pass is layer-major: each layer runs over the whole sequence in token steps before the
+// next layer starts, carrying its state (conv history, delta-rule state, KV cache) from step
+// to step. Temporaries are O(step × layer width); the residual stream is O(L × hidden), and
+// one full-attention layer's KV cache O(L × 2·n_kv·head_dim) while that layer runs. Several
+// sequences packed into one pass (forward_batch) share the linear layers' rows; the conv, the
+// delta rule and attention keep each sequence apart.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,6 +22,7 @@
 #include "io/release.h"
 #include "io/tensor_store.h"
 #include "formats/linear_weight.h"
+#include "model/text_layers/token_chunk.h"
 #include "model/text_layers/decoder_layer.h"
 #include "ops/backend.h"
 #include "ops/rope.h"
@@ -36,9 +43,9 @@ struct BackboneSequence {
   std::span<const EmbeddingOverride> overrides;
 };
 
-// Hidden states a device backbone hands over without copying them into fresh vectors: one span
-// of L·hidden_size floats per sequence, in host memory the backbone owns and keeps for as long
-// as this object (its `hold`) lives; drop it once the head is done with them.
+// Hidden states handed over without copying them into fresh vectors: one span of
+// L·hidden_size floats per sequence, in host memory kept for as long as this object (its
+// `hold`) lives (page-locked memory the CUDA backend reuses); drop it once the head is done.
 struct LentHiddenStates {
   std::vector<std::span<const float>> sequences;
   std::shared_ptr<void> hold;
@@ -50,22 +57,24 @@ struct LentHiddenStates {
 // O(chunk_tokens × widest projection) + the ops' bounded scratch (src/backends/cpu/cpu_backend.h).
 // Nothing is L×L: attention walks keys in tiles with an online softmax.
 struct BackboneOptions {
-  // Tokens per layer step (a multiple of 64 keeps GDN chunks aligned). 0: the whole sequence in
-  // one step on the reference backend (the exact path rounds like the reference only then, see
-  // docs/numerics.md) and kDefaultChunkTokens on the others.
+  // Tokens per layer step of one sequence (a multiple of 64 keeps GDN chunks aligned). 0: the
+  // backend's preferred_step_tokens() — the whole sequence on the reference backend (the exact
+  // path rounds like the reference only then, see docs/numerics.md) and on CUDA, 256 on the
+  // CPU backend. Packed sequences (forward_batch) always run in one step.
   int64_t chunk_tokens = 0;
-  static constexpr int64_t kDefaultChunkTokens = 256;
 };
 
 class Backbone {
  public:
-  // Binds every weight once. Linear weights stay in the mapped checkpoint, so `weights` (the
-  // release) must outlive the Backbone; small tensors are copied to fp32.
+  // Binds every weight once and makes it resident on `backend` (backend.prepare; the CPU
+  // backends use linear weights in place from the mapped checkpoint, so `weights` (the
+  // release) must outlive the Backbone); small tensors are copied to fp32.
   Backbone(const ModelConfig& config, const TensorStore& weights, const Backend& backend,
            BackboneOptions options = {});
   Backbone(const Release& release, const Backend& backend, BackboneOptions options = {});
 
   const TextConfig& config() const { return config_; }
+  const Backend& backend() const { return backend_; }
   int64_t hidden_size() const { return config_.hidden_size; }
 
   // ids: [L] token ids in [0, vocab_size).
@@ -75,23 +84,33 @@ class Backbone {
   std::vector<float> forward(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
                              std::span<const EmbeddingOverride> overrides = {}) const;
 
+  // Batched prefill: the sequences packed into one pass. Returns the final-normed hidden states
+  // of all rows [Σ L, hidden] in the backend's memory; sequence b holds rows
+  // [starts[b], starts[b + 1]). Each sequence's rows equal forward() of it alone, up to the
+  // accumulation order of products over more rows.
+  Tensor forward_batch(std::span<const BackboneSequence> sequences, std::vector<int64_t>& starts) const;
+  // forward_batch with the hidden states in host memory, lent (no copy on a CPU backend).
+  LentHiddenStates forward_lent(std::span<const BackboneSequence> sequences) const;
+
   // Layer-by-layer stepping, for work that needs every sequence at one layer before the next
-  // (AWQ calibration). forward() is start(), run_layer() for each layer, finish().
+  // (AWQ calibration) or a check between layers (cancellation). forward() is start(),
+  // run_layer() for each layer, finish().
   struct Sequence {
     int64_t tokens = 0;
-    std::vector<float> h;         // residual stream [tokens, hidden]
-    std::vector<float> cos, sin;  // RoPE tables [tokens, rotary_dim / 2]
+    Tensor h;         // residual stream [tokens, hidden], in the backend's memory
+    Tensor cos, sin;  // RoPE tables [tokens, rotary_dim / 2], in the backend's memory
   };
   Sequence start(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
                  std::span<const EmbeddingOverride> overrides = {}) const;
   void run_layer(int64_t layer, Sequence& seq, const DecoderLayer::MlpInputObserver* mlp_input = nullptr) const;
-  // Applies the final norm; returns the hidden states (seq.h, moved out).
+  // Applies the final norm; returns the hidden states in host memory.
   std::vector<float> finish(Sequence& seq) const;
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
   // --- Incremental use (text generation): the per-sequence state persists across calls. ---
   // What one sequence has seen so far: each full-attention layer's KV cache and each Gated
-  // DeltaNet layer's conv window and recurrent state, and the number of tokens consumed.
+  // DeltaNet layer's conv window and recurrent state (in the backend's memory), and the number
+  // of tokens consumed.
   struct SequenceState {
     int64_t tokens = 0;
     std::vector<DecoderLayer::State> layers;
@@ -112,12 +131,15 @@ class Backbone {
 
  private:
   std::vector<float> extend(std::span<const int32_t> ids, SequenceState& state) const;
-  // The RoPE tables of text positions first … first + L − 1, or of explicit M-RoPE positions.
-  void rope_tables(Sequence& seq, std::span<const int32_t> positions, int64_t first) const;
-  // Runs layer `index` over seq's tokens in chunks, continuing `state` from token `begin`.
-  void run_layer_from(int64_t index, Sequence& seq, DecoderLayer::State& state, int64_t begin,
-                      const DecoderLayer::MlpInputObserver* mlp_input) const;
-  std::vector<float> embed(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides) const;
+  // Host RoPE tables of text positions first … first + L − 1, or of explicit M-RoPE positions,
+  // written at cos/sin [L, rotary_dim / 2].
+  void rope_rows(std::span<const int32_t> positions, int64_t first, int64_t L, float* cos, float* sin) const;
+  // Runs layer `index` over one sequence's rows h [L, hidden] in steps, continuing `state`
+  // (one sequence) from token `begin`.
+  void run_layer_from(int64_t index, float* h, int64_t L, const Tensor& cos, const Tensor& sin,
+                      DecoderLayer::State& state, int64_t begin, const DecoderLayer::MlpInputObserver* mlp_input) const;
+  // Checks ids against the vocabulary and writes their embedding rows (then the overrides).
+  void embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides, float* h) const;
 
   TextConfig config_;
   const Backend& backend_;
@@ -125,7 +147,7 @@ class Backbone {
   RopeSpec rope_;
   LinearWeight embed_tokens_;  // [vocab, hidden], rows read on demand
   std::vector<DecoderLayer> layers_;
-  std::vector<float> final_norm_;
+  Tensor final_norm_;
 };
 
 }  // namespace stave

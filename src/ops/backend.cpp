@@ -1,8 +1,11 @@
 #include "ops/backend.h"
 
+#include <cstring>
+
+#include "stave/errors.h"
+
 #include "ops/torch_cpu_order.h"
 
-#include "backends/cpu/cpu_backend.h"
 
 #include "ops/conv1d.h"
 #include "ops/elementwise.h"
@@ -11,6 +14,80 @@
 #include "ops/rope.h"
 
 namespace stave {
+
+Tensor Backend::empty(Tensor::Shape shape, DType dtype) const { return Tensor::host_empty(std::move(shape), dtype); }
+
+Tensor Backend::zeros(Tensor::Shape shape, DType dtype) const {
+  Tensor t = empty(std::move(shape), dtype);
+  fill_zero(t);
+  return t;
+}
+
+void Backend::fill_zero(const Tensor& t) const {
+  if (t.bytes()) std::memset(t.raw(), 0, t.bytes());
+}
+
+void Backend::copy_from_host(const void* host, const Tensor& dst) const {
+  if (dst.bytes()) std::memcpy(dst.raw(), host, dst.bytes());
+}
+
+void Backend::copy_to_host(const Tensor& src, void* host) const {
+  if (src.bytes()) std::memcpy(host, src.raw(), src.bytes());
+}
+
+void Backend::copy(const Tensor& src, const Tensor& dst) const {
+  if (src.bytes() > dst.bytes())
+    throw Error(ErrorKind::kInternal, "copy of " + src.describe() + " into the smaller " + dst.describe());
+  if (src.bytes()) std::memmove(dst.raw(), src.raw(), src.bytes());
+}
+
+Tensor Backend::to_device(const Tensor& host) const {
+  if (host.device() != Device::kCpu)
+    throw Error(ErrorKind::kInternal, "to_device takes a host tensor, not " + host.describe());
+  if (device() == Device::kCpu) return host;
+  Tensor t = empty(host.shape(), host.dtype());
+  copy_from_host(host.raw(), t);
+  return t;
+}
+
+Tensor Backend::to_host(const Tensor& t) const {
+  if (t.device() != device())
+    throw Error(ErrorKind::kInternal, std::string("to_host on the ") + name() + " backend of " + t.describe());
+  return t;  // host memory already
+}
+
+void Backend::add_inplace(float* h, const float* y, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) h[i] += y[i];
+}
+
+void Backend::split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(q + r * d, qg + r * 2 * d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(gate + r * d, qg + r * 2 * d + d, static_cast<size_t>(d) * sizeof(float));
+  }
+}
+
+void Backend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
+                                      std::span<const int64_t> starts, float* states, float* out) const {
+  for (size_t b = 0; b + 1 < starts.size(); ++b) {
+    const int64_t r0 = starts[b], n = starts[b + 1] - r0;
+    if (n <= 0) continue;
+    GatedDeltaInput one = in;
+    one.tokens = n;
+    one.q = in.q + r0 * in.stride;
+    one.k = in.k + r0 * in.stride;
+    one.v = in.v + r0 * in.stride;
+    one.g = in.g + r0 * dims.n_v_heads;
+    one.beta = in.beta + r0 * dims.n_v_heads;
+    float* state = states + static_cast<int64_t>(b) * dims.state_floats();
+    float* o = out + r0 * dims.n_v_heads * dims.d_v;
+    // One token takes the per-token recurrence, as HF does.
+    if (n == 1)
+      gated_delta_rule_recurrent(dims, one, state, o);
+    else
+      gated_delta_rule(dims, one, state, o);
+  }
+}
 
 void Backend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const { ref::linear(w, x, M, y); }
 
@@ -92,9 +169,5 @@ const Backend& reference_backend() {
   return backend;
 }
 
-// Until the vectorized CPU backend lands, every precision uses the reference kernels.
-const Backend& cpu_backend(Precision precision) {
-  return precision == Precision::kExact ? reference_backend() : cpu::fast_backend();
-}
 
 }  // namespace stave

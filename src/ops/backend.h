@@ -1,16 +1,31 @@
-// The kernels a model runs on. The model code (src/model) is written against this interface;
-// the reference backend is plain fp32 loops (the oracle and `--precision exact`), the CPU
-// backend (src/backends/cpu) overrides ops with vectorized, multithreaded kernels, and the
-// CUDA backend lives apart (src/backends/cuda). An op a backend does not override falls back
-// to the reference implementation (the ref:: function named in the comment).
+// The kernels a model runs on, and the memory they run in. The model code (src/model) is
+// written once against this interface: the reference backend is plain fp32 loops (the oracle
+// and `--precision exact`), the CPU backend (src/backends/cpu) overrides ops with vectorized,
+// multithreaded kernels, and the CUDA backend (src/backends/cuda) runs them on the GPU. An op
+// a backend does not override falls back to the reference implementation (the ref:: function
+// named in the comment).
+//
+// Memory: every backend allocates tensors in its own memory (`empty`, `zeros`); the pointers
+// the ops of the text model take (linear … attention_causal, add_inplace, split_query_gate)
+// point into that memory — host memory for the CPU backends, device memory for CUDA. Copies
+// between the host and a device happen only where the model asks for them (to_device,
+// to_host, copy_from_host, copy_to_host); on the CPU backends they are no-ops or memcpy.
+//
+// The ops of the joint head and the vision tower (attention_dense, matmul_nt,
+// gelu_tanh_inplace, patch_embed, head_memory) take host memory on every backend: those parts
+// run on the host and hand their large products to the backend, which copies as it needs.
 #pragma once
 #include <cstdint>
 #include <memory>
+
+#include <span>
+#include <vector>
 
 #include "formats/linear_weight.h"
 #include "ops/attention.h"
 #include "ops/gated_delta_net.h"
 #include "ops/head_memory.h"
+#include "ops/tensor.h"
 #include "stave/options.h"
 
 namespace stave {
@@ -19,6 +34,30 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const { return "reference"; }
+
+  // --- memory ---
+  virtual Device device() const { return Device::kCpu; }
+  // An uninitialised tensor in this backend's memory.
+  virtual Tensor empty(Tensor::Shape shape, DType dtype = DType::kF32) const;
+  Tensor zeros(Tensor::Shape shape, DType dtype = DType::kF32) const;
+  virtual void fill_zero(const Tensor& t) const;
+  // host [dst.bytes()] -> dst (in this backend's memory), and back.
+  virtual void copy_from_host(const void* host, const Tensor& dst) const;
+  virtual void copy_to_host(const Tensor& src, void* host) const;
+  // src -> dst, both in this backend's memory, src.bytes() bytes (dst at least as large).
+  virtual void copy(const Tensor& src, const Tensor& dst) const;
+  // A host tensor in this backend's memory: the same tensor on a CPU backend (no copy).
+  Tensor to_device(const Tensor& host) const;
+  // A tensor of this backend as a host tensor: the same tensor on a CPU backend. A device
+  // backend copies into host memory it may keep for reuse (page-locked on CUDA) and waits.
+  virtual Tensor to_host(const Tensor& t) const;
+  // Tokens per layer step the model should use for one sequence (0: the whole sequence).
+  virtual int64_t preferred_step_tokens() const { return 0; }
+  // Waits for the ops queued so far (a no-op where ops run synchronously).
+  virtual void synchronize() const {}
+  // Makes a linear weight resident in this backend's memory ahead of its first product (the
+  // CPU backends use it in place from the mapped checkpoint; CUDA uploads it once).
+  virtual void prepare(const LinearWeight& w) const {}
 
   // y[M, w.out] = x[M, w.in] · Wᵀ (+ bias); W4A4 activation quantization for MXFP4 weights.
   virtual void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const;
@@ -34,6 +73,10 @@ class Backend {
   // --- element-wise (elementwise.h) ---
   virtual void silu_mul(const float* gate, const float* up, int64_t n, float* y) const;
   virtual void sigmoid_mul(float* x, const float* gate, int64_t n) const;
+  // h[i] += y[i] (the residual add, one fp32 rounding per element as torch's).
+  virtual void add_inplace(float* h, const float* y, int64_t n) const;
+  // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
+  virtual void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const;
 
   // --- Gated DeltaNet (conv1d.h, gated_delta_net.h) ---
   virtual void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
@@ -46,6 +89,11 @@ class Backend {
   // Decode / oracle: the per-token recurrence.
   virtual void gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
                                           float* out) const;
+  // Packed sequences: in.tokens rows, sequence b holding rows [starts[b], starts[b + 1]) with
+  // its own state block states + b · dims.state_floats(). The default runs gated_delta_rule
+  // (or the recurrence for a one-token sequence) on each; CUDA runs them side by side.
+  virtual void gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
+                                       std::span<const int64_t> starts, float* states, float* out) const;
 
   // --- full attention (rope.h, attention.h) ---
   virtual void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
@@ -53,7 +101,7 @@ class Backend {
   virtual void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
                                 const float* k, const float* v, float* out) const;
 
-  // --- vision tower and joint head (attention.h, head_ops.h, reference.h) ---
+  // --- vision tower and joint head (attention.h, head_ops.h, reference.h); host memory ---
   // Non-causal attention, every query over all kv_rows keys (ref::attention_dense).
   virtual void attention_dense(const AttentionShape& shape, const float* q, int64_t q_stride, int64_t q_rows,
                                const float* k, const float* v, int64_t kv_stride, int64_t kv_rows, float* out,
@@ -76,7 +124,5 @@ class Backend {
 
 // fp32 reference kernels (never changes numerics; the oracle).
 const Backend& reference_backend();
-// The fastest backend this CPU supports for `precision` (exact -> reference).
-const Backend& cpu_backend(Precision precision);
 
 }  // namespace stave

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/cuda/cuda_backbone.h"
+#include "backends/registry.h"
 #include "decide/request.h"
 #include "cuda_test_util.h"
 #include "io/release.h"
@@ -26,6 +26,22 @@ using ojson = nlohmann::ordered_json;
 
 class CudaFixtures : public ::testing::TestWithParam<std::string> {};
 
+// The one Backbone over the CUDA backend (the same model code as on the CPU).
+struct GpuBackbone {
+  std::shared_ptr<const Backend> backend;
+  std::unique_ptr<Backbone> model;
+  GpuBackbone(const Release& rel, Precision p)
+      : backend(make_backend("cuda", p)), model(std::make_unique<Backbone>(rel, *backend)) {}
+  ~GpuBackbone() { model.reset(); }  // before the backend its tensors live on
+  std::vector<float> forward(std::span<const int32_t> ids) const { return model->forward(ids); }
+  std::vector<std::vector<float>> forward_batch(std::span<const BackboneSequence> seqs) const {
+    const LentHiddenStates lent = model->forward_lent(seqs);
+    std::vector<std::vector<float>> out;
+    for (std::span<const float> rows : lent.sequences) out.emplace_back(rows.begin(), rows.end());
+    return out;
+  }
+};
+
 std::string model_dir(const std::string& variant) { return test::fixture("public/model-" + variant); }
 
 TEST_P(CudaFixtures, BackboneHiddenStatesMatchReference) {
@@ -33,7 +49,7 @@ TEST_P(CudaFixtures, BackboneHiddenStatesMatchReference) {
   STAVE_REQUIRE_FIXTURE("public/model-" + GetParam());
   const auto rel = open_release(model_dir(GetParam()));
   const Backbone cpu(*rel, reference_backend());
-  const cuda::CudaBackbone exact(*rel, Precision::kExact), fast(*rel, Precision::kFast);
+  const GpuBackbone exact(*rel, Precision::kExact), fast(*rel, Precision::kFast);
   std::mt19937 rng(9);
   for (int64_t L : {1, 37, 300}) {
     std::vector<int32_t> ids(L);
@@ -234,7 +250,7 @@ TEST_P(CudaFixtures, BatchedPrefillMatchesOneSequenceAtATime) {
   for (const auto& v : ids) seqs.push_back({v, {}, {}});
   for (Precision p : {Precision::kExact, Precision::kFast}) {
     const bool exact = p == Precision::kExact;
-    const cuda::CudaBackbone gpu(*rel, p);
+    const GpuBackbone gpu(*rel, p);
     const auto batch = gpu.forward_batch(seqs);
     ASSERT_EQ(batch.size(), seqs.size());
     for (size_t b = 0; b < seqs.size(); ++b) {

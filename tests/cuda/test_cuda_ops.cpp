@@ -1,10 +1,13 @@
-// Every CUDA op against its fp32 reference op (src/ops, src/formats/mxfp4) on random shapes.
+// What only the CUDA backend has, against the fp32 reference ops: the MXFP4 activation QDQ
+// kernel, each attention kernel choice and score budget, and the head's host-memory products.
+// The text model's ops run for every backend in tests/test_backend_ops.cpp.
 // Outputs are poisoned (NaN) before each GPU call so an unwritten element fails.
 #include <cstring>
 #include <limits>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device_buffer.h"
+#include "backend_ops_util.h"
 #include "cuda_test_util.h"
 #include "ops/attention.h"
 #include "ops/conv1d.h"
@@ -56,176 +59,6 @@ TEST(CudaOps, Mxfp4QdqBitExact) {
     }
 }
 
-struct HostWeight {
-  std::vector<uint8_t> bytes, scales;
-  std::vector<float> bias;
-  LinearWeight w;
-};
-
-HostWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t in, bool w4a4, bool bias) {
-  HostWeight h;
-  h.w.name = "test";
-  h.w.out = out;
-  h.w.in = in;
-  h.w.format = f;
-  h.w.quantize_input = w4a4;
-  if (f == WeightFormat::kMXFP4) {
-    h.bytes.resize(out * in / 2);
-    h.scales.resize(out * in / 32);
-    for (auto& b : h.bytes) b = static_cast<uint8_t>(rng());
-    for (auto& s : h.scales) s = static_cast<uint8_t>(std::uniform_int_distribution<int>(118, 130)(rng));
-    h.w.scales = h.scales.data();
-  } else if (f == WeightFormat::kBF16) {
-    const auto v = random_floats(rng, out * in, -0.1f, 0.1f);
-    h.bytes.resize(out * in * 2);
-    for (int64_t i = 0; i < out * in; ++i) {
-      const uint16_t b = f32_to_bf16(v[i]);
-      std::memcpy(&h.bytes[2 * i], &b, 2);
-    }
-  } else {
-    const auto v = random_floats(rng, out * in, -0.1f, 0.1f);
-    h.bytes.resize(out * in * 4);
-    std::memcpy(h.bytes.data(), v.data(), h.bytes.size());
-  }
-  h.w.data = h.bytes.data();
-  if (bias) {
-    h.bias = random_floats(rng, out);
-    h.w.bias = h.bias.data();
-  }
-  return h;
-}
-
-TEST(CudaOps, LinearAllFormatsBothPrecisions) {
-  STAVE_REQUIRE_GPU();
-  std::mt19937 rng(2);
-  struct Case {
-    WeightFormat f;
-    bool w4a4;
-    double fast_tol;  // fast: W4A4 products are exact; other activations are BF16 hi + lo
-  };
-  for (const Case c : {Case{WeightFormat::kMXFP4, true, 3e-5}, Case{WeightFormat::kMXFP4, false, 1e-4},
-                       Case{WeightFormat::kBF16, false, 1e-4}, Case{WeightFormat::kF32, false, 3e-5}})
-    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 64}, {17, 96, 160}, {130, 200, 512}})
-      for (bool bias : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(c.f) << " w4a4 " << c.w4a4 << " M " << M
-                                          << " N " << N << " K " << K << " bias " << bias);
-        // Fresh backends: the weight cache trusts host memory not to change under a pointer,
-        // and these test weights are freed and reallocated (often at the same address).
-        const cuda::CudaBackend exact(Precision::kExact), fast(Precision::kFast);
-        HostWeight h = make_weight(rng, c.f, N, K, c.w4a4, bias);
-        const auto x = random_floats(rng, M * K, -2.0f, 2.0f);
-        std::vector<float> want(M * N), got = poisoned(M * N), got_fast = poisoned(M * N);
-        ref::linear(h.w, x.data(), M, want.data());
-        exact.linear(h.w, x.data(), M, got.data());
-        fast.linear(h.w, x.data(), M, got_fast.data());
-        EXPECT_LT(rel_error(got, want), 1e-5);  // fp64 accumulation vs the oracle's fp32
-        EXPECT_LT(rel_error(got_fast, want), c.fast_tol);
-      }
-}
-
-TEST(CudaOps, NormsAndElementwise) {
-  STAVE_REQUIRE_GPU();
-  std::mt19937 rng(3);
-  const cuda::CudaBackend gpu(Precision::kExact);
-  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 8}, {33, 128}, {7, 5120}}) {
-    const auto x = random_floats(rng, rows * dim, -3, 3), z = random_floats(rng, rows * dim, -3, 3);
-    const auto w = random_floats(rng, dim);
-    std::vector<float> want(rows * dim), got = poisoned(rows * dim);
-    ref::rms_norm_zero_centered(x.data(), rows, dim, w.data(), 1e-6f, want.data());
-    gpu.rms_norm_zero_centered(x.data(), rows, dim, w.data(), 1e-6f, got.data());
-    EXPECT_LE(rel_error(got, want), 1e-6) << "rms_norm_zero_centered " << rows << "x" << dim;
-    ref::gated_rms_norm(x.data(), z.data(), rows, dim, w.data(), 1e-6f, want.data());
-    got = poisoned(rows * dim);
-    gpu.gated_rms_norm(x.data(), z.data(), rows, dim, w.data(), 1e-6f, got.data());
-    EXPECT_LE(rel_error(got, want), 1e-6) << "gated_rms_norm";
-    ref::silu_mul(x.data(), z.data(), rows * dim, want.data());
-    got = poisoned(rows * dim);
-    gpu.silu_mul(x.data(), z.data(), rows * dim, got.data());
-    EXPECT_LE(rel_error(got, want), 1e-6) << "silu_mul";
-    want = x;
-    got = x;
-    ref::sigmoid_mul(want.data(), z.data(), rows * dim);
-    gpu.sigmoid_mul(got.data(), z.data(), rows * dim);
-    EXPECT_LE(rel_error(got, want), 1e-6) << "sigmoid_mul";
-  }
-}
-
-TEST(CudaOps, Conv1dCarriesHistory) {
-  STAVE_REQUIRE_GPU();
-  std::mt19937 rng(4);
-  const cuda::CudaBackend gpu(Precision::kExact);
-  const int64_t channels = 70, kernel = 4;
-  const auto w = random_floats(rng, channels * kernel);
-  std::vector<float> h_ref = random_floats(rng, (kernel - 1) * channels), h_gpu = h_ref;
-  for (int64_t tokens : {5, 2, 1, 40}) {  // 2 and 1 are shorter than the history
-    const auto x = random_floats(rng, tokens * channels);
-    std::vector<float> want(tokens * channels), got = poisoned(tokens * channels);
-    ref::causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_ref.data(), want.data());
-    gpu.causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_gpu.data(), got.data());
-    EXPECT_LE(rel_error(got, want), 1e-6) << "tokens " << tokens;
-    EXPECT_EQ(h_gpu, h_ref) << "history after " << tokens << " tokens";
-  }
-}
-
-TEST(CudaOps, GdnGates) {
-  STAVE_REQUIRE_GPU();
-  std::mt19937 rng(5);
-  const cuda::CudaBackend gpu(Precision::kExact);
-  const int64_t tokens = 45, nv = 12;
-  const auto a = random_floats(rng, tokens * nv, -30, 30), b = random_floats(rng, tokens * nv, -5, 5);
-  const auto A_log = random_floats(rng, nv), dt = random_floats(rng, nv);
-  std::vector<float> g(tokens * nv), beta(tokens * nv), gg = poisoned(tokens * nv), gb = poisoned(tokens * nv);
-  ref::gdn_gates(a.data(), b.data(), A_log.data(), dt.data(), tokens, nv, g.data(), beta.data());
-  gpu.gdn_gates(a.data(), b.data(), A_log.data(), dt.data(), tokens, nv, gg.data(), gb.data());
-  EXPECT_LE(rel_error(gg, g), 1e-7);
-  EXPECT_LE(rel_error(gb, beta), 1e-7);
-}
-
-TEST(CudaOps, GatedDeltaRuleMatchesRecurrence) {
-  STAVE_REQUIRE_GPU();
-  std::mt19937 rng(6);
-  const cuda::CudaBackend gpu(Precision::kExact), fast(Precision::kFast);
-  for (GatedDeltaDims dims : {GatedDeltaDims{1, 1, 16, 16}, GatedDeltaDims{2, 4, 32, 40}, GatedDeltaDims{1, 3, 24, 8}, GatedDeltaDims{2, 6, 128, 128}})
-    for (int64_t tokens : {1, 9, 70}) {
-      SCOPED_TRACE(::testing::Message() << "dk " << dims.d_k << " dv " << dims.d_v << " tokens " << tokens);
-      const int64_t stride = 2 * dims.n_k_heads * dims.d_k + dims.n_v_heads * dims.d_v;
-      const auto row = random_floats(rng, tokens * stride);
-      const auto g = random_floats(rng, tokens * dims.n_v_heads, -2.0f, 0.0f);
-      const auto beta = random_floats(rng, tokens * dims.n_v_heads, 0.0f, 1.0f);
-      GatedDeltaInput in;
-      in.tokens = tokens;
-      in.q = row.data();
-      in.k = row.data() + dims.n_k_heads * dims.d_k;
-      in.v = row.data() + 2 * dims.n_k_heads * dims.d_k;
-      in.stride = stride;
-      in.g = g.data();
-      in.beta = beta.data();
-      std::vector<float> s_ref = random_floats(rng, dims.state_floats(), -0.5f, 0.5f), s_gpu = s_ref,
-                         s_fast = s_ref;
-      std::vector<float> want(tokens * dims.n_v_heads * dims.d_v), got = poisoned(want.size()),
-                         got_fast = poisoned(want.size());
-      ref::gated_delta_rule_recurrent(dims, in, s_ref.data(), want.data());
-      gpu.gated_delta_rule(dims, in, s_gpu.data(), got.data());
-      fast.gated_delta_rule(dims, in, s_fast.data(), got_fast.data());
-      EXPECT_LE(rel_error(got, want), 1e-6);
-      EXPECT_LE(rel_error(s_gpu, s_ref), 1e-6);
-      EXPECT_LE(rel_error(got_fast, want), 2e-5);  // fp32 state, fp32 sums
-      EXPECT_LE(rel_error(s_fast, s_ref), 2e-5);
-    }
-}
-
-TEST(CudaOps, Rope) {
-  STAVE_REQUIRE_GPU();
-  std::mt19937 rng(7);
-  const cuda::CudaBackend gpu(Precision::kExact);
-  const int64_t tokens = 19, heads = 3, d = 64, rot = 32;
-  const auto cos = random_floats(rng, tokens * rot / 2), sin = random_floats(rng, tokens * rot / 2);
-  std::vector<float> want = random_floats(rng, tokens * heads * d), got = want;
-  ref::apply_rope(want.data(), tokens, heads, d, rot, cos.data(), sin.data());
-  gpu.apply_rope(got.data(), tokens, heads, d, rot, cos.data(), sin.data());
-  EXPECT_LE(max_abs_diff(got, want), 1e-6);
-}
-
 TEST(CudaOps, AttentionCausalGqa) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(8);
@@ -260,7 +93,7 @@ TEST(CudaOps, AttentionCausalGqa) {
         SCOPED_TRACE(::testing::Message() << (is_exact ? "exact" : "fast")
                                           << (b == &exact || b == &fast ? "" : b == &fast_gemm ? " gemm" : " chunked"));
         std::vector<float> got = poisoned(q.size());
-        b->attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), got.data());
+        test::HostOps(*b).attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), got.data());
         EXPECT_LE(rel_error(got, want), is_exact ? 1e-6 : 1e-5);
       }
     }

@@ -35,6 +35,13 @@
 
 namespace stave {
 namespace {
+
+// A host tensor's values (refdiff runs on the reference backend, in host memory).
+std::vector<float> host_values(const stave::Tensor& t) {
+  const float* p = t.data<float>();
+  return std::vector<float>(p, p + t.numel());
+}
+
 namespace fs = std::filesystem;
 
 class Dump {
@@ -225,9 +232,9 @@ int run(int argc, char** argv) {
     std::printf("layer %lld (%s)\n", static_cast<long long>(i), linear ? "gated deltanet" : "full attention");
     {  // the whole layer on the reference's input
       Backbone::Sequence seq = backbone.start(ids);
-      seq.h = dump.get(m + "#0/in0");
+      seq.h = Tensor::host(dump.get(m + "#0/in0"), {L, H});
       backbone.run_layer(i, seq);
-      report("layer", seq.h, dump.get(m + "#0/out"), H);
+      report("layer", host_values(seq.h), dump.get(m + "#0/out"), H);
     }
     auto norm_check = [&](const std::string& mod, const std::string& weight, int64_t dim) {
       const auto in = dump.get(mod + "#0/in0");
@@ -324,8 +331,8 @@ int run(int argc, char** argv) {
       // rope + causal attention + sigmoid gate on the reference's normed q, k and its v.
       auto q = dump.get(a + ".q_norm#0/out"), k = dump.get(a + ".k_norm#0/out");
       const auto v = dump.get(a + ".v_proj#0/out"), qg_ref = dump.get(a + ".q_proj#0/out");
-      be.apply_rope(q.data(), L, nq, d, tc.rotary_dim(), seq0.cos.data(), seq0.sin.data());
-      be.apply_rope(k.data(), L, nkv, d, tc.rotary_dim(), seq0.cos.data(), seq0.sin.data());
+      be.apply_rope(q.data(), L, nq, d, tc.rotary_dim(), seq0.cos.data<float>(), seq0.sin.data<float>());
+      be.apply_rope(k.data(), L, nkv, d, tc.rotary_dim(), seq0.cos.data<float>(), seq0.sin.data<float>());
       const AttentionShape shape{nq, nkv, d, static_cast<float>(std::pow(static_cast<double>(d), -0.5))};
       std::vector<float> o(static_cast<size_t>(L * nq * d)), gate(o.size());
       be.attention_causal(shape, q.data(), L, 0, k.data(), v.data(), o.data());
@@ -359,8 +366,8 @@ int run(int argc, char** argv) {
             c_ref[t * half + f] = cr[t * 2 * half + f];
             s_ref[t * half + f] = sr[t * 2 * half + f];
           }
-        report("rope cos table (torch.cos: MKL VML)", seq0.cos, c_ref, half);
-        report("rope sin table (torch.sin: MKL VML)", seq0.sin, s_ref, half);
+        report("rope cos table (torch.cos: MKL VML)", host_values(seq0.cos), c_ref, half);
+        report("rope sin table (torch.sin: MKL VML)", host_values(seq0.sin), s_ref, half);
         auto rq = token_major(dump.get(rp + "/q"), nq), rk = token_major(dump.get(rp + "/k"), nkv);
         be.apply_rope(rq.data(), L, nq, d, tc.rotary_dim(), c_ref.data(), s_ref.data());
         be.apply_rope(rk.data(), L, nkv, d, tc.rotary_dim(), c_ref.data(), s_ref.data());

@@ -21,6 +21,8 @@ namespace stave::cpu {
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  // Steps of 256 tokens keep the temporaries in cache-sized pieces.
+  int64_t preferred_step_tokens() const override { return 256; }
   void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const override;
   void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                               float* y) const override;

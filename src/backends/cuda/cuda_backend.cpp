@@ -1,9 +1,12 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backends/cuda/device_ops.h"
+#include "stave/errors.h"
 
 namespace stave::cuda {
 namespace {
@@ -22,20 +25,147 @@ struct Staged {
   }
 };
 
-void to_host(float* host, const float* dev, int64_t n) {
+void download_floats(float* host, const float* dev, int64_t n) {
   if (n > 0) STAVE_CUDA_CHECK(cudaMemcpy(host, dev, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+float* as_f32(const Tensor& t) { return static_cast<float*>(t.raw()); }
+
+void check_on_gpu(const Tensor& t, const char* what) {
+  if (t.device() != Device::kCuda)
+    throw Error(ErrorKind::kInternal, std::string("cuda ") + what + ": " + t.describe() + " is not in device memory");
 }
 
 }  // namespace
 
+// Page-locked host buffers for to_host, kept for reuse: a fresh pageable vector of the hidden
+// states costs ~95 ms of page faults at 8192 tokens (168 MB); these are touched once.
+class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
+ public:
+  ~PinnedPool() {
+    for (auto& [bytes, p] : free_) cudaFreeHost(p);
+  }
+  // A host tensor in a page-locked buffer of at least `bytes`; the buffer returns to the pool
+  // when the last share of the tensor's storage goes.
+  Tensor take(Tensor::Shape shape, DType dtype, size_t bytes) {
+    void* p = nullptr;
+    size_t have = 0;
+    {
+      std::lock_guard lock(mutex_);
+      // The smallest free buffer that fits.
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->first >= bytes && (best == free_.end() || it->first < best->first)) best = it;
+      if (best != free_.end()) {
+        have = best->first;
+        p = best->second;
+        free_.erase(best);
+      }
+    }
+    if (!p) {
+      have = std::max<size_t>(bytes, 1);
+      STAVE_CUDA_CHECK(cudaMallocHost(&p, have));
+    }
+    std::weak_ptr<PinnedPool> pool = weak_from_this();
+    std::shared_ptr<void> storage(p, [pool, have](void* q) {
+      if (auto live = pool.lock()) {
+        live->give_back(q, have);
+      } else {
+        cudaFreeHost(q);
+      }
+    });
+    return Tensor(std::move(storage), p, std::move(shape), dtype, Device::kCpu);
+  }
+
+ private:
+  void give_back(void* p, size_t bytes) {
+    std::lock_guard lock(mutex_);
+    free_.emplace_back(bytes, p);
+    // At most four idle buffers: the largest ones are freed first when there are more.
+    while (free_.size() > 4) {
+      auto largest = std::max_element(free_.begin(), free_.end());
+      cudaFreeHost(largest->second);
+      free_.erase(largest);
+    }
+  }
+  std::mutex mutex_;
+  std::vector<std::pair<size_t, void*>> free_;
+};
+
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
       options_(options),
-      ctx_(std::make_unique<GpuContext>(precision == Precision::kExact,
+      ctx_(std::make_shared<GpuContext>(precision == Precision::kExact,
                                         options.attention_kernel.value_or(attention_kernel_from_env()))),
+      pinned_(std::make_shared<PinnedPool>()),
+      qk_(std::make_unique<DeviceBuffer>()),
+      starts_(std::make_unique<DeviceBuffer>()),
       matmul_x_(std::make_unique<DeviceBuffer>()),
-      matmul_y_(std::make_unique<DeviceBuffer>()) {}
+      matmul_y_(std::make_unique<DeviceBuffer>()) {
+  // Freed blocks stay in the device's pool for the next forward instead of going back to the
+  // driver at every synchronisation.
+  int device = 0;
+  STAVE_CUDA_CHECK(cudaGetDevice(&device));
+  cudaMemPool_t pool;
+  STAVE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t keep = std::numeric_limits<uint64_t>::max();
+  STAVE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+}
 CudaBackend::~CudaBackend() = default;
+
+// --- memory ---
+
+Tensor CudaBackend::empty(Tensor::Shape shape, DType dtype) const {
+  Tensor probe(nullptr, nullptr, shape, dtype, Device::kCuda);
+  const size_t bytes = std::max<size_t>(probe.bytes(), 16);
+  void* p = nullptr;
+  std::shared_ptr<GpuContext> ctx = ctx_;
+  STAVE_CUDA_CHECK(cudaMallocAsync(&p, bytes, ctx->stream()));
+  std::shared_ptr<void> storage(p, [ctx](void* q) { cudaFreeAsync(q, ctx->stream()); });
+  return Tensor(std::move(storage), p, std::move(shape), dtype, Device::kCuda);
+}
+
+void CudaBackend::fill_zero(const Tensor& t) const {
+  check_on_gpu(t, "fill_zero");
+  if (t.bytes()) STAVE_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), ctx_->stream()));
+}
+
+// A copy from pageable host memory is staged before cudaMemcpyAsync returns, so the caller may
+// reuse its buffer at once; the kernels after it on the stream see the data.
+void CudaBackend::copy_from_host(const void* host, const Tensor& dst) const {
+  check_on_gpu(dst, "copy_from_host");
+  if (dst.bytes()) STAVE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), host, dst.bytes(), cudaMemcpyHostToDevice, ctx_->stream()));
+}
+
+void CudaBackend::copy_to_host(const Tensor& src, void* host) const {
+  check_on_gpu(src, "copy_to_host");
+  if (src.bytes()) STAVE_CUDA_CHECK(cudaMemcpyAsync(host, src.raw(), src.bytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
+  ctx_->synchronize();
+}
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) const {
+  check_on_gpu(src, "copy");
+  check_on_gpu(dst, "copy");
+  if (src.bytes() > dst.bytes())
+    throw Error(ErrorKind::kInternal, "copy of " + src.describe() + " into the smaller " + dst.describe());
+  if (src.bytes())
+    STAVE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, ctx_->stream()));
+}
+
+Tensor CudaBackend::to_host(const Tensor& t) const {
+  check_on_gpu(t, "to_host");
+  Tensor host = pinned_->take(t.shape(), t.dtype(), t.bytes());
+  if (t.bytes()) STAVE_CUDA_CHECK(cudaMemcpyAsync(host.raw(), t.raw(), t.bytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
+  ctx_->synchronize();
+  return host;
+}
+
+void CudaBackend::synchronize() const { ctx_->synchronize(); }
+
+void CudaBackend::prepare(const LinearWeight& w) const {
+  std::lock_guard lock(mutex_);
+  resident(w);
+}
 
 const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
   const auto key = std::make_tuple(w.data, static_cast<const void*>(w.scales), static_cast<const void*>(w.bias), w.out,
@@ -46,107 +176,57 @@ const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
   return *it->second;
 }
 
+// --- the text model's ops: device pointers, queued on the stream ---
+
 void CudaBackend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const {
+  if (M <= 0) return;
   std::lock_guard lock(mutex_);
-  const DeviceLinear& d = resident(w);
-  Staged st;
-  float* dx = st.in(x, M * w.in);
-  float* dy = st.out(M * w.out);
-  dev::linear(*ctx_, d, dx, M, dy);
-  ctx_->synchronize();
-  to_host(y, dy, M * w.out);
+  dev::linear(*ctx_, resident(w), x, M, y);
 }
 
 void CudaBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                                          float* y) const {
-  std::lock_guard lock(mutex_);
-  Staged st;
-  float* dx = st.in(x, rows * dim);
-  dev::rms_norm_zero_centered(dx, rows, dim, st.in(w, dim), eps, dx, ctx_->stream());
-  ctx_->synchronize();
-  to_host(y, dx, rows * dim);
+  if (rows <= 0) return;
+  dev::rms_norm_zero_centered(x, rows, dim, w, eps, y, ctx_->stream());
 }
 
 void CudaBackend::gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
                                  float* y) const {
-  std::lock_guard lock(mutex_);
-  Staged st;
-  float* dy = st.out(rows * dim);
-  dev::gated_rms_norm(st.in(x, rows * dim), st.in(z, rows * dim), rows, dim, st.in(w, dim), eps, dy,
-                      ctx_->stream());
-  ctx_->synchronize();
-  to_host(y, dy, rows * dim);
+  if (rows <= 0) return;
+  dev::gated_rms_norm(x, z, rows, dim, w, eps, y, ctx_->stream());
 }
 
 void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, float* y) const {
-  std::lock_guard lock(mutex_);
-  Staged st;
-  float* dy = st.out(n);
-  dev::silu_mul(st.in(gate, n), st.in(up, n), n, dy, ctx_->stream());
-  ctx_->synchronize();
-  to_host(y, dy, n);
+  if (n > 0) dev::silu_mul(gate, up, n, y, ctx_->stream());
 }
 
 void CudaBackend::sigmoid_mul(float* x, const float* gate, int64_t n) const {
-  std::lock_guard lock(mutex_);
-  Staged st;
-  float* dx = st.in(x, n);
-  dev::sigmoid_mul(dx, st.in(gate, n), n, ctx_->stream());
-  ctx_->synchronize();
-  to_host(x, dx, n);
+  if (n > 0) dev::sigmoid_mul(x, gate, n, ctx_->stream());
+}
+
+void CudaBackend::add_inplace(float* h, const float* y, int64_t n) const {
+  if (n > 0) dev::add_inplace(h, y, n, ctx_->stream());
+}
+
+void CudaBackend::split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const {
+  if (rows > 0) dev::split_query_gate(qg, rows, d, q, gate, ctx_->stream());
 }
 
 void CudaBackend::causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
                                      int64_t kernel, float* history, float* y) const {
-  std::lock_guard lock(mutex_);
-  Staged st;
-  float* dh = st.in(history, (kernel - 1) * channels);
-  float* dy = st.out(tokens * channels);
-  dev::causal_conv1d_silu(st.in(x, tokens * channels), tokens, channels, st.in(weight, channels * kernel), kernel, dh,
-                          dy, ctx_->stream());
-  ctx_->synchronize();
-  to_host(y, dy, tokens * channels);
-  to_host(history, dh, (kernel - 1) * channels);
+  if (tokens > 0) dev::causal_conv1d_silu(x, tokens, channels, weight, kernel, history, y, ctx_->stream());
 }
 
 void CudaBackend::gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,
                             int64_t n_v, float* g, float* beta) const {
-  std::lock_guard lock(mutex_);
-  Staged st;
-  float* dg = st.out(tokens * n_v);
-  float* db = st.out(tokens * n_v);
-  dev::gdn_gates(st.in(a, tokens * n_v), st.in(b, tokens * n_v), st.in(A_log, n_v), st.in(dt_bias, n_v), tokens, n_v,
-                 dg, db, ctx_->stream());
-  ctx_->synchronize();
-  to_host(g, dg, tokens * n_v);
-  to_host(beta, db, tokens * n_v);
+  if (tokens > 0) dev::gdn_gates(a, b, A_log, dt_bias, tokens, n_v, g, beta, ctx_->stream());
 }
 
 void CudaBackend::gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
                                    float* out) const {
+  if (in.tokens <= 0) return;
   std::lock_guard lock(mutex_);
-  const int64_t T = in.tokens;
-  if (T <= 0) return;
-  Staged st;
-  // q, k and v may be three views of one row layout: copy the span they cover once.
-  const float* base = std::min({in.q, in.k, in.v});
-  const float* end = std::max({in.q + dims.n_k_heads * dims.d_k, in.k + dims.n_k_heads * dims.d_k,
-                               in.v + dims.n_v_heads * dims.d_v});
-  const int64_t span = (T - 1) * in.stride + (end - base);
-  float* dbase = st.in(base, span);
-  GatedDeltaInput din = in;
-  din.q = dbase + (in.q - base);
-  din.k = dbase + (in.k - base);
-  din.v = dbase + (in.v - base);
-  din.g = st.in(in.g, T * dims.n_v_heads);
-  din.beta = st.in(in.beta, T * dims.n_v_heads);
-  float* ds = st.in(state, dims.state_floats());
-  float* dout = st.out(T * dims.n_v_heads * dims.d_v);
-  DeviceBuffer scratch;
-  dev::gated_delta_rule(dims, din, ds, dout, scratch, precision_ == Precision::kExact, ctx_->stream());
-  ctx_->synchronize();
-  to_host(out, dout, T * dims.n_v_heads * dims.d_v);
-  to_host(state, ds, dims.state_floats());
+  dev::gated_delta_rule(dims, in, state, out, *qk_, precision_ == Precision::kExact, ctx_->stream());
 }
 
 void CudaBackend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
@@ -154,30 +234,32 @@ void CudaBackend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const G
   gated_delta_rule(dims, in, state, out);
 }
 
+void CudaBackend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
+                                          std::span<const int64_t> starts, float* states, float* out) const {
+  if (in.tokens <= 0 || starts.size() < 2) return;
+  if (starts.size() == 2) return gated_delta_rule(dims, in, states, out);
+  std::lock_guard lock(mutex_);
+  // The offsets go up from pageable memory: staged before the call returns (see copy_from_host).
+  const size_t bytes = starts.size() * sizeof(int64_t);
+  starts_->reserve(bytes);
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(starts_->as<void>(), starts.data(), bytes, cudaMemcpyHostToDevice, ctx_->stream()));
+  dev::gated_delta_rule(dims, in, states, out, *qk_, precision_ == Precision::kExact, ctx_->stream(),
+                        starts_->as<int64_t>(), static_cast<int64_t>(starts.size()) - 1);
+}
+
 void CudaBackend::apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                              const float* cos, const float* sin) const {
-  std::lock_guard lock(mutex_);
-  Staged st;
-  const int64_t half = rotary_dim / 2;
-  float* dx = st.in(x, tokens * heads * head_dim);
-  dev::apply_rope(dx, tokens, heads, head_dim, rotary_dim, st.in(cos, tokens * half), st.in(sin, tokens * half),
-                  ctx_->stream());
-  ctx_->synchronize();
-  to_host(x, dx, tokens * heads * head_dim);
+  if (tokens > 0) dev::apply_rope(x, tokens, heads, head_dim, rotary_dim, cos, sin, ctx_->stream());
 }
 
 void CudaBackend::attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0,
                                    const float* k, const float* v, float* out) const {
+  if (tokens <= 0) return;
   std::lock_guard lock(mutex_);
-  Staged st;
-  const int64_t n_keys = q_pos0 + tokens, kvw = shape.n_kv_heads * shape.head_dim;
-  const int64_t qw = shape.n_q_heads * shape.head_dim;
-  float* dout = st.out(tokens * qw);
-  dev::attention_causal(*ctx_, shape, st.in(q, tokens * qw), tokens, q_pos0, st.in(k, n_keys * kvw),
-                        st.in(v, n_keys * kvw), dout, options_.attention_score_bytes);
-  ctx_->synchronize();
-  to_host(out, dout, tokens * qw);
+  dev::attention_causal(*ctx_, shape, q, tokens, q_pos0, k, v, out, options_.attention_score_bytes);
 }
+
+// --- the head's products: host memory in and out ---
 
 std::pair<const float*, const float*> CudaBackend::resident_matrix(const float* w, const float* bias, int64_t N,
                                                                   int64_t K) const {
@@ -209,7 +291,7 @@ void CudaBackend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w
   matmul_y_->reserve(static_cast<size_t>(M * N) * sizeof(float));
   dev::matmul_nt(*ctx_, matmul_x_->as<float>(), M, K, dw, N, db, matmul_y_->as<float>());
   ctx_->synchronize();
-  to_host(y, matmul_y_->as<float>(), M * N);
+  download_floats(y, matmul_y_->as<float>(), M * N);
 }
 
 }  // namespace stave::cuda

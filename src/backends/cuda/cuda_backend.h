@@ -1,8 +1,10 @@
-// The CUDA backend behind the same Backend interface as the CPU one: every op takes host
-// pointers, runs on the GPU (src/backends/cuda/device_ops.h) and copies its result back.
-// Linear weights are uploaded once, on first use, and stay resident (MXFP4 packed).
-// The per-op copies make this the oracle-facing form (tests compare each op with the
-// reference); decisions run through CudaBackbone, which keeps activations on the GPU.
+// The CUDA backend behind the same Backend interface as the CPU one: tensors live in device
+// memory (stream-ordered cudaMallocAsync from the device's pool, so freeing and reallocating
+// per forward costs no synchronisation), the text model's ops take device pointers and queue
+// their kernels (src/backends/cuda/device_ops.h) on one stream without waiting; only to_host
+// and copy_to_host wait. Linear weights are uploaded once (prepare, or on first use) and stay
+// resident (MXFP4 packed). The head ops (matmul_nt, head_memory) take host memory, as the
+// Backend interface says, and copy.
 #pragma once
 #include <memory>
 #include <map>
@@ -18,6 +20,7 @@ namespace stave::cuda {
 class GpuContext;
 struct DeviceLinear;
 class DeviceBuffer;
+class PinnedPool;
 
 struct CudaBackendOptions {
   // matmul_nt weights stay resident on the GPU, keyed by address and shape. Only for weights
@@ -35,6 +38,16 @@ class CudaBackend : public Backend {
   ~CudaBackend() override;
   const char* name() const override { return "cuda"; }
 
+  Device device() const override { return Device::kCuda; }
+  Tensor empty(Tensor::Shape shape, DType dtype = DType::kF32) const override;
+  void fill_zero(const Tensor& t) const override;
+  void copy_from_host(const void* host, const Tensor& dst) const override;
+  void copy_to_host(const Tensor& src, void* host) const override;
+  void copy(const Tensor& src, const Tensor& dst) const override;
+  Tensor to_host(const Tensor& t) const override;
+  void synchronize() const override;
+  void prepare(const LinearWeight& w) const override;
+
   void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const override;
   void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                               float* y) const override;
@@ -42,6 +55,8 @@ class CudaBackend : public Backend {
                       float* y) const override;
   void silu_mul(const float* gate, const float* up, int64_t n, float* y) const override;
   void sigmoid_mul(float* x, const float* gate, int64_t n) const override;
+  void add_inplace(float* h, const float* y, int64_t n) const override;
+  void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const override;
   void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
                           float* history, float* y) const override;
   void gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,
@@ -50,6 +65,8 @@ class CudaBackend : public Backend {
                         float* out) const override;
   void gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
                                   float* out) const override;
+  void gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in, std::span<const int64_t> starts,
+                               float* states, float* out) const override;
   void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
                   const float* sin) const override;
   void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0, const float* k,
@@ -71,7 +88,11 @@ class CudaBackend : public Backend {
   Precision precision_;
   CudaBackendOptions options_;
   mutable std::mutex mutex_;  // one op at a time on the shared context and caches
-  std::unique_ptr<GpuContext> ctx_;
+  // Shared with the deleters of the tensors this backend allocates (they free on its stream).
+  std::shared_ptr<GpuContext> ctx_;
+  std::shared_ptr<PinnedPool> pinned_;           // page-locked host memory for to_host
+  mutable std::unique_ptr<DeviceBuffer> qk_;     // the delta rule's normalised q and k
+  mutable std::unique_ptr<DeviceBuffer> starts_;  // packed sequences' row offsets
   // Keyed by everything that describes the weight (pointers, shape, format): the memory of a
   // LinearWeight must stay unchanged while this backend lives (model weights are mapped once).
   mutable std::map<std::tuple<const void*, const void*, const void*, int64_t, int64_t, int, bool, int>,

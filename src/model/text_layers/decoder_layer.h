@@ -5,7 +5,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <vector>
 
 #include "io/model_config.h"
 #include "io/tensor_store.h"
@@ -22,30 +21,34 @@ class QuantPlan;
 
 class DecoderLayer {
  public:
+  // The state of a step's sequences (see TokenBatch), in the backend's memory.
   struct State {
     std::optional<GatedDeltaNetLayer::State> deltanet;
     std::optional<FullAttentionLayer::State> attention;
   };
 
-  // index: the layer number L (names "model.language_model.layers.L.*").
-  DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index, const quant::QuantPlan* plan);
+  // index: the layer number L (names "model.language_model.layers.L.*"); weights resident on
+  // `backend`.
+  DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index, const quant::QuantPlan* plan,
+               const Backend& backend);
 
   LayerType type() const { return type_; }
-  State new_state(int64_t max_tokens) const;
+  State new_state(const Backend& backend, int64_t sequences, int64_t max_tokens) const;
 
-  // Sees the MLP's input (the post_attention_layernorm output) [tokens, hidden] of a chunk;
-  // AWQ calibration collects it (src/quantize/awq_backbone_source.h).
+  // Sees the MLP's input (the post_attention_layernorm output) [tokens, hidden] of a step;
+  // AWQ calibration collects it (src/quantize/awq_backbone_source.h). Host backends only: the
+  // pointer is in the backend's memory.
   using MlpInputObserver = std::function<void(const float* x, int64_t tokens)>;
 
-  // h: the residual stream rows of chunk's tokens [chunk.tokens, hidden], updated in place.
-  void forward(const Backend& backend, float* h, const TokenChunk& chunk, State& state,
+  // h: the residual stream rows of the batch [batch.rows, hidden], updated in place.
+  void forward(const Backend& backend, float* h, const TokenBatch& batch, State& state,
                const MlpInputObserver* mlp_input = nullptr) const;
 
  private:
   LayerType type_;
   int64_t hidden_;
   float eps_;
-  std::vector<float> input_norm_, post_norm_;  // zero-centred (1 + w)
+  Tensor input_norm_, post_norm_;  // zero-centred (1 + w)
   std::unique_ptr<GatedDeltaNetLayer> deltanet_;
   std::unique_ptr<FullAttentionLayer> attention_;
   SwiGluMlp mlp_;

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "stave/errors.h"
 
 namespace stave {
 
 FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
-                                       const quant::QuantPlan* plan) {
+                                       const quant::QuantPlan* plan, const Backend& backend) {
   const int64_t H = config.hidden_size, d = config.head_dim;
   const int64_t nq = config.num_attention_heads, nkv = config.num_key_value_heads;
   if (nkv <= 0 || nq % nkv != 0)
@@ -17,68 +16,107 @@ FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const std::stri
                                               ") must be a multiple of num_key_value_heads (" + std::to_string(nkv) + ")");
   // HF's scaling = head_dim ** -0.5 (a Python double), rounded to fp32 where it meets the scores.
   shape_ = {nq, nkv, d, static_cast<float>(std::pow(static_cast<double>(d), -0.5))};
+  hidden_ = H;
   rotary_dim_ = config.rotary_dim();
   eps_ = static_cast<float>(config.rms_norm_eps);
   q_proj_ = bind_linear(store, prefix + "q_proj", 2 * nq * d, H, plan);
   k_proj_ = bind_linear(store, prefix + "k_proj", nkv * d, H, plan);
   v_proj_ = bind_linear(store, prefix + "v_proj", nkv * d, H, plan);
   o_proj_ = bind_linear(store, prefix + "o_proj", H, nq * d, plan);
-  q_norm_ = read_f32(store, prefix + "q_norm.weight", d);
-  k_norm_ = read_f32(store, prefix + "k_norm.weight", d);
+  for (const LinearWeight* w : {&q_proj_, &k_proj_, &v_proj_, &o_proj_}) backend.prepare(*w);
+  q_norm_ = backend.to_device(Tensor::host(read_f32(store, prefix + "q_norm.weight", d)));
+  k_norm_ = backend.to_device(Tensor::host(read_f32(store, prefix + "k_norm.weight", d)));
 }
 
-FullAttentionLayer::State FullAttentionLayer::new_state(int64_t max_tokens) const {
+FullAttentionLayer::State FullAttentionLayer::new_state(const Backend& backend, int64_t sequences,
+                                                        int64_t max_tokens) const {
   State s;
-  const size_t n = static_cast<size_t>(max_tokens * shape_.n_kv_heads * shape_.head_dim);
-  s.k.assign(n, 0.0f);
-  s.v.assign(n, 0.0f);
-  s.capacity = max_tokens;
+  const int64_t kv_width = shape_.n_kv_heads * shape_.head_dim;
+  for (int64_t b = 0; b < sequences; ++b) {
+    Cache c;
+    c.k = backend.empty({max_tokens, kv_width});
+    c.v = backend.empty({max_tokens, kv_width});
+    c.capacity = max_tokens;
+    s.caches.push_back(std::move(c));
+  }
   return s;
 }
 
-void FullAttentionLayer::grow(State& state, int64_t min_tokens) const {
+void FullAttentionLayer::grow(const Backend& backend, Cache& cache, int64_t min_tokens) const {
   // Geometric growth: a decode loop appends one token at a time.
-  const int64_t capacity = std::max(min_tokens, 2 * state.capacity);
-  const size_t n = static_cast<size_t>(capacity * shape_.n_kv_heads * shape_.head_dim);
-  state.k.resize(n, 0.0f);
-  state.v.resize(n, 0.0f);
-  state.capacity = capacity;
+  const int64_t capacity = std::max(min_tokens, 2 * cache.capacity);
+  const int64_t kv_width = shape_.n_kv_heads * shape_.head_dim;
+  Tensor k = backend.empty({capacity, kv_width}), v = backend.empty({capacity, kv_width});
+  if (cache.length > 0) {
+    backend.copy(cache.k.rows(0, cache.length), k);
+    backend.copy(cache.v.rows(0, cache.length), v);
+  }
+  cache.k = std::move(k);
+  cache.v = std::move(v);
+  cache.capacity = capacity;
 }
 
-void FullAttentionLayer::forward(const Backend& backend, const float* x, const TokenChunk& chunk, State& state,
+void FullAttentionLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state,
                                  float* y) const {
-  const int64_t T = chunk.tokens, d = shape_.head_dim, nq = shape_.n_q_heads;
-  const int64_t q_width = nq * d, kv_width = shape_.n_kv_heads * d;
-  if (chunk.begin != state.length)
-    throw Error(ErrorKind::kInternal, "attention chunk at " + std::to_string(chunk.begin) + " (+" + std::to_string(T) +
-                                          ") does not continue its cache (length " + std::to_string(state.length) + ")");
-  if (state.length + T > state.capacity) grow(state, state.length + T);
-
-  // Query and gate are interleaved per head: head h owns [q_h (d) | gate_h (d)].
-  std::vector<float> qg(T * 2 * q_width);
-  backend.linear(q_proj_, x, T, qg.data());
-  std::vector<float> q(T * q_width), gate(T * q_width);
-  for (int64_t r = 0; r < T * nq; ++r) {
-    std::memcpy(&q[r * d], &qg[r * 2 * d], d * sizeof(float));
-    std::memcpy(&gate[r * d], &qg[r * 2 * d + d], d * sizeof(float));
+  const int64_t T = batch.rows, d = shape_.head_dim, nq = shape_.n_q_heads, nkv = shape_.n_kv_heads;
+  const int64_t q_width = nq * d, kv_width = nkv * d;
+  if (batch.slices.size() != state.caches.size())
+    throw Error(ErrorKind::kInternal, "an attention step of " + std::to_string(batch.slices.size()) +
+                                          " sequences on " + std::to_string(state.caches.size()) + " caches");
+  for (size_t s = 0; s < batch.slices.size(); ++s) {
+    const SequenceSlice& q = batch.slices[s];
+    Cache& c = state.caches[s];
+    if (q.begin != c.length)
+      throw Error(ErrorKind::kInternal, "attention rows at " + std::to_string(q.begin) + " (+" +
+                                            std::to_string(q.tokens) + ") do not continue their cache (length " +
+                                            std::to_string(c.length) + ")");
+    if (c.length + q.tokens > c.capacity) grow(backend, c, c.length + q.tokens);
   }
 
-  // New keys and values go straight into the cache rows of these tokens.
-  float* k = state.k.data() + chunk.begin * kv_width;
-  float* v = state.v.data() + chunk.begin * kv_width;
-  backend.linear(k_proj_, x, T, k);
-  backend.linear(v_proj_, x, T, v);
+  // Query and gate are interleaved per head: head h owns [q_h (d) | gate_h (d)].
+  const Tensor qg = backend.empty({T, 2 * q_width});
+  backend.linear(q_proj_, x, T, qg.data<float>());
+  const Tensor q = backend.empty({T, q_width}), gate = backend.empty({T, q_width});
+  backend.split_query_gate(qg.data<float>(), T * nq, d, q.data<float>(), gate.data<float>());
 
-  backend.rms_norm_zero_centered(q.data(), T * nq, d, q_norm_.data(), eps_, q.data());
-  backend.rms_norm_zero_centered(k, T * shape_.n_kv_heads, d, k_norm_.data(), eps_, k);
-  backend.apply_rope(q.data(), T, nq, d, rotary_dim_, chunk.rope_cos, chunk.rope_sin);
-  backend.apply_rope(k, T, shape_.n_kv_heads, d, rotary_dim_, chunk.rope_cos, chunk.rope_sin);
-  state.length += T;
+  // New keys and values of one sequence go straight into its cache rows; packed sequences are
+  // projected together and then copied into their caches.
+  const bool one = batch.slices.size() == 1;
+  Tensor K, V;
+  if (one) {
+    const Cache& c = state.caches.front();
+    K = c.k.rows(c.length, T);
+    V = c.v.rows(c.length, T);
+  } else {
+    K = backend.empty({T, kv_width});
+    V = backend.empty({T, kv_width});
+  }
+  backend.linear(k_proj_, x, T, K.data<float>());
+  backend.linear(v_proj_, x, T, V.data<float>());
+  backend.rms_norm_zero_centered(q.data<float>(), T * nq, d, q_norm_.data<float>(), eps_, q.data<float>());
+  backend.rms_norm_zero_centered(K.data<float>(), T * nkv, d, k_norm_.data<float>(), eps_, K.data<float>());
+  backend.apply_rope(q.data<float>(), T, nq, d, rotary_dim_, batch.rope_cos, batch.rope_sin);
+  backend.apply_rope(K.data<float>(), T, nkv, d, rotary_dim_, batch.rope_cos, batch.rope_sin);
+  if (!one)
+    for (size_t s = 0; s < batch.slices.size(); ++s) {
+      const SequenceSlice& sl = batch.slices[s];
+      if (sl.tokens == 0) continue;
+      Cache& c = state.caches[s];
+      backend.copy(K.rows(sl.row0, sl.tokens), c.k.rows(c.length, sl.tokens));
+      backend.copy(V.rows(sl.row0, sl.tokens), c.v.rows(c.length, sl.tokens));
+    }
 
-  // Attention output overwrites qg (large enough) to save a buffer.
-  float* o = qg.data();
-  backend.attention_causal(shape_, q.data(), T, chunk.begin, state.k.data(), state.v.data(), o);
-  backend.sigmoid_mul(o, gate.data(), T * q_width);
+  // Each sequence attends to its own keys; the output overwrites qg (large enough).
+  float* o = qg.data<float>();
+  for (size_t s = 0; s < batch.slices.size(); ++s) {
+    const SequenceSlice& sl = batch.slices[s];
+    Cache& c = state.caches[s];
+    if (sl.tokens > 0)
+      backend.attention_causal(shape_, q.data<float>() + sl.row0 * q_width, sl.tokens, sl.begin, c.k.data<float>(),
+                               c.v.data<float>(), o + sl.row0 * q_width);
+    c.length += sl.tokens;
+  }
+  backend.sigmoid_mul(o, gate.data<float>(), T * q_width);
   backend.linear(o_proj_, o, T, y);
 }
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/linear_weight.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
-#include "formats/linear_weight.h"
 #include "model/text_layers/token_chunk.h"
 #include "ops/backend.h"
 
@@ -18,31 +18,38 @@ class QuantPlan;
 
 class FullAttentionLayer {
  public:
-  // Per-sequence KV cache: post-norm, post-RoPE keys and values of the tokens seen so far.
-  struct State {
-    std::vector<float> k, v;  // [capacity, n_kv·head_dim]
+  // One sequence's KV cache: post-norm, post-RoPE keys and values of the tokens seen so far,
+  // in the backend's memory.
+  struct Cache {
+    Tensor k, v;  // [capacity, n_kv·head_dim]
     int64_t length = 0;
     int64_t capacity = 0;
   };
+  // The caches of a step's sequences (slice b of a TokenBatch continues caches[b]).
+  struct State {
+    std::vector<Cache> caches;
+  };
 
-  // prefix: "model.language_model.layers.L.self_attn."
-  FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan);
+  // prefix: "model.language_model.layers.L.self_attn."; weights resident on `backend`.
+  FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
+                     const quant::QuantPlan* plan, const Backend& backend);
 
-  // A cache with room for max_tokens tokens; forward grows it when more arrive.
-  State new_state(int64_t max_tokens) const;
+  // Caches for `sequences` sequences with room for max_tokens tokens each; forward grows them
+  // when more arrive.
+  State new_state(const Backend& backend, int64_t sequences, int64_t max_tokens) const;
 
-  // x: [chunk.tokens, hidden] (normed input) -> y: [chunk.tokens, hidden].
-  // chunk.begin must equal state.length (tokens arrive in order); the cache grows as needed.
-  void forward(const Backend& backend, const float* x, const TokenChunk& chunk, State& state, float* y) const;
+  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory.
+  // Each slice's begin must equal its cache's length (tokens arrive in order).
+  void forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state, float* y) const;
 
  private:
-  void grow(State& state, int64_t min_tokens) const;
+  void grow(const Backend& backend, Cache& cache, int64_t min_tokens) const;
 
   AttentionShape shape_;
-  int64_t rotary_dim_;
+  int64_t hidden_, rotary_dim_;
   float eps_;
   LinearWeight q_proj_, k_proj_, v_proj_, o_proj_;
-  std::vector<float> q_norm_, k_norm_;  // [head_dim], zero-centred (1 + w)
+  Tensor q_norm_, k_norm_;  // [head_dim], zero-centred (1 + w)
 };
 
 }  // namespace stave

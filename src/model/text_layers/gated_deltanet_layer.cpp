@@ -1,9 +1,11 @@
 #include "model/text_layers/gated_deltanet_layer.h"
 
+#include "stave/errors.h"
+
 namespace stave {
 
 GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
-                                       const quant::QuantPlan* plan) {
+                                       const quant::QuantPlan* plan, const Backend& backend) {
   dims_ = {config.linear_num_key_heads, config.linear_num_value_heads, config.linear_key_head_dim,
            config.linear_value_head_dim};
   key_dim_ = config.linear_key_dim();
@@ -17,55 +19,70 @@ GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const std::stri
   in_proj_b_ = bind_linear(store, prefix + "in_proj_b", nv, H, plan);
   in_proj_a_ = bind_linear(store, prefix + "in_proj_a", nv, H, plan);
   out_proj_ = bind_linear(store, prefix + "out_proj", H, value_dim_, plan);
-  conv_weight_ = read_f32(store, prefix + "conv1d.weight", conv_dim_ * kernel_);
+  for (const LinearWeight* w : {&in_proj_qkv_, &in_proj_z_, &in_proj_b_, &in_proj_a_, &out_proj_}) backend.prepare(*w);
+  auto resident = [&](const std::string& name, int64_t n) {
+    return backend.to_device(Tensor::host(read_f32(store, prefix + name, n)));
+  };
+  conv_weight_ = resident("conv1d.weight", conv_dim_ * kernel_);
   // A_log and norm.weight are F32 in the checkpoint; the fp32 reference keeps them as stored.
-  A_log_ = read_f32(store, prefix + "A_log", nv);
-  dt_bias_ = read_f32(store, prefix + "dt_bias", nv);
-  norm_weight_ = read_f32(store, prefix + "norm.weight", dims_.d_v);
+  A_log_ = resident("A_log", nv);
+  dt_bias_ = resident("dt_bias", nv);
+  norm_weight_ = resident("norm.weight", dims_.d_v);
 }
 
-GatedDeltaNetLayer::State GatedDeltaNetLayer::new_state() const {
+GatedDeltaNetLayer::State GatedDeltaNetLayer::new_state(const Backend& backend, int64_t sequences) const {
   State s;
-  s.conv_history.assign(static_cast<size_t>((kernel_ - 1) * conv_dim_), 0.0f);
-  s.recurrent.assign(static_cast<size_t>(dims_.state_floats()), 0.0f);
+  s.sequences = sequences;
+  s.conv_history = backend.zeros({sequences, kernel_ - 1, conv_dim_});
+  s.recurrent = backend.zeros({sequences, dims_.state_floats()});
   return s;
 }
 
-void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const TokenChunk& chunk, State& state,
+void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state,
                                  float* y) const {
-  const int64_t T = chunk.tokens, nv = dims_.n_v_heads;
-  std::vector<float> qkv(T * conv_dim_), z(T * value_dim_), b(T * nv), a(T * nv);
-  backend.linear(in_proj_qkv_, x, T, qkv.data());
-  backend.linear(in_proj_z_, x, T, z.data());
-  backend.linear(in_proj_b_, x, T, b.data());
-  backend.linear(in_proj_a_, x, T, a.data());
+  const int64_t T = batch.rows, nv = dims_.n_v_heads;
+  if (static_cast<int64_t>(batch.slices.size()) != state.sequences)
+    throw Error(ErrorKind::kInternal, "a Gated DeltaNet step of " + std::to_string(batch.slices.size()) +
+                                          " sequences on a state of " + std::to_string(state.sequences));
+  const Tensor qkv = backend.empty({T, conv_dim_}), z = backend.empty({T, value_dim_});
+  const Tensor b = backend.empty({T, nv}), a = backend.empty({T, nv});
+  backend.linear(in_proj_qkv_, x, T, qkv.data<float>());
+  backend.linear(in_proj_z_, x, T, z.data<float>());
+  backend.linear(in_proj_b_, x, T, b.data<float>());
+  backend.linear(in_proj_a_, x, T, a.data<float>());
 
-  std::vector<float> conv(T * conv_dim_);
-  backend.causal_conv1d_silu(qkv.data(), T, conv_dim_, conv_weight_.data(), kernel_, state.conv_history.data(),
-                             conv.data());
+  // Each sequence's conv continues its own history.
+  const Tensor conv = backend.empty({T, conv_dim_});
+  const int64_t history_floats = (kernel_ - 1) * conv_dim_;
+  for (size_t s = 0; s < batch.slices.size(); ++s) {
+    const SequenceSlice& q = batch.slices[s];
+    if (q.tokens == 0) continue;
+    backend.causal_conv1d_silu(qkv.data<float>() + q.row0 * conv_dim_, q.tokens, conv_dim_, conv_weight_.data<float>(),
+                               kernel_, state.conv_history.data<float>() + static_cast<int64_t>(s) * history_floats,
+                               conv.data<float>() + q.row0 * conv_dim_);
+  }
 
-  std::vector<float> g(T * nv), beta(T * nv);
-  backend.gdn_gates(a.data(), b.data(), A_log_.data(), dt_bias_.data(), T, nv, g.data(), beta.data());
+  const Tensor g = backend.empty({T, nv}), beta = backend.empty({T, nv});
+  backend.gdn_gates(a.data<float>(), b.data<float>(), A_log_.data<float>(), dt_bias_.data<float>(), T, nv,
+                    g.data<float>(), beta.data<float>());
 
   // The conv output row is [q | k | v] (plain concatenation, spec §2.1).
   GatedDeltaInput in;
   in.tokens = T;
-  in.q = conv.data();
-  in.k = conv.data() + key_dim_;
-  in.v = conv.data() + 2 * key_dim_;
+  in.q = conv.data<float>();
+  in.k = in.q + key_dim_;
+  in.v = in.q + 2 * key_dim_;
   in.stride = conv_dim_;
-  in.g = g.data();
-  in.beta = beta.data();
-  std::vector<float> core(T * value_dim_);
-  // One token (decode, or a chunk of one) takes the per-token recurrence, as HF does.
-  if (T == 1)
-    backend.gated_delta_rule_recurrent(dims_, in, state.recurrent.data(), core.data());
-  else
-    backend.gated_delta_rule(dims_, in, state.recurrent.data(), core.data());
+  in.g = g.data<float>();
+  in.beta = beta.data<float>();
+  const Tensor core = backend.empty({T, value_dim_});
+  const std::vector<int64_t> starts = batch.starts();
+  backend.gated_delta_rule_packed(dims_, in, starts, state.recurrent.data<float>(), core.data<float>());
 
   // Gated RMSNorm per v head (z is v-head-major like the core output), reusing qkv as scratch.
-  float* normed = qkv.data();
-  backend.gated_rms_norm(core.data(), z.data(), T * nv, dims_.d_v, norm_weight_.data(), eps_, normed);
+  float* normed = qkv.data<float>();
+  backend.gated_rms_norm(core.data<float>(), z.data<float>(), T * nv, dims_.d_v, norm_weight_.data<float>(), eps_,
+                         normed);
   backend.linear(out_proj_, normed, T, y);
 }
 

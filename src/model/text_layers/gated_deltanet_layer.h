@@ -3,11 +3,10 @@
 // with silu(z) → out_proj.
 #pragma once
 #include <string>
-#include <vector>
 
+#include "formats/linear_weight.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
-#include "formats/linear_weight.h"
 #include "model/text_layers/token_chunk.h"
 #include "ops/backend.h"
 
@@ -18,28 +17,32 @@ class QuantPlan;
 
 class GatedDeltaNetLayer {
  public:
-  // Per-sequence state, carried across chunks (and what a decode cache would keep).
+  // The state of a step's sequences, carried across steps (what a decode cache keeps), in the
+  // backend's memory: sequence b owns block b of each tensor.
   struct State {
-    std::vector<float> conv_history;  // [kernel-1, conv_dim] pre-conv inputs of the last tokens
-    std::vector<float> recurrent;     // [n_v, d_k, d_v] delta-rule state, fp32
+    int64_t sequences = 0;
+    Tensor conv_history;  // [sequences, kernel-1, conv_dim] pre-conv inputs of the last tokens
+    Tensor recurrent;     // [sequences, n_v, d_k, d_v] delta-rule state, fp32
   };
 
-  // prefix: "model.language_model.layers.L.linear_attn."
-  GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan);
+  // prefix: "model.language_model.layers.L.linear_attn."; weights resident on `backend`.
+  GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
+                     const quant::QuantPlan* plan, const Backend& backend);
 
-  State new_state() const;
+  // Zero state for `sequences` sequences.
+  State new_state(const Backend& backend, int64_t sequences) const;
 
-  // x: [chunk.tokens, hidden] (normed input) -> y: [chunk.tokens, hidden]
-  void forward(const Backend& backend, const float* x, const TokenChunk& chunk, State& state, float* y) const;
+  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory.
+  void forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state, float* y) const;
 
  private:
   GatedDeltaDims dims_;
   int64_t key_dim_, value_dim_, conv_dim_, kernel_;
   float eps_;
   LinearWeight in_proj_qkv_, in_proj_z_, in_proj_b_, in_proj_a_, out_proj_;
-  std::vector<float> conv_weight_;  // [conv_dim, kernel]
-  std::vector<float> A_log_, dt_bias_;  // [n_v]
-  std::vector<float> norm_weight_;      // [d_v], plain weight of the gated norm
+  Tensor conv_weight_;       // [conv_dim, kernel]
+  Tensor A_log_, dt_bias_;   // [n_v]
+  Tensor norm_weight_;       // [d_v], plain weight of the gated norm
 };
 
 }  // namespace stave

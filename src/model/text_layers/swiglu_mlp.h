@@ -2,9 +2,9 @@
 #pragma once
 #include <string>
 
+#include "formats/linear_weight.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
-#include "formats/linear_weight.h"
 #include "ops/backend.h"
 
 namespace stave {
@@ -14,10 +14,11 @@ class QuantPlan;
 
 class SwiGluMlp {
  public:
-  // prefix: "model.language_model.layers.L.mlp."
-  SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan);
+  // prefix: "model.language_model.layers.L.mlp."; the weights are made resident on `backend`.
+  SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan,
+            const Backend& backend);
 
-  // x: [tokens, hidden] -> y: [tokens, hidden]
+  // x: [tokens, hidden] -> y: [tokens, hidden], in the backend's memory.
   void forward(const Backend& backend, const float* x, int64_t tokens, float* y) const;
 
  private:

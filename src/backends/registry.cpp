@@ -1,0 +1,52 @@
+#include "backends/registry.h"
+
+#include "backends/cpu/cpu_backend.h"
+#include "stave/errors.h"
+
+#ifdef STAVE_WITH_CUDA
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device_ops.h"
+#endif
+
+namespace stave {
+
+const Backend& cpu_backend(Precision precision) {
+  return precision == Precision::kExact ? reference_backend() : cpu::fast_backend();
+}
+
+std::vector<std::string> backend_devices() {
+#ifdef STAVE_WITH_CUDA
+  return {"cpu", "cuda"};
+#else
+  return {"cpu"};
+#endif
+}
+
+std::string backend_unavailable_reason(std::string_view device) {
+  if (device.empty() || device == "cpu") return {};
+  if (device != "cuda") return "device must be cpu or cuda, not \"" + std::string(device) + "\"";
+#ifdef STAVE_WITH_CUDA
+  if (!cuda::device_available()) return "device cuda: no CUDA GPU is visible to this process";
+  return {};
+#else
+  return "device cuda: this stave was built without CUDA (configure with -DSTAVE_CUDA=ON)";
+#endif
+}
+
+std::shared_ptr<const Backend> make_backend(std::string_view device, Precision precision,
+                                            const BackendOptions& options) {
+  if (const std::string why = backend_unavailable_reason(device); !why.empty())
+    throw Error(ErrorKind::kUnsupported, why);
+  if (device.empty() || device == "cpu")
+    return std::shared_ptr<const Backend>(&cpu_backend(precision), [](const Backend*) {});
+#ifdef STAVE_WITH_CUDA
+  cuda::CudaBackendOptions o;
+  o.keep_matmul_weights = options.keep_matmul_weights;
+  return std::make_shared<cuda::CudaBackend>(precision, o);
+#else
+  (void)options;
+  throw Error(ErrorKind::kUnsupported, "device cuda: this stave was built without CUDA");
+#endif
+}
+
+}  // namespace stave

@@ -1,0 +1,351 @@
+// One op suite over every backend (CTranslate2's ops_test, llama.cpp's test-backend-ops): each
+// op of the text model is written once here and instantiated for every backend this build
+// knows — the reference kernels (cpu/exact), the vectorized CPU backend (cpu/fast) and CUDA in
+// both precisions (skipped without a GPU). Inputs go into the backend's memory, outputs come
+// back poisoned-first (tests/backend_ops_util.h), and are compared with the fp32 ref:: oracle
+// under a tolerance per backend and precision. The packed multi-sequence delta rule and the
+// decode-shaped calls (one token, keys before the queries) are covered like any other op.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend_ops_util.h"
+#include "backends/registry.h"
+#include "formats/mxfp4.h"
+#include "ops/attention.h"
+#include "ops/conv1d.h"
+#include "ops/elementwise.h"
+#include "ops/gated_delta_net.h"
+#include "ops/reference.h"
+#include "ops/rope.h"
+#include "stave/errors.h"
+#include "util/bf16.h"
+
+namespace stave {
+namespace {
+
+struct BackendCase {
+  std::string device;
+  Precision precision;
+  // Tolerances (max |Δ| / max(1, max |want|)) per kind of op.
+  double elementwise, delta_rule, attention, linear;
+};
+
+std::string case_name(const ::testing::TestParamInfo<BackendCase>& i) {
+  return i.param.device + (i.param.precision == Precision::kExact ? "_exact" : "_fast");
+}
+
+class BackendOps : public ::testing::TestWithParam<BackendCase> {
+ protected:
+  void SetUp() override {
+    const std::string why = backend_unavailable_reason(GetParam().device);
+    if (!why.empty()) GTEST_SKIP() << why;
+    backend_ = make_backend(GetParam().device, GetParam().precision);
+  }
+  const Backend& be() const { return *backend_; }
+  test::HostOps ops() const { return test::HostOps(*backend_); }
+  // The reference backend is the oracle itself: its results must be identical.
+  bool is_oracle() const { return GetParam().device == "cpu" && GetParam().precision == Precision::kExact; }
+  std::shared_ptr<const Backend> backend_;
+};
+
+std::vector<float> rnd(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+double scaled_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0.0, scale = 1.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) && !(std::isnan(a[i]) && std::isnan(b[i]))) return INFINITY;
+    m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  return m / scale;
+}
+
+TEST_P(BackendOps, MemoryRoundTripsAndViews) {
+  std::mt19937 rng(1);
+  const auto v = rnd(rng, 6 * 5);
+  const Tensor t = be().to_device(Tensor::host(v, {6, 5}));
+  EXPECT_EQ(t.device(), be().device());
+  std::vector<float> back(v.size());
+  be().copy_to_host(t, back.data());
+  EXPECT_EQ(back, v);
+  // rows() views share memory; copy() moves rows within the backend.
+  const Tensor z = be().zeros({6, 5});
+  be().copy(t.rows(1, 2), z.rows(3, 2));
+  const Tensor host = be().to_host(z);
+  ASSERT_EQ(host.device(), Device::kCpu);
+  const float* h = host.data<float>();
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t c = 0; c < 5; ++c)
+      EXPECT_EQ(h[r * 5 + c], (r == 3 || r == 4) ? v[static_cast<size_t>((r - 2) * 5 + c)] : 0.0f) << r << "," << c;
+  EXPECT_THROW(be().copy(t, z.rows(0, 1)), Error);  // too small a destination
+  EXPECT_THROW((void)t.data<int32_t>(), Error);     // wrong element type
+}
+
+TEST_P(BackendOps, NormsAndElementwise) {
+  std::mt19937 rng(3);
+  const auto o = ops();
+  const double tol = GetParam().elementwise;
+  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 8}, {33, 128}, {7, 5120}}) {
+    SCOPED_TRACE(::testing::Message() << rows << "x" << dim);
+    const int64_t n = rows * dim;
+    const auto x = rnd(rng, n, -3, 3), z = rnd(rng, n, -3, 3), w = rnd(rng, dim);
+    std::vector<float> want(n), got(n);
+    ref::rms_norm_zero_centered(x.data(), rows, dim, w.data(), 1e-6f, want.data());
+    o.rms_norm_zero_centered(x.data(), rows, dim, w.data(), 1e-6f, got.data());
+    EXPECT_LE(scaled_diff(got, want), tol) << "rms_norm_zero_centered";
+    ref::gated_rms_norm(x.data(), z.data(), rows, dim, w.data(), 1e-6f, want.data());
+    o.gated_rms_norm(x.data(), z.data(), rows, dim, w.data(), 1e-6f, got.data());
+    EXPECT_LE(scaled_diff(got, want), tol) << "gated_rms_norm";
+    ref::silu_mul(x.data(), z.data(), n, want.data());
+    o.silu_mul(x.data(), z.data(), n, got.data());
+    EXPECT_LE(scaled_diff(got, want), tol) << "silu_mul";
+    want = x;
+    got = x;
+    ref::sigmoid_mul(want.data(), z.data(), n);
+    o.sigmoid_mul(got.data(), z.data(), n);
+    EXPECT_LE(scaled_diff(got, want), tol) << "sigmoid_mul";
+    // The residual add is one fp32 rounding per element everywhere: identical results.
+    want = x;
+    got = x;
+    for (int64_t i = 0; i < n; ++i) want[i] += z[i];
+    o.add_inplace(got.data(), z.data(), n);
+    EXPECT_EQ(got, want) << "add_inplace";
+  }
+}
+
+TEST_P(BackendOps, SplitQueryGate) {
+  std::mt19937 rng(4);
+  const int64_t rows = 13, d = 24;
+  const auto qg = rnd(rng, rows * 2 * d);
+  std::vector<float> q(rows * d), g(rows * d);
+  ops().split_query_gate(qg.data(), rows, d, q.data(), g.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < d; ++i) {
+      ASSERT_EQ(q[r * d + i], qg[r * 2 * d + i]);
+      ASSERT_EQ(g[r * d + i], qg[r * 2 * d + d + i]);
+    }
+}
+
+TEST_P(BackendOps, Conv1dCarriesHistoryAcrossCalls) {
+  std::mt19937 rng(5);
+  const auto o = ops();
+  const int64_t channels = 70, kernel = 4;
+  const auto w = rnd(rng, channels * kernel);
+  std::vector<float> h_ref = rnd(rng, (kernel - 1) * channels), h_got = h_ref;
+  for (int64_t tokens : {5, 2, 1, 40}) {  // 2 and 1 are shorter than the history
+    const auto x = rnd(rng, tokens * channels);
+    std::vector<float> want(tokens * channels), got(tokens * channels);
+    ref::causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_ref.data(), want.data());
+    o.causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_got.data(), got.data());
+    EXPECT_LE(scaled_diff(got, want), GetParam().elementwise) << "tokens " << tokens;
+    EXPECT_EQ(h_got, h_ref) << "history after " << tokens << " tokens";
+  }
+}
+
+TEST_P(BackendOps, GdnGates) {
+  std::mt19937 rng(6);
+  const int64_t tokens = 45, nv = 12;
+  const auto a = rnd(rng, tokens * nv, -30, 30), b = rnd(rng, tokens * nv, -5, 5);
+  const auto A_log = rnd(rng, nv), dt = rnd(rng, nv);
+  std::vector<float> g(tokens * nv), beta(tokens * nv), gg(tokens * nv), gb(tokens * nv);
+  ref::gdn_gates(a.data(), b.data(), A_log.data(), dt.data(), tokens, nv, g.data(), beta.data());
+  ops().gdn_gates(a.data(), b.data(), A_log.data(), dt.data(), tokens, nv, gg.data(), gb.data());
+  EXPECT_LE(scaled_diff(gg, g), GetParam().elementwise);
+  EXPECT_LE(scaled_diff(gb, beta), GetParam().elementwise);
+}
+
+// q, k, v rows of `tokens` tokens in one [tokens, stride] layout, as the model's conv output.
+struct DeltaCase {
+  GatedDeltaDims dims;
+  int64_t tokens = 0;
+  std::vector<float> row, g, beta;
+  GatedDeltaInput in;
+  DeltaCase(std::mt19937& rng, GatedDeltaDims d, int64_t T) : dims(d), tokens(T) {
+    const int64_t stride = 2 * d.n_k_heads * d.d_k + d.n_v_heads * d.d_v;
+    row = rnd(rng, T * stride);
+    g = rnd(rng, T * d.n_v_heads, -2.0f, 0.0f);
+    beta = rnd(rng, T * d.n_v_heads, 0.0f, 1.0f);
+    in.tokens = T;
+    in.q = row.data();
+    in.k = row.data() + d.n_k_heads * d.d_k;
+    in.v = row.data() + 2 * d.n_k_heads * d.d_k;
+    in.stride = stride;
+    in.g = g.data();
+    in.beta = beta.data();
+  }
+};
+
+TEST_P(BackendOps, GatedDeltaRuleBothForms) {
+  std::mt19937 rng(7);
+  const auto o = ops();
+  for (GatedDeltaDims dims : {GatedDeltaDims{1, 1, 16, 16}, GatedDeltaDims{2, 4, 32, 40}, GatedDeltaDims{1, 3, 24, 8},
+                              GatedDeltaDims{2, 6, 128, 128}})
+    for (int64_t tokens : {1, 9, 70, 130})
+      for (auto form : {test::HostOps::DeltaForm::kChunked, test::HostOps::DeltaForm::kRecurrent}) {
+        const bool chunked = form == test::HostOps::DeltaForm::kChunked;
+        SCOPED_TRACE(::testing::Message() << "dk " << dims.d_k << " dv " << dims.d_v << " tokens " << tokens
+                                          << (chunked ? " chunked" : " recurrent"));
+        DeltaCase c(rng, dims, tokens);
+        std::vector<float> s_ref = rnd(rng, dims.state_floats(), -0.5f, 0.5f), s_got = s_ref;
+        std::vector<float> want(tokens * dims.n_v_heads * dims.d_v), got(want.size());
+        if (chunked)
+          ref::gated_delta_rule_chunked(dims, c.in, s_ref.data(), want.data());
+        else
+          ref::gated_delta_rule_recurrent(dims, c.in, s_ref.data(), want.data());
+        o.gated_delta_rule(form, dims, c.in, c.row, {}, s_got.data(), got.data());
+        EXPECT_LE(scaled_diff(got, want), GetParam().delta_rule);
+        EXPECT_LE(scaled_diff(s_got, s_ref), GetParam().delta_rule);
+      }
+}
+
+// Several sequences in one call, each with its own state: equal to each sequence alone (one
+// token by the recurrence, more by the chunked form, as the model calls them).
+TEST_P(BackendOps, GatedDeltaRulePackedSequencesStayApart) {
+  std::mt19937 rng(8);
+  const GatedDeltaDims dims{2, 4, 32, 40};
+  const std::vector<int64_t> lengths{5, 1, 0, 70, 64};
+  std::vector<int64_t> starts{0};
+  for (int64_t L : lengths) starts.push_back(starts.back() + L);
+  DeltaCase all(rng, dims, starts.back());
+  const int64_t S = dims.state_floats(), n_seq = static_cast<int64_t>(lengths.size());
+  std::vector<float> states = rnd(rng, n_seq * S, -0.5f, 0.5f), s_ref = states;
+  std::vector<float> want(all.tokens * dims.n_v_heads * dims.d_v), got(want.size());
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const int64_t r0 = starts[b], n = lengths[b];
+    if (n == 0) continue;
+    GatedDeltaInput one = all.in;
+    one.tokens = n;
+    one.q += r0 * one.stride;
+    one.k += r0 * one.stride;
+    one.v += r0 * one.stride;
+    one.g += r0 * dims.n_v_heads;
+    one.beta += r0 * dims.n_v_heads;
+    float* out = want.data() + r0 * dims.n_v_heads * dims.d_v;
+    if (n == 1)
+      ref::gated_delta_rule_recurrent(dims, one, s_ref.data() + b * S, out);
+    else
+      ref::gated_delta_rule_chunked(dims, one, s_ref.data() + b * S, out);
+  }
+  ops().gated_delta_rule(test::HostOps::DeltaForm::kChunked, dims, all.in, all.row, starts, states.data(), got.data());
+  EXPECT_LE(scaled_diff(got, want), GetParam().delta_rule);
+  EXPECT_LE(scaled_diff(states, s_ref), GetParam().delta_rule);
+}
+
+TEST_P(BackendOps, Rope) {
+  std::mt19937 rng(9);
+  const int64_t tokens = 19, heads = 3, d = 64, rot = 32;
+  const auto cos = rnd(rng, tokens * rot / 2), sin = rnd(rng, tokens * rot / 2);
+  std::vector<float> want = rnd(rng, tokens * heads * d), got = want;
+  ref::apply_rope(want.data(), tokens, heads, d, rot, cos.data(), sin.data());
+  ops().apply_rope(got.data(), tokens, heads, d, rot, cos.data(), sin.data());
+  EXPECT_LE(scaled_diff(got, want), GetParam().elementwise);
+}
+
+// Prefill shapes and decode shapes (one query after many keys), GQA ratios, head dims.
+TEST_P(BackendOps, AttentionCausalPrefillAndDecode) {
+  std::mt19937 rng(10);
+  const auto o = ops();
+  for (AttentionShape s : {AttentionShape{4, 2, 64, 0.125f}, AttentionShape{6, 1, 256, 0.0625f},
+                           AttentionShape{3, 3, 18, 0.25f}, AttentionShape{8, 2, 128, 0.0884f}})
+    for (auto [tokens, pos0] : {std::pair<int64_t, int64_t>{1, 0}, {37, 0}, {20, 45}, {1, 200}, {130, 3}}) {
+      SCOPED_TRACE(::testing::Message() << "heads " << s.n_q_heads << "/" << s.n_kv_heads << " d " << s.head_dim
+                                        << " tokens " << tokens << " pos0 " << pos0);
+      const int64_t keys = pos0 + tokens;
+      const auto q = rnd(rng, tokens * s.n_q_heads * s.head_dim, -2, 2);
+      const auto k = rnd(rng, keys * s.n_kv_heads * s.head_dim, -2, 2);
+      const auto v = rnd(rng, keys * s.n_kv_heads * s.head_dim);
+      std::vector<float> want(q.size()), got(q.size());
+      ref::attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), want.data());
+      o.attention_causal(s, q.data(), tokens, pos0, k.data(), v.data(), got.data());
+      EXPECT_LE(scaled_diff(got, want), GetParam().attention);
+    }
+}
+
+// A linear weight in host memory, as a mapped checkpoint holds it.
+struct HostWeight {
+  std::vector<uint8_t> bytes, scales;
+  std::vector<float> bias;
+  LinearWeight w;
+};
+
+HostWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t in, bool w4a4, bool bias) {
+  HostWeight h;
+  h.w.name = "test";
+  h.w.out = out;
+  h.w.in = in;
+  h.w.format = f;
+  h.w.quantize_input = w4a4;
+  if (f == WeightFormat::kMXFP4) {
+    h.bytes.resize(out * in / 2);
+    h.scales.resize(out * in / 32);
+    for (auto& b : h.bytes) b = static_cast<uint8_t>(rng());
+    for (auto& s : h.scales) s = static_cast<uint8_t>(std::uniform_int_distribution<int>(118, 130)(rng));
+    h.w.scales = h.scales.data();
+  } else if (f == WeightFormat::kBF16) {
+    const auto v = rnd(rng, out * in, -0.1f, 0.1f);
+    h.bytes.resize(out * in * 2);
+    for (int64_t i = 0; i < out * in; ++i) {
+      const uint16_t b = f32_to_bf16(v[i]);
+      std::memcpy(&h.bytes[2 * i], &b, 2);
+    }
+  } else {
+    const auto v = rnd(rng, out * in, -0.1f, 0.1f);
+    h.bytes.resize(out * in * 4);
+    std::memcpy(h.bytes.data(), v.data(), h.bytes.size());
+  }
+  h.w.data = h.bytes.data();
+  if (bias) {
+    h.bias = rnd(rng, out);
+    h.w.bias = h.bias.data();
+  }
+  return h;
+}
+
+TEST_P(BackendOps, LinearEveryFormat) {
+  std::mt19937 rng(11);
+  struct Case {
+    WeightFormat f;
+    bool w4a4;
+  };
+  for (const Case c : {Case{WeightFormat::kMXFP4, true}, Case{WeightFormat::kMXFP4, false},
+                       Case{WeightFormat::kBF16, false}, Case{WeightFormat::kF32, false}})
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 64}, {17, 96, 160}, {130, 200, 512}})
+      for (bool bias : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(c.f) << " w4a4 " << c.w4a4 << " M " << M
+                                          << " N " << N << " K " << K << " bias " << bias);
+        // A fresh backend per weight: a device backend keeps weights resident by address, and
+        // these test weights are freed and reallocated (often at the same address).
+        const auto fresh = make_backend(GetParam().device, GetParam().precision);
+        const HostWeight h = make_weight(rng, c.f, N, K, c.w4a4, bias);
+        const auto x = rnd(rng, M * K, -2.0f, 2.0f);
+        std::vector<float> want(M * N), got(M * N);
+        ref::linear(h.w, x.data(), M, want.data());
+        test::HostOps(*fresh).linear(h.w, x.data(), M, got.data());
+        EXPECT_LE(scaled_diff(got, want), GetParam().linear);
+      }
+}
+
+// Tolerances: the reference backend is the oracle (identical); the fast CPU kernels accumulate
+// in fp32 with a polynomial exp; CUDA exact accumulates in fp64 (the delta rule's chunked form
+// differs from its recurrence by the oracle's own rounding), CUDA fast in fp32 on tensor cores.
+INSTANTIATE_TEST_SUITE_P(
+    Devices, BackendOps,
+    ::testing::Values(BackendCase{"cpu", Precision::kExact, 0.0, 0.0, 0.0, 0.0},
+                      BackendCase{"cpu", Precision::kFast, 3e-6, 5e-5, 1e-5, 1e-4},
+                      BackendCase{"cuda", Precision::kExact, 1e-6, 2e-5, 1e-6, 1e-5},
+                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-5, 1e-5, 1e-4}),
+    case_name);
+
+}  // namespace
+}  // namespace stave
