@@ -1,5 +1,6 @@
 #include "server/openai_service.h"
 
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -66,6 +67,11 @@ class OpenAiService::Call : public HttpCall {
   void run(const std::shared_ptr<const LanguageModel>& lm) {
     if (cancel_.load()) return;
     try {
+      if (req_.generation.logprobs >= 0) {
+        logprobs_.emplace();
+        logprobs_->token_text = [lm](int32_t id) { return lm->token_text(id); };
+        logprobs_->token_bytes = [lm](int32_t id) { return lm->token_bytes(id); };
+      }
       const std::vector<int32_t> ids = prompt_ids(*lm);
       if (req_.stream) run_stream(*lm, ids);
       else run_whole(*lm, ids);
@@ -120,7 +126,7 @@ class OpenAiService::Call : public HttpCall {
     observe(g);
     if (answered_.exchange(true)) return;
     HttpReply r;
-    r.body = render_openai_reply(req_.kind, ids_, g);
+    r.body = render_openai_reply(req_.kind, ids_, g, lp());
     send(std::move(r));
   }
 
@@ -135,8 +141,16 @@ class OpenAiService::Call : public HttpCall {
     const OpenAiKind kind = req_.kind;
     if (kind == OpenAiKind::kChat) push(render_openai_chunk(kind, ids_, "", true, nullptr));
     Generation g;
+    // With logprobs, each text chunk carries the steps picked since the last chunk; the final
+    // chunk those whose text was held back or is not shown (a stop token, text past a stop string).
+    std::vector<StepLogprobs> pending;
+    GenerationOptions go = options();
+    go.on_logprobs = [&](const StepLogprobs& s) { pending.push_back(s); };
     try {
-      g = lm.generate(ids, options(), [&](std::string_view piece) { push(render_openai_chunk(kind, ids_, piece, false, nullptr)); });
+      g = lm.generate(ids, go, [&](std::string_view piece) {
+        push(render_openai_chunk(kind, ids_, piece, false, nullptr, lp(), pending));
+        pending.clear();
+      });
     } catch (const DecisionCancelled&) {
       if (tokens_ > 0) s_.metrics_.observe_generation(static_cast<int64_t>(ids.size()), tokens_, seconds_between(first_token_, last_token_));
       throw;
@@ -148,7 +162,7 @@ class OpenAiService::Call : public HttpCall {
       return;
     }
     observe(g);
-    push(render_openai_chunk(kind, ids_, "", false, &g.finish_reason));
+    push(render_openai_chunk(kind, ids_, "", false, &g.finish_reason, lp(), pending));
     if (req_.include_usage)
       push(render_openai_usage_chunk(kind, ids_, static_cast<int64_t>(g.prompt_token_ids.size()),
                                      static_cast<int64_t>(g.completion_token_ids.size())));
@@ -198,8 +212,11 @@ class OpenAiService::Call : public HttpCall {
     done_(std::move(r));
   }
 
+  LogprobsView* lp() { return logprobs_ ? &*logprobs_ : nullptr; }
+
   OpenAiService& s_;
   OpenAiRequest req_;
+  std::optional<LogprobsView> logprobs_;  // set when the request asked for logprobs
   AccessRecord rec_;
   Clock::time_point t0_, deadline_;
   std::function<void(HttpReply)> done_;
