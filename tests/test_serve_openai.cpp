@@ -600,6 +600,18 @@ TEST(ServeOpenAiHttp, AFullQueueAnswers503) {
   EXPECT_FALSE(r->get_header_value("Retry-After").empty());
 }
 
+// stave_generated_tokens_total now (counted as tokens are picked).
+int64_t generated_tokens(const LiveServer& srv) {
+  const std::string metrics = srv.get("/metrics")->body;
+  const std::string name = "\nstave_generated_tokens_total ";
+  const size_t at = metrics.find(name);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << name << " in " << metrics;
+    return -1;
+  }
+  return std::stoll(metrics.substr(at + name.size()));
+}
+
 // A client that reads one event of a long stream and hangs up: its generation stops early.
 TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
@@ -636,10 +648,12 @@ TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   }
   EXPECT_NE(metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1"), std::string::npos) << metrics;
   EXPECT_EQ(srv.server().admission().running(), 0u);
-  const std::string tokens = "\nstave_generated_tokens_total ";
-  const size_t at = metrics.find(tokens);
-  ASSERT_NE(at, std::string::npos);
-  EXPECT_LT(std::stoll(metrics.substr(at + tokens.size())), 100000);
+  // The live token counter stopped: the same a while later, far below the request's budget.
+  const int64_t stopped_at = generated_tokens(srv);
+  EXPECT_GT(stopped_at, 0);
+  EXPECT_LT(stopped_at, 100000);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(generated_tokens(srv), stopped_at) << "tokens were generated after the client left";
 }
 
 // A client waiting for a whole (non-streamed) reply that hangs up: the transport sees the socket
@@ -662,7 +676,10 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   while (srv.server().admission().running() == 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(5ms);
   ASSERT_EQ(srv.server().admission().running(), 1u);
-  std::this_thread::sleep_for(200ms);  // some decode steps
+  // The token counter grows while the generation runs …
+  const int64_t before = generated_tokens(srv);
+  while (generated_tokens(srv) < before + 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_GE(generated_tokens(srv), before + 3);
   ::close(fd);
   std::string metrics;
   while (std::chrono::steady_clock::now() < until + 30s) {
@@ -672,6 +689,11 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   }
   EXPECT_EQ(srv.server().admission().running(), 0u) << "the generation ran on after its client left";
   EXPECT_NE(metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1"), std::string::npos) << metrics;
+  // … and stops when its client has left.
+  const int64_t stopped_at = generated_tokens(srv);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(generated_tokens(srv), stopped_at);
+  EXPECT_LT(stopped_at, 100000);
 }
 
 }  // namespace

@@ -101,6 +101,7 @@ class OpenAiService::Call : public HttpCall {
     GenerationOptions g = req_.generation;
     g.cancel = &cancel_;
     g.on_token = [this](int32_t) {
+      s_.metrics_.count_token();
       const auto now = Clock::now();
       if (tokens_ == 0) {
         first_token_ = now;
