@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "stave/errors.h"
@@ -33,17 +32,21 @@ StepLogprobs step_logprobs(std::span<const float> logits, int32_t chosen, int64_
   out.logprob = floored(logits[static_cast<size_t>(chosen)] - lse);
   const int64_t n = std::clamp<int64_t>(top_n, 0, V);
   if (n == 0) return out;
-  std::vector<int32_t> order(static_cast<size_t>(V));
-  std::iota(order.begin(), order.end(), 0);
-  auto key = [&](int32_t i) {  // NaN sorts last, keeping the order strict
+  // One pass keeping the n best in order (n ≤ a few tens): most ids fail the first comparison.
+  auto key = [&](int32_t i) {  // NaN ranks last
     const float x = logits[static_cast<size_t>(i)];
     return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x;
   };
-  std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                    [&](int32_t a, int32_t b) { return key(a) != key(b) ? key(a) > key(b) : a < b; });
-  out.top.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    out.top.push_back({order[static_cast<size_t>(i)], floored(logits[static_cast<size_t>(order[static_cast<size_t>(i)])] - lse)});
+  auto before = [&](int32_t a, int32_t b) { return key(a) != key(b) ? key(a) > key(b) : a < b; };
+  std::vector<int32_t> best;
+  best.reserve(static_cast<size_t>(n) + 1);
+  for (int32_t i = 0; i < static_cast<int32_t>(V); ++i) {
+    if (static_cast<int64_t>(best.size()) == n && !before(i, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), i, before), i);
+    if (static_cast<int64_t>(best.size()) > n) best.pop_back();
+  }
+  out.top.reserve(best.size());
+  for (int32_t id : best) out.top.push_back({id, floored(logits[static_cast<size_t>(id)] - lse)});
   return out;
 }
 
