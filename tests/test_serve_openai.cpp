@@ -554,6 +554,38 @@ TEST(ServeOpenAiHttp, SeedStopAndMaxCompletionTokens) {
   EXPECT_EQ(json::parse(bounded->body)["choices"][0]["finish_reason"], "length");
 }
 
+// The server's context length (--max-length, shared with /v1/systemone and reported as
+// context_length) bounds prompt + completion, as vLLM's --max-model-len does.
+TEST(ServeOpenAiHttp, TheContextLengthBoundsPromptAndCompletion) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  ServeOptions o;
+  o.decide.max_length = 24;
+  LiveServer srv(o);
+  EXPECT_EQ(json::parse(srv.get("/v1/models")->body)["data"][0]["context_length"], 24);
+  const std::string chat = R"({"messages":[{"role":"user","content":"hi"}],"temperature":0,"ignore_eos":true)";
+  auto asked = srv.post("/v1/chat/completions", chat + R"(,"max_tokens":100})");
+  ASSERT_TRUE(asked);
+  EXPECT_EQ(asked->status, 400) << asked->body;
+  EXPECT_NE(asked->body.find("context length is 24 tokens"), std::string::npos) << asked->body;
+  auto defaulted = srv.post("/v1/chat/completions", chat + "}");  // the default budget shrinks to fit
+  ASSERT_TRUE(defaulted);
+  ASSERT_EQ(defaulted->status, 200) << defaulted->body;
+  const json d = json::parse(defaulted->body);
+  EXPECT_EQ(d["usage"]["total_tokens"], 24);
+  EXPECT_EQ(d["choices"][0]["finish_reason"], "length");
+  std::string ids;
+  for (int i = 0; i < 24; ++i) ids += (i ? "," : "") + std::to_string(1000 + i);
+  auto too_long = srv.post("/v1/completions", R"({"prompt":[)" + ids + "]}");
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ(too_long->status, 400) << too_long->body;
+  EXPECT_NE(too_long->body.find("the prompt has 24 tokens"), std::string::npos) << too_long->body;
+  json streamed = json::parse(chat + R"(,"max_tokens":100})");
+  streamed["stream"] = true;  // refused before the stream starts: a plain 400
+  auto s = srv.post("/v1/chat/completions", streamed.dump());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 400) << s->body;
+}
+
 // The generation routes sit behind the same API key as /v1/systemone.
 TEST(ServeOpenAiHttp, TheApiKeyGuardsTheGenerationRoutes) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
@@ -617,7 +649,7 @@ TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   LiveServer srv;
   const std::string body =
-      R"({"messages":[{"role":"user","content":"Count."}],"stream":true,"max_tokens":100000,"ignore_eos":true})";
+      R"({"messages":[{"role":"user","content":"Count."}],"stream":true,"max_tokens":16000,"ignore_eos":true})";
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -651,18 +683,18 @@ TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   // The live token counter stopped: the same a while later, far below the request's budget.
   const int64_t stopped_at = generated_tokens(srv);
   EXPECT_GT(stopped_at, 0);
-  EXPECT_LT(stopped_at, 100000);
+  EXPECT_LT(stopped_at, 16000);
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(generated_tokens(srv), stopped_at) << "tokens were generated after the client left";
 }
 
 // A client waiting for a whole (non-streamed) reply that hangs up: the transport sees the socket
 // close and the generation stops between decode steps — the worker is free long before the
-// reply's 100000 tokens.
+// reply's 16000 tokens.
 TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   LiveServer srv;
-  const std::string body = R"({"prompt":"Count.","max_tokens":100000,"ignore_eos":true})";
+  const std::string body = R"({"prompt":"Count.","max_tokens":16000,"ignore_eos":true})";
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -693,7 +725,7 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   const int64_t stopped_at = generated_tokens(srv);
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(generated_tokens(srv), stopped_at);
-  EXPECT_LT(stopped_at, 100000);
+  EXPECT_LT(stopped_at, 16000);
 }
 
 }  // namespace

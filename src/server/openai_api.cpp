@@ -190,6 +190,7 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(OpenAiKind kind, std:
     return bad(field_named_in(e.what()), e.what());
   }
   r.generation.logprobs = std::get<int64_t>(logprobs);
+  r.max_tokens_given = present(j, "max_tokens") || present(j, "max_completion_tokens");
   const SamplingOptions& s = r.generation.sampling;
   if (!(s.temperature >= 0.0 && s.temperature <= 2.0)) return bad("temperature", "temperature must be between 0 and 2");
   if (!(s.top_p > 0.0 && s.top_p <= 1.0)) return bad("top_p", "top_p must be in (0, 1]");

@@ -26,6 +26,7 @@ struct OpenAiRequest {
   std::optional<std::string> prompt;          // completion: the prompt text …
   std::vector<int32_t> prompt_token_ids;      // … or its token ids
   GenerationOptions generation;
+  bool max_tokens_given = false;    // max_tokens / max_completion_tokens in the body (else a default)
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage: a last chunk with usage
 };

@@ -73,6 +73,7 @@ class OpenAiService::Call : public HttpCall {
         logprobs_->token_bytes = [lm](int32_t id) { return lm->token_bytes(id); };
       }
       const std::vector<int32_t> ids = prompt_ids(*lm);
+      fit_context(static_cast<int64_t>(ids.size()));
       if (req_.stream) run_stream(*lm, ids);
       else run_whole(*lm, ids);
     } catch (const DecisionCancelled&) {
@@ -94,6 +95,25 @@ class OpenAiService::Call : public HttpCall {
       if (id < 0 || id >= lm.vocab_size())
         throw Error(ErrorKind::kInvalidRequest, fmt::format("prompt token id {} is outside the vocabulary [0, {})", id, lm.vocab_size()));
     return req_.prompt_token_ids;
+  }
+
+  // The server's context length (--max-length, /v1/models' context_length) bounds prompt +
+  // completion as vLLM's --max-model-len does: a prompt that fills it, or a max_tokens the
+  // request set past what is left, is a 400; a default budget shrinks to what is left.
+  void fit_context(int64_t prompt_tokens) {
+    const int64_t context = s_.host_.options.decide.max_length;
+    if (prompt_tokens >= context)
+      throw Error(ErrorKind::kInvalidRequest,
+                  fmt::format("the prompt has {} tokens; this server's context length is {} tokens (prompt and completion)",
+                              prompt_tokens, context));
+    int64_t& max_tokens = req_.generation.max_tokens;
+    if (prompt_tokens + max_tokens <= context) return;
+    if (req_.max_tokens_given)
+      throw Error(ErrorKind::kInvalidRequest,
+                  fmt::format("this server's context length is {} tokens; the request asks for {} ({} in the prompt, {} "
+                              "in the completion): lower max_tokens / max_completion_tokens or shorten the prompt",
+                              context, prompt_tokens + max_tokens, prompt_tokens, max_tokens));
+    max_tokens = context - prompt_tokens;
   }
 
   // The options of this request plus the cancel flag and the token timing.
