@@ -247,8 +247,16 @@ TEST(LanguageModel, TheReferenceTextDecodesFromTheGreedyIds) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
   const OJson ref = lm_fixture("bf16");
   const auto lm = load("bf16", Precision::kFast);
-  for (const auto& chat : ref["chats"])
-    EXPECT_EQ(lm->detokenize(chat["greedy_ids"].get<std::vector<int32_t>>()), chat["greedy_text"].get<std::string>());
+  for (const auto& chat : ref["chats"]) {
+    const auto ids = chat["greedy_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(lm->detokenize(ids), chat["greedy_text"].get<std::string>());
+    // Token by token, the exact bytes (what logprobs report as "bytes") join into the same text.
+    std::string bytes;
+    for (int32_t id : ids) bytes += lm->token_bytes(id);
+    EXPECT_EQ(bytes, chat["greedy_text"].get<std::string>());
+  }
+  EXPECT_EQ(lm->token_text(ref["eos_token_id"].get<int32_t>()), "<|im_end|>");
+  EXPECT_EQ(lm->token_bytes(ref["eos_token_id"].get<int32_t>()), "<|im_end|>");
 }
 
 TEST(LanguageModel, StopTokensStopStringsAndMaxTokens) {
