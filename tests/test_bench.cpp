@@ -1,8 +1,9 @@
 // stave bench's library part: requests of an exact encoded length, the statistics, and a run
-// with --batch.
+// with --batch; stave bench-decode's run on the fixture release.
 #include <gtest/gtest.h>
 
 #include "bench/bench_run.h"
+#include "bench/decode_bench.h"
 #include "bench/stats.h"
 #include "bench/synthetic_request.h"
 #include "decide/encoder.h"
@@ -140,6 +141,37 @@ TEST(BenchRun, BatchRunsCountEveryRequestsTokens) {
     o.batch = bad;
     EXPECT_THROW(bench::run_bench(o), Error) << bad;
   }
+}
+
+// A tiny run: every length reports what it timed (exactly new_tokens tokens each run); bad
+// options are errors naming them.
+TEST(BenchDecode, TimesEveryLengthAndRefusesBadOptions) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  bench::DecodeBenchOptions o;
+  o.model = test::fixture("public/model-bf16");
+  o.prompt_tokens = {3, 9};
+  o.new_tokens = 4;
+  o.repeat = 2;
+  o.warmup = 0;
+  o.threads = 1;
+  const bench::DecodeReport r = bench::run_decode_bench(o);
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[1].prompt_tokens, 9);
+  for (const auto& x : r.results) {
+    EXPECT_EQ(x.ttft_ms.n, 2);
+    EXPECT_GT(x.ttft_ms.min, 0.0);
+    EXPECT_GT(x.decode_tokens_per_s.min, 0.0);
+    EXPECT_EQ(x.inter_token_ms.n, 2 * 3);  // 3 gaps between 4 tokens, 2 runs
+  }
+  const auto j = bench::to_json(r);
+  EXPECT_EQ(j["batch"], 1);
+  EXPECT_EQ(j["results"][0]["new_tokens"], 4);
+  EXPECT_NE(bench::markdown_table(r).find("| 9 | 4 | 2 |"), std::string::npos) << bench::markdown_table(r);
+  o.new_tokens = 1;
+  EXPECT_THROW(bench::run_decode_bench(o), Error);
+  o.new_tokens = 4;
+  o.prompt_tokens = {0};
+  EXPECT_THROW(bench::run_decode_bench(o), Error);
 }
 
 }  // namespace

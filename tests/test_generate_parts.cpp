@@ -2,9 +2,12 @@
 // min-p, penalties, seeds) and the streamed completion text (whole UTF-8 only, stop strings).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "generate/completion_text.h"
+#include "generate/logprobs.h"
 #include "generate/sampler.h"
 #include "stave/errors.h"
 
@@ -107,6 +110,25 @@ TEST(Sampler, OptionsOutOfRangeAreRefused) {
   }
 }
 
+TEST(Logprobs, LogSoftmaxOverTheWholeVocabulary) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> l = {1.0f, 3.0f, 3.0f, -inf, 0.5f};
+  const double lse = std::log(std::exp(1.0) + 2 * std::exp(3.0) + std::exp(0.5));
+  const StepLogprobs s = step_logprobs(l, 0, 3);
+  EXPECT_EQ(s.id, 0);
+  EXPECT_NEAR(s.logprob, 1.0 - lse, 1e-12);
+  ASSERT_EQ(s.top.size(), 3u);
+  EXPECT_EQ(s.top[0].id, 1);  // a tie: the lower id first
+  EXPECT_EQ(s.top[1].id, 2);
+  EXPECT_EQ(s.top[2].id, 0);
+  EXPECT_NEAR(s.top[0].logprob, 3.0 - lse, 1e-12);
+  EXPECT_NEAR(s.top[2].logprob, s.logprob, 1e-12);
+  EXPECT_EQ(step_logprobs(l, 3, 0).logprob, kLogprobFloor);  // −inf is floored to a JSON number
+  EXPECT_TRUE(step_logprobs(l, 4, 0).top.empty());
+  EXPECT_EQ(step_logprobs(l, 4, 99).top.size(), 5u);  // clamped to the vocabulary
+  EXPECT_THROW(step_logprobs(l, 5, 1), Error);
+}
+
 TEST(CompletionText, HoldsBackUnfinishedCharacters) {
   CompletionText t;
   std::string out;
@@ -135,6 +157,28 @@ TEST(CompletionText, CutsAtTheFirstStopStringAndHoldsPossibleStarts) {
   EXPECT_EQ(out, "hello EN");
   EXPECT_EQ(t.text(), "hello EN");
   EXPECT_TRUE(t.stopped());
+}
+
+// A stop string that arrives across several tokens, one character at a time: nothing of it, nor
+// anything after it, is ever released; what came before it is.
+TEST(CompletionText, AStopStringAcrossTokensIsNeverReleased) {
+  CompletionText t({"</s>"});
+  std::string out;
+  const std::string full = "ab</s>cd";
+  for (size_t n = 1; n <= full.size() && !t.stopped(); ++n) {
+    t.update(full.substr(0, n));
+    out += t.take_ready(false);
+    EXPECT_EQ(out.find('<'), std::string::npos) << "after " << n << " bytes: " << out;
+  }
+  EXPECT_TRUE(t.stopped());
+  out += t.take_ready(true);
+  EXPECT_EQ(out, "ab");
+  // A start that does not complete is released once it cannot become the stop string.
+  CompletionText u({"</s>"});
+  u.update("a</");
+  EXPECT_EQ(u.take_ready(false), "a");
+  u.update("a</x");
+  EXPECT_EQ(u.take_ready(false), "</x");
 }
 
 TEST(CompletionText, NeverSplitsACharacterWhenHoldingBack) {

@@ -6,6 +6,7 @@
 // 0.05; NLL bound measured, see docs/lm.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "stave/language_model.h"
@@ -143,12 +144,119 @@ TEST(LanguageModel, GreedyFastAgreesWhereTheMarginIsClearMxfp4) {
   check_greedy("mxfp4", Precision::kFast, 0.05, false);
 }
 
+// Log-probabilities against the reference's top-5 logits (the fixture has no log-sum-exp, so
+// what can be compared is compared): at each greedy step (up to the first whose margin is below
+// 1e-4), the five reference tokens are among the top 20 reported, their logprob differences from
+// the first equal the reference logit differences within the fixture's 2e-3, and the order of
+// any two of them whose reference logits are more than 2e-3 apart is the reference's. The
+// picked token's logprob is the top one's, and −logprob is the NLL that perplexity() (held to
+// the reference's NLLs above) gives the same tokens.
+void check_logprobs(const std::string& variant) {
+  constexpr double kTol = 2e-3;
+  const OJson ref = lm_fixture(variant);
+  const auto lm = load(variant, Precision::kExact);
+  GenerationOptions g;
+  g.max_tokens = ref["new_tokens"].get<int64_t>();
+  g.sampling.temperature = 0.0;
+  g.logprobs = kMaxTopLogprobs;
+  size_t compared = 0;
+  double max_diff = 0;
+  for (const auto& chat : ref["chats"]) {
+    const auto prompt = chat["prompt_ids"].get<std::vector<int32_t>>();
+    std::vector<StepLogprobs> streamed;
+    g.on_logprobs = [&](const StepLogprobs& s) { streamed.push_back(s); };
+    const Generation out = lm->generate(prompt, g);
+    ASSERT_EQ(out.logprobs.size(), out.completion_token_ids.size());
+    ASSERT_EQ(streamed.size(), out.logprobs.size());
+    for (size_t i = 0; i < out.logprobs.size(); ++i) {
+      const StepLogprobs& s = out.logprobs[i];
+      EXPECT_EQ(s.id, out.completion_token_ids[i]);
+      EXPECT_EQ(streamed[i].logprob, s.logprob);
+      ASSERT_EQ(s.top.size(), static_cast<size_t>(kMaxTopLogprobs));
+      EXPECT_EQ(s.top[0].id, s.id) << "greedy picks the most likely token";
+      EXPECT_EQ(s.top[0].logprob, s.logprob);
+      EXPECT_LE(s.logprob, 0.0);
+      for (size_t k = 1; k < s.top.size(); ++k) EXPECT_LE(s.top[k].logprob, s.top[k - 1].logprob);
+      const auto& step = chat["steps"][i];
+      if (step["margin"].get<double>() < 1e-4) break;
+      const auto ids = step["top_ids"].get<std::vector<int32_t>>();
+      const auto logits = step["top_logits"].get<std::vector<double>>();
+      std::vector<double> lp;
+      for (int32_t id : ids) {
+        const auto it = std::find_if(s.top.begin(), s.top.end(), [&](const TokenLogprob& t) { return t.id == id; });
+        ASSERT_NE(it, s.top.end()) << "step " << i << ": reference token " << id << " not in the top 20";
+        lp.push_back(it->logprob);
+      }
+      for (size_t a = 0; a < ids.size(); ++a) {
+        const double diff = std::fabs((lp[a] - lp[0]) - (logits[a] - logits[0]));
+        max_diff = std::max(max_diff, diff);
+        EXPECT_LE(diff, kTol) << "step " << i << " token " << ids[a];
+        for (size_t b = a + 1; b < ids.size(); ++b)
+          if (logits[a] - logits[b] > kTol) EXPECT_GT(lp[a], lp[b]) << "step " << i << ": order of " << ids[a] << ", " << ids[b];
+      }
+      ++compared;
+    }
+    std::vector<int32_t> window = prompt;
+    window.insert(window.end(), out.completion_token_ids.begin(), out.completion_token_ids.end());
+    const std::vector<std::vector<int32_t>> windows = {window};
+    const PerplexityWindow w = lm->perplexity(windows).windows[0];
+    for (size_t i = 0; i < out.logprobs.size(); ++i)
+      EXPECT_NEAR(-out.logprobs[i].logprob, w.nll[prompt.size() - 1 + i], 1e-3) << "step " << i;
+  }
+  std::cout << "[ logprobs " << variant << " ] " << compared << " steps, max |Δ logit difference| " << max_diff << "\n";
+  EXPECT_GE(compared, 24u);
+}
+
+TEST(LanguageModel, LogprobsMatchTheReferenceLogitsBf16Exact) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  check_logprobs("bf16");
+}
+
+TEST(LanguageModel, LogprobsMatchTheReferenceLogitsMxfp4Exact) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
+  check_logprobs("mxfp4");
+}
+
+// Sampling settings do not change what is reported: logprobs are the model's raw distribution
+// (vLLM's default), so the first step's values are the greedy run's whatever the temperature
+// and penalties.
+TEST(LanguageModel, LogprobsAreTheRawDistribution) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  const auto lm = load("bf16", Precision::kFast);
+  const std::vector<int32_t> prompt = {151644, 872, 198, 13048, 0, 151645, 198, 151644, 77091, 198};
+  GenerationOptions g;
+  g.max_tokens = 1;
+  g.logprobs = 5;
+  g.sampling.temperature = 0;
+  const Generation greedy = lm->generate(prompt, g);
+  g.sampling.temperature = 1.7;
+  g.sampling.repetition_penalty = 1.5;
+  g.sampling.seed = 3;
+  const Generation sampled = lm->generate(prompt, g);
+  ASSERT_EQ(sampled.logprobs.size(), 1u);
+  ASSERT_EQ(greedy.logprobs.size(), 1u);
+  for (size_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(sampled.logprobs[0].top[k].id, greedy.logprobs[0].top[k].id);
+    EXPECT_EQ(sampled.logprobs[0].top[k].logprob, greedy.logprobs[0].top[k].logprob);
+  }
+  g.logprobs = kMaxTopLogprobs + 1;
+  EXPECT_THROW(lm->generate(prompt, g), Error);
+}
+
 TEST(LanguageModel, TheReferenceTextDecodesFromTheGreedyIds) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
   const OJson ref = lm_fixture("bf16");
   const auto lm = load("bf16", Precision::kFast);
-  for (const auto& chat : ref["chats"])
-    EXPECT_EQ(lm->detokenize(chat["greedy_ids"].get<std::vector<int32_t>>()), chat["greedy_text"].get<std::string>());
+  for (const auto& chat : ref["chats"]) {
+    const auto ids = chat["greedy_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(lm->detokenize(ids), chat["greedy_text"].get<std::string>());
+    // Token by token, the exact bytes (what logprobs report as "bytes") join into the same text.
+    std::string bytes;
+    for (int32_t id : ids) bytes += lm->token_bytes(id);
+    EXPECT_EQ(bytes, chat["greedy_text"].get<std::string>());
+  }
+  EXPECT_EQ(lm->token_text(ref["eos_token_id"].get<int32_t>()), "<|im_end|>");
+  EXPECT_EQ(lm->token_bytes(ref["eos_token_id"].get<int32_t>()), "<|im_end|>");
 }
 
 TEST(LanguageModel, StopTokensStopStringsAndMaxTokens) {

@@ -67,6 +67,17 @@ TEST(ServeOpenAiRequest, ChatFields) {
             (std::vector<std::string>{"a", "b"}));
 }
 
+TEST(ServeOpenAiRequest, LogprobsFields) {
+  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + "}").generation.logprobs, -1);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":false})").generation.logprobs, -1);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":true})").generation.logprobs, 0);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":true,"top_logprobs":20})").generation.logprobs, 20);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":true,"top_logprobs":null})").generation.logprobs, 0);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kCompletion, R"({"prompt":"a"})").generation.logprobs, -1);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":0})").generation.logprobs, 0);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":5})").generation.logprobs, 5);
+}
+
 TEST(ServeOpenAiRequest, CompletionPrompts) {
   const OpenAiRequest text = parsed_ok(OpenAiKind::kCompletion, R"({"prompt":"Once"})");
   EXPECT_EQ(text.prompt, "Once");
@@ -83,9 +94,13 @@ TEST(ServeOpenAiRequest, RefusalsNameTheField) {
   };
   const std::vector<Case> cases = {
       {OpenAiKind::kChat, R"({"n":2,)" + kChat + "}", "n", "\"n\""},
-      {OpenAiKind::kChat, R"({"logprobs":true,)" + kChat + "}", "logprobs", "logprobs is not supported"},
-      {OpenAiKind::kChat, R"({"top_logprobs":2,)" + kChat + "}", "top_logprobs", "logprobs is not supported"},
-      {OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":1})", "logprobs", "logprobs is not supported"},
+      {OpenAiKind::kChat, R"({"logprobs":1,)" + kChat + "}", "logprobs", "boolean"},
+      {OpenAiKind::kChat, R"({"top_logprobs":2,)" + kChat + "}", "top_logprobs", "needs \"logprobs\": true"},
+      {OpenAiKind::kChat, R"({"logprobs":true,"top_logprobs":21,)" + kChat + "}", "top_logprobs", "0 to 20"},
+      {OpenAiKind::kChat, R"({"logprobs":true,"top_logprobs":-1,)" + kChat + "}", "top_logprobs", "0 to 20"},
+      {OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":21})", "logprobs", "0 to 20"},
+      {OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":true})", "logprobs", "0 to 20"},
+      {OpenAiKind::kCompletion, R"({"prompt":"a","top_logprobs":2})", "top_logprobs", "chat field"},
       {OpenAiKind::kChat, R"({"messages":[]})", "messages", "messages"},
       {OpenAiKind::kChat, R"({"model":"m"})", "messages", "messages"},
       {OpenAiKind::kCompletion, R"({"messages":[]})", "prompt", "prompt"},
@@ -152,6 +167,48 @@ TEST(ServeOpenAiReply, Shapes) {
   EXPECT_EQ(tc["object"], "text_completion");
   EXPECT_EQ(tc["choices"][0]["text"], "ab");
   EXPECT_EQ(sse_event("[DONE]"), "data: [DONE]\n\n");
+  EXPECT_TRUE(chat["choices"][0]["logprobs"].is_null());  // not asked for
+}
+
+// The two logprobs schemas, on made-up tokens: token 7 is "h", 8 the first byte of "é" (alone
+// it shows as U+FFFD), 9 the second.
+TEST(ServeOpenAiReply, LogprobsShapes) {
+  LogprobsView view;
+  view.token_text = [](int32_t id) { return id == 7 ? std::string("h") : std::string("\xEF\xBF\xBD"); };
+  view.token_bytes = [](int32_t id) { return id == 7 ? std::string("h") : id == 8 ? std::string("\xC3") : std::string("\xA9"); };
+  Generation g;
+  g.prompt_token_ids = {1};
+  g.completion_token_ids = {7, 8, 9};
+  g.text = "hé";
+  g.finish_reason = "length";
+  g.logprobs = {{7, -0.25, {{7, -0.25}, {8, -2.0}}}, {8, -0.5, {{8, -0.5}, {7, -1.5}}}, {9, -3.0, {{7, -0.1}, {8, -2.5}}}};
+  const OpenAiReplyIds ids{"chatcmpl-1", 1700000000, "clef"};
+  const json chat = json::parse(render_openai_reply(OpenAiKind::kChat, ids, g, &view));
+  const json& content = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 3u);
+  EXPECT_EQ(content[0], json::parse(R"({"token":"h","logprob":-0.25,"bytes":[104],"top_logprobs":[
+      {"token":"h","logprob":-0.25,"bytes":[104]},{"token":"\ufffd","logprob":-2.0,"bytes":[195]}]})"));
+  EXPECT_EQ(content[1]["bytes"], json::parse("[195]"));
+  EXPECT_EQ(content[2]["bytes"], json::parse("[169]"));
+  EXPECT_EQ(content[2]["logprob"], -3.0);
+
+  LogprobsView legacy = view;
+  const json text = json::parse(render_openai_reply(OpenAiKind::kCompletion, ids, g, &legacy));
+  const json& lp = text["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::parse(R"(["h","\ufffd","\ufffd"])"));
+  EXPECT_EQ(lp["token_logprobs"], json::parse("[-0.25,-0.5,-3.0]"));
+  EXPECT_EQ(lp["text_offset"], json::parse("[0,1,2]"));
+  EXPECT_EQ(lp["top_logprobs"][0], json::parse(R"({"h":-0.25,"\ufffd":-2.0})"));
+  EXPECT_EQ(lp["top_logprobs"][2], json::parse(R"({"h":-0.1,"\ufffd":-2.5})"));  // one text: the likelier value
+  EXPECT_EQ(legacy.text_offset, 3);  // carried on to the next chunk
+
+  // Streamed: a chunk carries the steps given to it; offsets go on from the view.
+  const std::vector<StepLogprobs> one = {g.logprobs[0]};
+  const json c = json::parse(render_openai_chunk(OpenAiKind::kCompletion, ids, "h", false, nullptr, &legacy, one));
+  EXPECT_EQ(c["choices"][0]["logprobs"]["text_offset"], json::parse("[3]"));
+  const json cc = json::parse(render_openai_chunk(OpenAiKind::kChat, ids, "h", false, nullptr, &view, one));
+  EXPECT_EQ(cc["choices"][0]["logprobs"]["content"][0]["token"], "h");
+  EXPECT_TRUE(json::parse(render_openai_chunk(OpenAiKind::kChat, ids, "h", false, nullptr))["choices"][0]["logprobs"].is_null());
 }
 
 TEST(ServeHttpStream, BoundedProducerWaitsForTheReaderAndStopsWhenItLeaves) {
@@ -205,10 +262,10 @@ class LiveServer : public test::RunningServer {
       : RunningServer(with_bf16_model(std::move(o)), "public/model-bf16", fixture_models().engine) {
     server().set_language_model(fixture_models().lm);
   }
-  httplib::Result post(const std::string& path, const std::string& body) const {
+  httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& headers = {}) const {
     httplib::Client c("127.0.0.1", port());
     c.set_read_timeout(120);
-    return c.Post(path, body, "application/json");
+    return c.Post(path, headers, body, "application/json");
   }
   httplib::Result get(const std::string& path) const {
     httplib::Client c("127.0.0.1", port());
@@ -344,6 +401,211 @@ TEST(ServeOpenAiHttp, CompletionsAndRefusals) {
   EXPECT_EQ(bad_id->status, 400) << bad_id->body;
 }
 
+// The data payloads of a stream that are chunks with choices (not [DONE], not the usage chunk).
+std::vector<json> choice_chunks(const std::string& body) {
+  std::vector<json> out;
+  for (const std::string& p : sse_payloads(body)) {
+    if (p == "[DONE]") continue;
+    json c = json::parse(p);
+    if (!c["choices"].empty()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// logprobs over HTTP: whole replies carry the LanguageModel's values in OpenAI's two schemas;
+// a stream's chunks carry the same entries, in order, split across its chunks.
+TEST(ServeOpenAiHttp, LogprobsWholeAndStreamed) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  LiveServer srv;
+  const auto& lm = *fixture_models().lm;
+  const std::string chat_body =
+      R"({"messages":[{"role":"user","content":"What is the capital of France?"}],"temperature":0,"max_tokens":6,
+          "logprobs":true,"top_logprobs":3})";
+  GenerationOptions g = generation_options_from_request(chat_body);
+  g.logprobs = 3;
+  const Generation expected = lm.chat(chat_body, g);
+  ASSERT_EQ(expected.logprobs.size(), expected.completion_token_ids.size());
+
+  auto whole = srv.post("/v1/chat/completions", chat_body);
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const json content = json::parse(whole->body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), expected.logprobs.size()) << whole->body;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const StepLogprobs& s = expected.logprobs[i];
+    EXPECT_EQ(content[i]["token"], lm.token_text(s.id));
+    EXPECT_DOUBLE_EQ(content[i]["logprob"].get<double>(), s.logprob);
+    std::string bytes;
+    for (const json& b : content[i]["bytes"]) bytes.push_back(static_cast<char>(b.get<int>()));
+    EXPECT_EQ(bytes, lm.token_bytes(s.id));
+    ASSERT_EQ(content[i]["top_logprobs"].size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(content[i]["top_logprobs"][k]["token"], lm.token_text(s.top[k].id));
+      EXPECT_DOUBLE_EQ(content[i]["top_logprobs"][k]["logprob"].get<double>(), s.top[k].logprob);
+    }
+  }
+  json sbody = json::parse(chat_body);
+  sbody["stream"] = true;
+  auto streamed = srv.post("/v1/chat/completions", sbody.dump());
+  ASSERT_TRUE(streamed);
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  json joined = json::array();
+  for (const json& c : choice_chunks(streamed->body))
+    if (!c["choices"][0]["logprobs"].is_null())
+      for (const json& e : c["choices"][0]["logprobs"]["content"]) joined.push_back(e);
+  EXPECT_EQ(joined, content);
+
+  const std::string text_body = R"({"prompt":"The capital of France is","max_tokens":5,"temperature":0,"logprobs":2})";
+  auto text = srv.post("/v1/completions", text_body);
+  ASSERT_TRUE(text);
+  ASSERT_EQ(text->status, 200) << text->body;
+  const json lp = json::parse(text->body)["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u) << text->body;
+  ASSERT_EQ(lp["token_logprobs"].size(), 5u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 5u);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
+    EXPECT_LE(lp["top_logprobs"][i].size(), 3u);  // the top 2 and the picked token
+    EXPECT_DOUBLE_EQ(lp["top_logprobs"][i][lp["tokens"][i].get<std::string>()].get<double>(), lp["token_logprobs"][i].get<double>());
+  }
+  json tsbody = json::parse(text_body);
+  tsbody["stream"] = true;
+  auto tstream = srv.post("/v1/completions", tsbody.dump());
+  ASSERT_TRUE(tstream);
+  json tokens = json::array(), offsets = json::array();
+  for (const json& c : choice_chunks(tstream->body)) {
+    ASSERT_FALSE(c["choices"][0]["logprobs"].is_null()) << c;
+    for (const json& t : c["choices"][0]["logprobs"]["tokens"]) tokens.push_back(t);
+    for (const json& o : c["choices"][0]["logprobs"]["text_offset"]) offsets.push_back(o);
+  }
+  EXPECT_EQ(tokens, lp["tokens"]);
+  EXPECT_EQ(offsets, lp["text_offset"]);
+}
+
+// The concatenated text of a stream's chunks (chat delta.content or completion text), failing
+// the test if any chunk's text holds `never`.
+std::string streamed_text(const std::string& body, const std::string& never = "") {
+  std::string text;
+  for (const json& c : choice_chunks(body)) {
+    const json& ch = c["choices"][0];
+    const std::string piece = ch.contains("delta") ? ch["delta"].value("content", "") : ch["text"].get<std::string>();
+    if (!never.empty()) EXPECT_EQ(piece.find(never), std::string::npos) << "a chunk holds the stop string: " << piece;
+    text += piece;
+  }
+  return text;
+}
+
+// seed: the same sampled text twice (and LanguageModel's for that seed); a stop string ends the
+// reply before it, whole and streamed, with no chunk holding any of it; max_completion_tokens
+// bounds the tokens (usage) with finish_reason "length".
+TEST(ServeOpenAiHttp, SeedStopAndMaxCompletionTokens) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  LiveServer srv;
+  const auto& lm = *fixture_models().lm;
+  const std::string sampled =
+      R"({"prompt":"The sea is","max_tokens":8,"temperature":1.3,"top_p":0.95,"seed":11,"ignore_eos":true})";
+  auto a = srv.post("/v1/completions", sampled), b = srv.post("/v1/completions", sampled);
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->status, 200) << a->body;
+  const std::string text_a = json::parse(a->body)["choices"][0]["text"];
+  EXPECT_EQ(text_a, json::parse(b->body)["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(text_a, lm.generate(lm.tokenize("The sea is"), generation_options_from_request(sampled)).text);
+
+  // A stop string of two whole characters from the middle of the greedy text (where tokens are a
+  // character or two long, so it most likely spans a token boundary).
+  const std::string greedy = R"({"prompt":"The capital of France is","max_tokens":12,"temperature":0,"ignore_eos":true})";
+  const Generation full = lm.generate(lm.tokenize("The capital of France is"), generation_options_from_request(greedy));
+  ASSERT_EQ(full.completion_token_ids.size(), 12u);
+  std::vector<size_t> starts;  // where each character of the text starts
+  for (size_t i = 0; i < full.text.size(); ++i)
+    if ((static_cast<unsigned char>(full.text[i]) & 0xC0) != 0x80) starts.push_back(i);
+  starts.push_back(full.text.size());
+  ASSERT_GE(starts.size(), 6u) << full.text;
+  const size_t k = starts.size() / 2;
+  const std::string stop = full.text.substr(starts[k], starts[k + 2] - starts[k]);
+  const std::string want = full.text.substr(0, full.text.find(stop));
+  json body = json::parse(greedy);
+  body["stop"] = {stop};
+  auto whole = srv.post("/v1/completions", body.dump());
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const json w = json::parse(whole->body);
+  EXPECT_EQ(w["choices"][0]["text"], want);
+  EXPECT_EQ(w["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(w["usage"]["completion_tokens"].get<int>(), 12);
+  body["stream"] = true;
+  auto streamed = srv.post("/v1/completions", body.dump());
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed_text(streamed->body, stop), want);
+  json chat = json::parse(kGreedyChat);
+  chat["stream"] = true;
+  chat["stop"] = stop;  // the chat route shares the stop handling; here only: never past it
+  auto cs = srv.post("/v1/chat/completions", chat.dump());
+  ASSERT_TRUE(cs);
+  EXPECT_EQ(streamed_text(cs->body, stop).find(stop), std::string::npos);
+
+  auto bounded = srv.post("/v1/chat/completions",
+                          R"({"messages":[{"role":"user","content":"Count."}],"max_completion_tokens":3,"max_tokens":50,
+                              "ignore_eos":true,"temperature":0})");
+  ASSERT_TRUE(bounded);
+  ASSERT_EQ(bounded->status, 200) << bounded->body;
+  EXPECT_EQ(json::parse(bounded->body)["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(json::parse(bounded->body)["choices"][0]["finish_reason"], "length");
+}
+
+// The server's context length (--max-length, shared with /v1/systemone and reported as
+// context_length) bounds prompt + completion, as vLLM's --max-model-len does.
+TEST(ServeOpenAiHttp, TheContextLengthBoundsPromptAndCompletion) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  ServeOptions o;
+  o.decide.max_length = 24;
+  LiveServer srv(o);
+  EXPECT_EQ(json::parse(srv.get("/v1/models")->body)["data"][0]["context_length"], 24);
+  const std::string chat = R"({"messages":[{"role":"user","content":"hi"}],"temperature":0,"ignore_eos":true)";
+  auto asked = srv.post("/v1/chat/completions", chat + R"(,"max_tokens":100})");
+  ASSERT_TRUE(asked);
+  EXPECT_EQ(asked->status, 400) << asked->body;
+  EXPECT_NE(asked->body.find("context length is 24 tokens"), std::string::npos) << asked->body;
+  auto defaulted = srv.post("/v1/chat/completions", chat + "}");  // the default budget shrinks to fit
+  ASSERT_TRUE(defaulted);
+  ASSERT_EQ(defaulted->status, 200) << defaulted->body;
+  const json d = json::parse(defaulted->body);
+  EXPECT_EQ(d["usage"]["total_tokens"], 24);
+  EXPECT_EQ(d["choices"][0]["finish_reason"], "length");
+  std::string ids;
+  for (int i = 0; i < 24; ++i) ids += (i ? "," : "") + std::to_string(1000 + i);
+  auto too_long = srv.post("/v1/completions", R"({"prompt":[)" + ids + "]}");
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ(too_long->status, 400) << too_long->body;
+  EXPECT_NE(too_long->body.find("the prompt has 24 tokens"), std::string::npos) << too_long->body;
+  json streamed = json::parse(chat + R"(,"max_tokens":100})");
+  streamed["stream"] = true;  // refused before the stream starts: a plain 400
+  auto s = srv.post("/v1/chat/completions", streamed.dump());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 400) << s->body;
+}
+
+// The generation routes sit behind the same API key as /v1/systemone.
+TEST(ServeOpenAiHttp, TheApiKeyGuardsTheGenerationRoutes) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  ServeOptions o;
+  o.api_key = "k-9";
+  LiveServer srv(o);
+  const std::string chat = R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})";
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    auto none = srv.post(path, chat);
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 401) << path;
+    auto wrong = srv.post(path, chat, {{"Authorization", "Bearer k-8"}});
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 401) << path;
+  }
+  auto ok = srv.post("/v1/chat/completions", chat, {{"Authorization", "Bearer k-9"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
 TEST(ServeOpenAiHttp, AFullQueueAnswers503) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   ServeOptions o;
@@ -370,12 +632,24 @@ TEST(ServeOpenAiHttp, AFullQueueAnswers503) {
   EXPECT_FALSE(r->get_header_value("Retry-After").empty());
 }
 
+// stave_generated_tokens_total now (counted as tokens are picked).
+int64_t generated_tokens(const LiveServer& srv) {
+  const std::string metrics = srv.get("/metrics")->body;
+  const std::string name = "\nstave_generated_tokens_total ";
+  const size_t at = metrics.find(name);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << name << " in " << metrics;
+    return -1;
+  }
+  return std::stoll(metrics.substr(at + name.size()));
+}
+
 // A client that reads one event of a long stream and hangs up: its generation stops early.
 TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   LiveServer srv;
   const std::string body =
-      R"({"messages":[{"role":"user","content":"Count."}],"stream":true,"max_tokens":100000,"ignore_eos":true})";
+      R"({"messages":[{"role":"user","content":"Count."}],"stream":true,"max_tokens":16000,"ignore_eos":true})";
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -406,10 +680,52 @@ TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   }
   EXPECT_NE(metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1"), std::string::npos) << metrics;
   EXPECT_EQ(srv.server().admission().running(), 0u);
-  const std::string tokens = "\nstave_generated_tokens_total ";
-  const size_t at = metrics.find(tokens);
-  ASSERT_NE(at, std::string::npos);
-  EXPECT_LT(std::stoll(metrics.substr(at + tokens.size())), 100000);
+  // The live token counter stopped: the same a while later, far below the request's budget.
+  const int64_t stopped_at = generated_tokens(srv);
+  EXPECT_GT(stopped_at, 0);
+  EXPECT_LT(stopped_at, 16000);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(generated_tokens(srv), stopped_at) << "tokens were generated after the client left";
+}
+
+// A client waiting for a whole (non-streamed) reply that hangs up: the transport sees the socket
+// close and the generation stops between decode steps — the worker is free long before the
+// reply's 16000 tokens.
+TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  LiveServer srv;
+  const std::string body = R"({"prompt":"Count.","max_tokens":16000,"ignore_eos":true})";
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(srv.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (srv.server().admission().running() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(srv.server().admission().running(), 1u);
+  // The token counter grows while the generation runs …
+  const int64_t before = generated_tokens(srv);
+  while (generated_tokens(srv) < before + 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_GE(generated_tokens(srv), before + 3);
+  ::close(fd);
+  std::string metrics;
+  while (std::chrono::steady_clock::now() < until + 30s) {
+    metrics = srv.get("/metrics")->body;
+    if (srv.server().admission().running() == 0) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(srv.server().admission().running(), 0u) << "the generation ran on after its client left";
+  EXPECT_NE(metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1"), std::string::npos) << metrics;
+  // … and stops when its client has left.
+  const int64_t stopped_at = generated_tokens(srv);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(generated_tokens(srv), stopped_at);
+  EXPECT_LT(stopped_at, 16000);
 }
 
 }  // namespace

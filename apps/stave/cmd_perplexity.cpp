@@ -84,11 +84,16 @@ Register reg{{"perplexity", "Perplexity of token windows, the release used as a 
                 sub.add_option("--precision", a->precision, "exact (fp32, the reference's numerics) or fast")
                     ->capture_default_str();
                 sub.add_option("--text", a->text, "a text file: tokenized, cut into windows of --ctx tokens");
-                sub.add_option("--ctx", a->ctx, "tokens per window (with --text)")->capture_default_str()->check(in_range(2, 1 << 20));
-                sub.add_option("--windows", a->windows, "windows scored at most (with --text)")
-                    ->capture_default_str()
-                    ->check(in_range(1, 1 << 20));
-                sub.add_option("--ids", a->ids, "a JSON array of token-id arrays, each scored as one window");
+                auto* ctx = sub.add_option("--ctx", a->ctx, "tokens per window (with --text)")
+                                ->capture_default_str()
+                                ->check(in_range(2, 1 << 20));
+                auto* windows = sub.add_option("--windows", a->windows, "windows scored at most (with --text)")
+                                    ->capture_default_str()
+                                    ->check(in_range(1, 1 << 20));
+                // --ids windows are scored as given: --ctx / --windows would be silently ignored.
+                sub.add_option("--ids", a->ids, "a JSON array of token-id arrays, each scored as one window")
+                    ->excludes(ctx)
+                    ->excludes(windows);
                 sub.add_flag("--per-token", a->per_token, "add each window's per-token NLL (\"nll\")");
                 sub.add_option("--threads", a->threads, "threads (default: all cores)")->check(in_range(0, 4096));
                 return std::function<int()>([a] { return run(*a); });

@@ -154,7 +154,7 @@ Register reg{{"serve",
                 sub.add_option("--model-name", a->model_name, "the id /v1/models reports and requests may name");
                 sub.add_option("--alias", a->aliases, "another accepted model name (repeatable)");
                 sub.add_flag("--no-default-aliases", a->no_default_aliases, "do not accept \"clef\" as a name");
-                sub.add_option("--max-length", a->max_length, "token budget per request")
+                sub.add_option("--max-length", a->max_length, "token budget per request (a decision's input; a generation's prompt + completion)")
                     ->capture_default_str()
                     ->check(in_range(1));
                 sub.add_option("--confidence", a->confidence, "reference (max p), workers-ai or jev")

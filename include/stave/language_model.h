@@ -50,6 +50,21 @@ struct SamplingOptions {
   std::optional<uint64_t> seed;      // fixed seed: the same output for the same input
 };
 
+// Log-probabilities of one generated token's step: the model's own distribution, i.e. the
+// log-softmax of the raw logits over the full vocabulary — before repetition / presence /
+// frequency penalties, temperature, top-k, top-p and min-p (what vLLM reports by default, its
+// logprobs mode "raw_logprobs"). Natural log; a value below −9999 (−inf) reads as −9999.
+struct TokenLogprob {
+  int32_t id = 0;
+  double logprob = 0.0;
+};
+struct StepLogprobs {
+  int32_t id = 0;                 // the token picked at this step
+  double logprob = 0.0;           // its log-probability
+  std::vector<TokenLogprob> top;  // the most likely tokens, most likely first (ties: lower id first)
+};
+inline constexpr int64_t kMaxTopLogprobs = 20;
+
 struct GenerationOptions {
   int64_t max_tokens = 256;          // new tokens at most (finish_reason "length")
   SamplingOptions sampling;
@@ -62,6 +77,12 @@ struct GenerationOptions {
   // Called with each generated id as it is picked (before its text is released), e.g. for
   // inter-token latency.
   std::function<void(int32_t)> on_token;
+  // ≥ 0: Generation::logprobs holds each generated token's StepLogprobs with this many most
+  // likely tokens (0 … kMaxTopLogprobs; else Error kInvalidRequest); −1: none.
+  int64_t logprobs = -1;
+  // With logprobs ≥ 0: called with each step's log-probabilities right after on_token (before
+  // that token's text is released), e.g. to stream them beside the text.
+  std::function<void(const StepLogprobs&)> on_logprobs;
 };
 
 struct Generation {
@@ -70,6 +91,7 @@ struct Generation {
                                               // (as HF generate and vLLM report it), its text is not
   std::string text;                           // detokenized completion, cut before a stop string
   std::string finish_reason;                  // "stop" (eos, stop token or stop string) or "length"
+  std::vector<StepLogprobs> logprobs;         // one per completion token when options.logprobs ≥ 0
 };
 
 // Receives the completion text as it grows, in pieces that are whole UTF-8 (a token that ends
@@ -91,6 +113,10 @@ class LanguageModel {
   // The release tokenizer (HF semantics, no special tokens added) and its decoding.
   std::vector<int32_t> tokenize(std::string_view text) const;
   std::string detokenize(const std::vector<int32_t>& ids) const;
+  // One token alone: its text (a piece of a multi-byte character shows as U+FFFD; a special
+  // token as its content) and its exact bytes (the byte-level bytes; a special token: its content).
+  std::string token_text(int32_t id) const;
+  std::string token_bytes(int32_t id) const;
 
   // The evaluation protocol of the model card: non-overlapping windows of `ctx` tokens from
   // the start of `ids`, at most `max_windows` of them (a last, shorter piece is dropped).

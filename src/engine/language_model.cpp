@@ -17,6 +17,7 @@
 #include "engine/release_from_options.h"
 #include "generate/chat_template.h"
 #include "generate/completion_text.h"
+#include "generate/logprobs.h"
 #include "generate/sampler.h"
 #include "io/release.h"
 #include "model/backbone.h"
@@ -127,6 +128,8 @@ int64_t LanguageModel::vocab_size() const { return impl_->lm_head->vocab(); }
 
 std::vector<int32_t> LanguageModel::tokenize(std::string_view text) const { return impl_->tokenizer->encode(text); }
 std::string LanguageModel::detokenize(const std::vector<int32_t>& ids) const { return impl_->tokenizer->decode(ids); }
+std::string LanguageModel::token_text(int32_t id) const { return impl_->tokenizer->decode({id}); }
+std::string LanguageModel::token_bytes(int32_t id) const { return impl_->tokenizer->token_bytes(id); }
 
 std::vector<std::vector<int32_t>> LanguageModel::split_windows(std::span<const int32_t> ids, int64_t ctx,
                                                                int64_t max_windows) {
@@ -181,6 +184,9 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
   m.set_threads();
   if (prompt_ids.empty()) throw Error(ErrorKind::kInvalidRequest, "the prompt is empty");
   if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidRequest, "max_tokens must not be negative");
+  if (options.logprobs < -1 || options.logprobs > kMaxTopLogprobs)
+    throw Error(ErrorKind::kInvalidRequest, "logprobs must be -1 (none) or 0 … " + std::to_string(kMaxTopLogprobs) +
+                                                ", got " + std::to_string(options.logprobs));
   Sampler sampler(options.sampling);
   std::vector<int32_t> stop_ids = options.ignore_eos ? std::vector<int32_t>{} : m.eos;
   stop_ids.insert(stop_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
@@ -210,10 +216,16 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
   check_cancel();
   std::vector<float> logits = m.last_logits(m.backbone->prefill(prompt_ids, state));
   std::vector<int32_t> visible;  // generated ids whose text counts (a stop token's does not)
+  std::vector<float> raw;         // with logprobs: the step's logits before the sampler changes them
   for (;;) {
+    if (options.logprobs >= 0) raw = logits;
     const int32_t id = sampler.pick(logits, g.prompt_token_ids, g.completion_token_ids);
     g.completion_token_ids.push_back(id);
     if (options.on_token) options.on_token(id);
+    if (options.logprobs >= 0) {
+      g.logprobs.push_back(step_logprobs(raw, id, options.logprobs));
+      if (options.on_logprobs) options.on_logprobs(g.logprobs.back());
+    }
     if (is_stop_id(id)) {
       g.finish_reason = "stop";
       break;

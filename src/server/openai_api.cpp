@@ -30,14 +30,7 @@ std::string field_named_in(const std::string& msg) {
 bool present(const Json& j, const char* name) { return j.contains(name) && !j[name].is_null(); }
 
 // Fields we do not implement: refused by name rather than ignored.
-std::optional<ApiError> unsupported_fields(const Json& j, OpenAiKind kind) {
-  if (kind == OpenAiKind::kChat) {
-    if (present(j, "logprobs") && !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>()))
-      return bad("logprobs", "logprobs is not supported");
-  } else if (present(j, "logprobs")) {
-    return bad("logprobs", "logprobs is not supported");
-  }
-  if (present(j, "top_logprobs")) return bad("top_logprobs", "logprobs is not supported (top_logprobs)");
+std::optional<ApiError> unsupported_fields(const Json& j) {
   if (present(j, "echo") && !(j["echo"].is_boolean() && !j["echo"].get<bool>()))
     return bad("echo", "echo is not supported");
   if (present(j, "best_of") && !(j["best_of"].is_number_integer() && j["best_of"].get<int64_t>() == 1))
@@ -46,6 +39,32 @@ std::optional<ApiError> unsupported_fields(const Json& j, OpenAiKind kind) {
   if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
     return bad("logit_bias", "logit_bias is not supported");
   return std::nullopt;
+}
+
+bool in_logprobs_range(const Json& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxTopLogprobs;
+}
+
+// Chat: logprobs (boolean) and top_logprobs (0 … 20, needs logprobs: true). Completions:
+// logprobs: N (0 … 20). The result: GenerationOptions::logprobs (−1: none).
+std::variant<int64_t, ApiError> parse_logprobs(const Json& j, OpenAiKind kind) {
+  const std::string range = "an integer from 0 to " + std::to_string(kMaxTopLogprobs);
+  if (kind == OpenAiKind::kCompletion) {
+    if (present(j, "top_logprobs"))
+      return bad("top_logprobs", "top_logprobs is a chat field; completions take \"logprobs\": N");
+    if (!present(j, "logprobs")) return int64_t{-1};
+    if (!in_logprobs_range(j["logprobs"])) return bad("logprobs", "logprobs must be " + range);
+    return j["logprobs"].get<int64_t>();
+  }
+  bool on = false;
+  if (present(j, "logprobs")) {
+    if (!j["logprobs"].is_boolean()) return bad("logprobs", "logprobs must be a boolean");
+    on = j["logprobs"].get<bool>();
+  }
+  if (!present(j, "top_logprobs")) return on ? int64_t{0} : int64_t{-1};
+  if (!in_logprobs_range(j["top_logprobs"])) return bad("top_logprobs", "top_logprobs must be " + range);
+  if (!on) return bad("top_logprobs", "top_logprobs needs \"logprobs\": true");
+  return j["top_logprobs"].get<int64_t>();
 }
 
 std::optional<ApiError> parse_prompt(const Json& j, OpenAiRequest& r) {
@@ -77,7 +96,59 @@ OJson head(OpenAiKind kind, const OpenAiReplyIds& ids, const char* object) {
   return {{"id", ids.id}, {"object", object}, {"created", ids.created}, {"model", ids.model}};
 }
 
+int64_t code_points(const std::string& s) {
+  int64_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+OJson byte_list(const std::string& b) {
+  OJson out = OJson::array();
+  for (const char c : b) out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+OJson chat_logprobs(std::span<const StepLogprobs> steps, const LogprobsView& v) {
+  auto entry = [&](int32_t id, double logprob) {
+    return OJson{{"token", v.token_text(id)}, {"logprob", logprob}, {"bytes", byte_list(v.token_bytes(id))}};
+  };
+  OJson content = OJson::array();
+  for (const StepLogprobs& s : steps) {
+    OJson e = entry(s.id, s.logprob);
+    e["top_logprobs"] = OJson::array();
+    for (const TokenLogprob& t : s.top) e["top_logprobs"].push_back(entry(t.id, t.logprob));
+    content.push_back(std::move(e));
+  }
+  return {{"content", std::move(content)}};
+}
+
+OJson completion_logprobs(std::span<const StepLogprobs> steps, LogprobsView& v) {
+  OJson tokens = OJson::array(), token_logprobs = OJson::array(), top = OJson::array(), offsets = OJson::array();
+  for (const StepLogprobs& s : steps) {
+    const std::string text = v.token_text(s.id);
+    tokens.push_back(text);
+    token_logprobs.push_back(s.logprob);
+    OJson alternatives = OJson::object();
+    for (const TokenLogprob& t : s.top) alternatives.emplace(v.token_text(t.id), t.logprob);  // a repeated text keeps its first (likelier) value
+    alternatives.emplace(text, s.logprob);  // the picked token is always there (OpenAI: up to N + 1)
+    top.push_back(std::move(alternatives));
+    offsets.push_back(v.text_offset);
+    v.text_offset += code_points(text);
+  }
+  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)}, {"text_offset", std::move(offsets)}};
+}
+
+OJson logprobs_json(OpenAiKind kind, std::span<const StepLogprobs> steps, LogprobsView* v) {
+  if (!v) return nullptr;
+  return kind == OpenAiKind::kChat ? chat_logprobs(steps, *v) : completion_logprobs(steps, *v);
+}
+
 }  // namespace
+
+std::string render_openai_logprobs(OpenAiKind kind, std::span<const StepLogprobs> steps, LogprobsView& view) {
+  return dump(logprobs_json(kind, steps, &view));
+}
 
 std::variant<OpenAiRequest, ApiError> parse_openai_request(OpenAiKind kind, std::string_view body,
                                                            int64_t chat_max_tokens) {
@@ -96,7 +167,9 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(OpenAiKind kind, std:
   } else if (auto e = parse_prompt(j, r)) {
     return *e;
   }
-  if (auto e = unsupported_fields(j, kind)) return *e;
+  if (auto e = unsupported_fields(j)) return *e;
+  auto logprobs = parse_logprobs(j, kind);
+  if (auto* e = std::get_if<ApiError>(&logprobs)) return *e;
   if (present(j, "stream")) {
     if (!j["stream"].is_boolean()) return bad("stream", "stream must be a boolean");
     r.stream = j["stream"].get<bool>();
@@ -116,6 +189,8 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(OpenAiKind kind, std:
   } catch (const Error& e) {
     return bad(field_named_in(e.what()), e.what());
   }
+  r.generation.logprobs = std::get<int64_t>(logprobs);
+  r.max_tokens_given = present(j, "max_tokens") || present(j, "max_completion_tokens");
   const SamplingOptions& s = r.generation.sampling;
   if (!(s.temperature >= 0.0 && s.temperature <= 2.0)) return bad("temperature", "temperature must be between 0 and 2");
   if (!(s.top_p > 0.0 && s.top_p <= 1.0)) return bad("top_p", "top_p must be in (0, 1]");
@@ -125,13 +200,14 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(OpenAiKind kind, std:
   return r;
 }
 
-std::string render_openai_reply(OpenAiKind kind, const OpenAiReplyIds& ids, const Generation& g) {
+std::string render_openai_reply(OpenAiKind kind, const OpenAiReplyIds& ids, const Generation& g,
+                                LogprobsView* logprobs) {
   const bool chat = kind == OpenAiKind::kChat;
   OJson j = head(kind, ids, chat ? "chat.completion" : "text_completion");
   OJson choice = {{"index", 0}};
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", g.text}};
   else choice["text"] = g.text;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs_json(kind, g.logprobs, logprobs);
   choice["finish_reason"] = g.finish_reason;
   j["choices"] = OJson::array({choice});
   j["usage"] = usage(static_cast<int64_t>(g.prompt_token_ids.size()), static_cast<int64_t>(g.completion_token_ids.size()));
@@ -139,7 +215,8 @@ std::string render_openai_reply(OpenAiKind kind, const OpenAiReplyIds& ids, cons
 }
 
 std::string render_openai_chunk(OpenAiKind kind, const OpenAiReplyIds& ids, std::string_view text, bool role,
-                                const std::string* finish_reason) {
+                                const std::string* finish_reason, LogprobsView* logprobs,
+                                std::span<const StepLogprobs> steps) {
   const bool chat = kind == OpenAiKind::kChat;
   OJson j = head(kind, ids, chat ? "chat.completion.chunk" : "text_completion");
   OJson choice = {{"index", 0}};
@@ -151,7 +228,7 @@ std::string render_openai_chunk(OpenAiKind kind, const OpenAiReplyIds& ids, std:
   } else {
     choice["text"] = std::string(text);
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs_json(kind, steps, logprobs);
   choice["finish_reason"] = finish_reason ? OJson(*finish_reason) : OJson(nullptr);
   j["choices"] = OJson::array({choice});
   return dump(j);

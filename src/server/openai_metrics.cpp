@@ -25,7 +25,6 @@ void GenerationMetrics::observe_generation(int64_t prompt_tokens, int64_t comple
   std::lock_guard<std::mutex> lock(mutex_);
   ++generations_;
   prompt_tokens_ += static_cast<uint64_t>(std::max<int64_t>(0, prompt_tokens));
-  completion_tokens_ += static_cast<uint64_t>(std::max<int64_t>(0, completion_tokens));
   if (completion_tokens > 1 && decode_seconds > 0) tps_.observe(static_cast<double>(completion_tokens - 1) / decode_seconds);
 }
 
@@ -39,7 +38,7 @@ void GenerationMetrics::render(std::string& out) const {
   out += fmt::format("stave_generation_prompt_tokens_total {}\n", prompt_tokens_);
   out += "# HELP stave_generated_tokens_total Tokens generated.\n";
   out += "# TYPE stave_generated_tokens_total counter\n";
-  out += fmt::format("stave_generated_tokens_total {}\n", completion_tokens_);
+  out += fmt::format("stave_generated_tokens_total {}\n", completion_tokens_.load(std::memory_order_relaxed));
   out += "# HELP stave_time_to_first_token_seconds Arrival to the first generated token (queue and prefill included).\n";
   out += "# TYPE stave_time_to_first_token_seconds histogram\n";
   ttft_.render(out, "stave_time_to_first_token_seconds");

@@ -2,6 +2,7 @@
 // the same exposition as server/metrics.h: time to first token, inter-token latency, decode
 // tokens per second, and token counters. Thread-safe.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -17,7 +18,10 @@ class GenerationMetrics {
   void observe_first_token(double seconds);
   // Between two consecutive generated tokens of one request.
   void observe_inter_token(double seconds);
-  // A generation that ended (finished, or stopped with its client gone): its tokens and the
+  // One generated token, counted as it is picked (so stave_generated_tokens_total grows while a
+  // generation runs, and stops when it stops).
+  void count_token() { completion_tokens_.fetch_add(1, std::memory_order_relaxed); }
+  // A generation that ended (finished, or stopped with its client gone): its prompt and the
   // decode rate after the first token (tokens − 1 over the time since it).
   void observe_generation(int64_t prompt_tokens, int64_t completion_tokens, double decode_seconds);
   void render(std::string& out) const;
@@ -25,7 +29,8 @@ class GenerationMetrics {
  private:
   mutable std::mutex mutex_;
   Histogram ttft_, itl_, tps_;
-  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, generations_ = 0;
+  uint64_t prompt_tokens_ = 0, generations_ = 0;
+  std::atomic<uint64_t> completion_tokens_{0};
 };
 
 }  // namespace stave::server

@@ -1,5 +1,6 @@
 #include "server/openai_service.h"
 
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -66,7 +67,13 @@ class OpenAiService::Call : public HttpCall {
   void run(const std::shared_ptr<const LanguageModel>& lm) {
     if (cancel_.load()) return;
     try {
+      if (req_.generation.logprobs >= 0) {
+        logprobs_.emplace();
+        logprobs_->token_text = [lm](int32_t id) { return lm->token_text(id); };
+        logprobs_->token_bytes = [lm](int32_t id) { return lm->token_bytes(id); };
+      }
       const std::vector<int32_t> ids = prompt_ids(*lm);
+      fit_context(static_cast<int64_t>(ids.size()));
       if (req_.stream) run_stream(*lm, ids);
       else run_whole(*lm, ids);
     } catch (const DecisionCancelled&) {
@@ -90,11 +97,31 @@ class OpenAiService::Call : public HttpCall {
     return req_.prompt_token_ids;
   }
 
+  // The server's context length (--max-length, /v1/models' context_length) bounds prompt +
+  // completion as vLLM's --max-model-len does: a prompt that fills it, or a max_tokens the
+  // request set past what is left, is a 400; a default budget shrinks to what is left.
+  void fit_context(int64_t prompt_tokens) {
+    const int64_t context = s_.host_.options.decide.max_length;
+    if (prompt_tokens >= context)
+      throw Error(ErrorKind::kInvalidRequest,
+                  fmt::format("the prompt has {} tokens; this server's context length is {} tokens (prompt and completion)",
+                              prompt_tokens, context));
+    int64_t& max_tokens = req_.generation.max_tokens;
+    if (prompt_tokens + max_tokens <= context) return;
+    if (req_.max_tokens_given)
+      throw Error(ErrorKind::kInvalidRequest,
+                  fmt::format("this server's context length is {} tokens; the request asks for {} ({} in the prompt, {} "
+                              "in the completion): lower max_tokens / max_completion_tokens or shorten the prompt",
+                              context, prompt_tokens + max_tokens, prompt_tokens, max_tokens));
+    max_tokens = context - prompt_tokens;
+  }
+
   // The options of this request plus the cancel flag and the token timing.
   GenerationOptions options() {
     GenerationOptions g = req_.generation;
     g.cancel = &cancel_;
     g.on_token = [this](int32_t) {
+      s_.metrics_.count_token();
       const auto now = Clock::now();
       if (tokens_ == 0) {
         first_token_ = now;
@@ -120,7 +147,7 @@ class OpenAiService::Call : public HttpCall {
     observe(g);
     if (answered_.exchange(true)) return;
     HttpReply r;
-    r.body = render_openai_reply(req_.kind, ids_, g);
+    r.body = render_openai_reply(req_.kind, ids_, g, lp());
     send(std::move(r));
   }
 
@@ -135,8 +162,16 @@ class OpenAiService::Call : public HttpCall {
     const OpenAiKind kind = req_.kind;
     if (kind == OpenAiKind::kChat) push(render_openai_chunk(kind, ids_, "", true, nullptr));
     Generation g;
+    // With logprobs, each text chunk carries the steps picked since the last chunk; the final
+    // chunk those whose text was held back or is not shown (a stop token, text past a stop string).
+    std::vector<StepLogprobs> pending;
+    GenerationOptions go = options();
+    go.on_logprobs = [&](const StepLogprobs& s) { pending.push_back(s); };
     try {
-      g = lm.generate(ids, options(), [&](std::string_view piece) { push(render_openai_chunk(kind, ids_, piece, false, nullptr)); });
+      g = lm.generate(ids, go, [&](std::string_view piece) {
+        push(render_openai_chunk(kind, ids_, piece, false, nullptr, lp(), pending));
+        pending.clear();
+      });
     } catch (const DecisionCancelled&) {
       if (tokens_ > 0) s_.metrics_.observe_generation(static_cast<int64_t>(ids.size()), tokens_, seconds_between(first_token_, last_token_));
       throw;
@@ -148,7 +183,7 @@ class OpenAiService::Call : public HttpCall {
       return;
     }
     observe(g);
-    push(render_openai_chunk(kind, ids_, "", false, &g.finish_reason));
+    push(render_openai_chunk(kind, ids_, "", false, &g.finish_reason, lp(), pending));
     if (req_.include_usage)
       push(render_openai_usage_chunk(kind, ids_, static_cast<int64_t>(g.prompt_token_ids.size()),
                                      static_cast<int64_t>(g.completion_token_ids.size())));
@@ -198,8 +233,11 @@ class OpenAiService::Call : public HttpCall {
     done_(std::move(r));
   }
 
+  LogprobsView* lp() { return logprobs_ ? &*logprobs_ : nullptr; }
+
   OpenAiService& s_;
   OpenAiRequest req_;
+  std::optional<LogprobsView> logprobs_;  // set when the request asked for logprobs
   AccessRecord rec_;
   Clock::time_point t0_, deadline_;
   std::function<void(HttpReply)> done_;

@@ -90,6 +90,12 @@ class BpeTokenizer final : public Tokenizer {
     return out;
   }
 
+  std::string token_bytes(int32_t id) const override {
+    if (id >= 0 && size_t(id) < id_bytes_.size() && !added_content_.contains(id) && model_.id_to_token(id) != nullptr)
+      return id_bytes_[size_t(id)];
+    return decode({id});  // an added token's content, or the error naming a bad id
+  }
+
   std::optional<int32_t> token_to_id(std::string_view token) const override {
     if (auto it = added_by_content_.find(std::string(token)); it != added_by_content_.end()) return it->second;
     return model_.token_to_id(token);

@@ -33,6 +33,9 @@ class Tokenizer {
   // HF's ByteLevel decoding (invalid UTF-8 becomes U+FFFD); added tokens print as their content.
   // An id that no token has is stave::Error(kInvalidRequest).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  // One id's bytes before UTF-8 repair (a byte-level token may hold part of a character); an
+  // added token: its content. The default decodes the id alone.
+  virtual std::string token_bytes(int32_t id) const { return decode({id}); }
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
   // Number of ids (vocabulary + added tokens): the largest id + 1.
   virtual int32_t vocab_size() const = 0;

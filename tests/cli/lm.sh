@@ -27,6 +27,9 @@ printf '%s' "$got" | grep -Eq "\{\"tokens\":5,\"mean_nll\":$num,\"ppl\":$num,\"n
 printf 'The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog again.' >"$tmp/t.txt"
 got=$("$stave" perplexity --model "$model" --threads 1 --text "$tmp/t.txt" --ctx 4 --windows 3)
 [ "$(printf '%s' "$got" | grep -o '"tokens":4' | wc -l)" -eq 3 ] || fail "perplexity --text: expected 3 windows of 4: $got"
+# --ctx / --windows belong to --text: with --ids they are a usage error, not ignored.
+"$stave" perplexity --model "$model" --ids "$tmp/ids.json" --ctx 4 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "perplexity --ids with --ctx: exit status"
 # Bad input: exit status 2 and {"error": {"message": ...}}.
 echo '[[1]]' >"$tmp/short.json"
 got=$("$stave" perplexity --model "$model" --ids "$tmp/short.json" 2>/dev/null)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `stave serve` answering the official `openai` npm client (tests/integration/openai_client):
-# models.list, a chat completion whole and streamed, a text completion; the greedy answer must
+# models.list, a chat completion whole and streamed, a text completion (logprobs in each); the greedy answer must
 # be the one `stave chat --json --temperature 0` gives for the same messages.
 # Usage: openai_client.sh STAVE_BINARY FIXTURES_DIR   (needs node and npm; the npm registry,
 # or an npm cache that holds the locked packages)
@@ -54,6 +54,11 @@ want_text=$(field "$want" text)
 want_tokens=$(node -e 'console.log(JSON.parse(process.argv[1]).completion_token_ids.length)' "$want")
 [ "$(field "$got" completion_tokens)" = "$want_tokens" ] || fail "usage.completion_tokens: $got vs $want_tokens"
 [ "$(field "$got" chunks)" -gt 2 ] || fail "the stream came in one piece: $got"
+# The logprobs tokens, joined, spell the text (unless a token holds part of a character: U+FFFD).
+case "$want_text" in
+  *$'ï¿½'*) ;;
+  *) [ "$(field "$got" logprob_tokens)" = "$want_text" ] || fail "logprobs tokens $(field "$got" logprob_tokens) != text $want_text" ;;
+esac
 echo "client: $got"
 echo "stave chat: $want"
 finish openai_client
