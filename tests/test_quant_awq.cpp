@@ -13,7 +13,7 @@
 #include "io/tensor_store.h"
 #include "formats/linear_weight.h"
 #include "model/model_check.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "quantize/awq.h"
 #include "quantize/quantize_release.h"
 #include "test_util.h"

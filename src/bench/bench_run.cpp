@@ -17,7 +17,7 @@
 #include "stave/errors.h"
 #include "synth/synth_release.h"
 #include "text/tokenizer.h"
-#include "vision/media_tokens.h"
+#include "decide/media_tokens.h"
 
 namespace stave::bench {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/quark_config.h"
 #include "ops/reference.h"
 #include "stave/errors.h"

@@ -16,7 +16,7 @@
 #include "io/checksums.h"
 #include "io/safetensors_writer.h"
 #include "io/tensor_store.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/name_match.h"
 #include "formats/quark_config.h"
 #include "formats/quark_export.h"

@@ -11,7 +11,7 @@
 #include "io/checksums.h"
 #include "io/model_config.h"
 #include "io/safetensors_writer.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/mxfp4.h"
 #include "formats/quark_export.h"
 #include "stave/errors.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backends/cuda/device_ops.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
 #include "formats/quark_config.h"
