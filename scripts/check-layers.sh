@@ -37,7 +37,6 @@ src/server        6      tools
 src/eval          6      tools
 src/export        6      tools
 src/synth         6      tools
-src/bench         6      tools
 src/measure       6      tools
 apps              7      front
 python            7      front

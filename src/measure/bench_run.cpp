@@ -1,4 +1,4 @@
-#include "bench/bench_run.h"
+#include "measure/bench_run.h"
 
 #include <omp.h>
 
@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "backends/cpu/cpu_features.h"
-#include "bench/process_memory.h"
+#include "measure/process_memory.h"
 #include "decide/encoder.h"
 #include "decide/request.h"
 #include "io/release.h"
@@ -19,7 +19,7 @@
 #include "text/tokenizer.h"
 #include "decide/media_tokens.h"
 
-namespace stave::bench {
+namespace stave::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -263,4 +263,4 @@ nlohmann::ordered_json to_json(const BenchReport& r) {
           {"results", results}};
 }
 
-}  // namespace stave::bench
+}  // namespace stave::measure
