@@ -19,7 +19,7 @@
 #include "test_util.h"
 #include "util/bf16.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace {
 namespace fs = std::filesystem;
 
@@ -248,4 +248,4 @@ TEST(Awq, EditsAreFoldedIntoTheWrittenRelease) {
 }
 
 }  // namespace
-}  // namespace stave::quant
+}  // namespace stave::quantize

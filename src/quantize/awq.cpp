@@ -8,7 +8,7 @@
 #include "stave/errors.h"
 #include "util/bf16.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace {
 
 constexpr int64_t kChunk = 64;  // tokens per step of the loss computations (bounds temporaries)
@@ -319,4 +319,4 @@ WeightEdits compute_awq(const ModelConfig& config, const TensorStore& weights, M
   return edits;
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -25,7 +25,7 @@
 #include "util/bf16.h"
 #include "util/mapped_file.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
@@ -171,12 +171,12 @@ uint64_t parse_byte_size(const std::string& text) {
 }
 
 LinearSelection select_linears(const ModelConfig& config, const std::vector<std::string>& exclude) {
-  std::vector<NamePattern> patterns;
+  std::vector<quant::NamePattern> patterns;
   std::vector<bool> used(exclude.size(), false);
   for (const auto& e : exclude) patterns.emplace_back(e, "--exclude " + e);
   LinearSelection sel;
   std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>> groups;  // in, out
-  for (const auto& l : model_linears(config)) {
+  for (const auto& l : quant::model_linears(config)) {
     bool user = false;
     for (size_t i = 0; i < patterns.size(); ++i)
       if (patterns[i].matches(l.name)) user = used[i] = true;
@@ -219,7 +219,7 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
   LinearSelection sel = select_linears(config, o.exclude);
   std::set<std::string> quantize(sel.quantized.begin(), sel.quantized.end());
   std::map<std::string, std::string> linear_of_weight;  // "X.weight" -> "X"
-  for (const auto& l : model_linears(config)) linear_of_weight[l.name + ".weight"] = l.name;
+  for (const auto& l : quant::model_linears(config)) linear_of_weight[l.name + ".weight"] = l.name;
 
   // Every tensor the model needs must be there, linears as float [out, in].
   std::vector<std::string> order;
@@ -374,4 +374,4 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
   return summary;
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize
