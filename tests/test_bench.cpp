@@ -2,10 +2,10 @@
 // with --batch; stave bench-decode's run on the fixture release.
 #include <gtest/gtest.h>
 
-#include "bench/bench_run.h"
-#include "bench/decode_bench.h"
-#include "bench/stats.h"
-#include "bench/synthetic_request.h"
+#include "measure/bench_run.h"
+#include "measure/decode_bench.h"
+#include "measure/stats.h"
+#include "measure/synthetic_request.h"
 #include "decide/encoder.h"
 #include "decide/request.h"
 #include "stave/errors.h"
@@ -29,9 +29,9 @@ TEST(BenchRequest, EncodedLengthIsExactlyTheTarget) {
       {1, {139, 140, 256, 257, 512, 2048, 8192}}, {3, {512, 801, 2048}}, {7, {800, 801, 2048, 8192}}};
   for (const auto& [questions, targets] : cases) {
     for (int64_t target : targets) {
-      bench::SyntheticRequestSpec spec{target, questions, std::nullopt};
+      measure::SyntheticRequestSpec spec{target, questions, std::nullopt};
       int calls = 0;
-      auto r = bench::synthesize_request(spec, [&](const std::string& j) {
+      auto r = measure::synthesize_request(spec, [&](const std::string& j) {
         ++calls;
         return encoded_length(*tok, j);
       });
@@ -49,7 +49,7 @@ TEST(BenchRequest, ExactWithAnImageCountedByTheMeasure) {
   // The measure decides what counts; here a fake one adds a fixed image cost to text tokens.
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
   auto tok = Tokenizer::from_file(test::fixture("public/model-bf16/tokenizer.json"));
-  bench::SyntheticRequestSpec spec{600, 2, bench::ImageSize{64, 48}};
+  measure::SyntheticRequestSpec spec{600, 2, measure::ImageSize{64, 48}};
   auto measure = [&](const std::string& j) {
     DecisionRequest req = parse_decision_request(j);
     EXPECT_EQ(req.images.size(), 1u);
@@ -59,16 +59,16 @@ TEST(BenchRequest, ExactWithAnImageCountedByTheMeasure) {
     eo.max_length = 1 << 20;
     return static_cast<int64_t>(encode_request(req, *tok, eo).input_ids.size()) + 100;
   };
-  auto r = bench::synthesize_request(spec, measure);
+  auto r = measure::synthesize_request(spec, measure);
   EXPECT_EQ(measure(r.json), 600);
 }
 
 TEST(BenchRequest, TargetBelowTheSchemaIsAClearError) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/tokenizer.json");
   auto tok = Tokenizer::from_file(test::fixture("public/model-bf16/tokenizer.json"));
-  bench::SyntheticRequestSpec spec{20, 3, std::nullopt};
+  measure::SyntheticRequestSpec spec{20, 3, std::nullopt};
   try {
-    bench::synthesize_request(spec, [&](const std::string& j) { return encoded_length(*tok, j); });
+    measure::synthesize_request(spec, [&](const std::string& j) { return encoded_length(*tok, j); });
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidRequest);
@@ -77,57 +77,57 @@ TEST(BenchRequest, TargetBelowTheSchemaIsAClearError) {
 }
 
 TEST(BenchRequest, ParsesTokenListsAndImageSizes) {
-  EXPECT_EQ(bench::parse_token_list("128,512,2048,8192"), (std::vector<int64_t>{128, 512, 2048, 8192}));
-  EXPECT_THROW(bench::parse_token_list("128,,512"), Error);
-  EXPECT_THROW(bench::parse_token_list("12x"), Error);
-  EXPECT_THROW(bench::parse_token_list("-5"), Error);
-  auto s = bench::parse_image_size("640x480");
+  EXPECT_EQ(measure::parse_token_list("128,512,2048,8192"), (std::vector<int64_t>{128, 512, 2048, 8192}));
+  EXPECT_THROW(measure::parse_token_list("128,,512"), Error);
+  EXPECT_THROW(measure::parse_token_list("12x"), Error);
+  EXPECT_THROW(measure::parse_token_list("-5"), Error);
+  auto s = measure::parse_image_size("640x480");
   EXPECT_EQ(s.width, 640);
   EXPECT_EQ(s.height, 480);
-  EXPECT_THROW(bench::parse_image_size("640"), Error);
-  EXPECT_THROW(bench::parse_image_size("0x5"), Error);
-  EXPECT_THROW(bench::parse_image_size("5x5x"), Error);
+  EXPECT_THROW(measure::parse_image_size("640"), Error);
+  EXPECT_THROW(measure::parse_image_size("0x5"), Error);
+  EXPECT_THROW(measure::parse_image_size("5x5x"), Error);
 }
 
 // Expected values are numpy.percentile's (method="linear"), worked by hand here.
 TEST(BenchStats, PercentilesInterpolateLikeNumpy) {
   std::vector<double> v{5, 1, 4, 2, 3};  // sorted 1..5
-  EXPECT_DOUBLE_EQ(bench::percentile(v, 0.5), 3.0);
-  EXPECT_DOUBLE_EQ(bench::percentile(v, 0.9), 4.6);  // rank 3.6
-  EXPECT_DOUBLE_EQ(bench::percentile(v, 0.0), 1.0);
-  EXPECT_DOUBLE_EQ(bench::percentile(v, 1.0), 5.0);
-  EXPECT_DOUBLE_EQ(bench::percentile({10, 20}, 0.5), 15.0);
-  EXPECT_DOUBLE_EQ(bench::percentile({10, 20, 30, 40}, 0.9), 37.0);  // rank 2.7
-  EXPECT_DOUBLE_EQ(bench::percentile({7}, 0.9), 7.0);
-  EXPECT_THROW(bench::percentile({}, 0.5), Error);
-  EXPECT_THROW(bench::percentile({1}, 1.5), Error);
+  EXPECT_DOUBLE_EQ(measure::percentile(v, 0.5), 3.0);
+  EXPECT_DOUBLE_EQ(measure::percentile(v, 0.9), 4.6);  // rank 3.6
+  EXPECT_DOUBLE_EQ(measure::percentile(v, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(measure::percentile(v, 1.0), 5.0);
+  EXPECT_DOUBLE_EQ(measure::percentile({10, 20}, 0.5), 15.0);
+  EXPECT_DOUBLE_EQ(measure::percentile({10, 20, 30, 40}, 0.9), 37.0);  // rank 2.7
+  EXPECT_DOUBLE_EQ(measure::percentile({7}, 0.9), 7.0);
+  EXPECT_THROW(measure::percentile({}, 0.5), Error);
+  EXPECT_THROW(measure::percentile({1}, 1.5), Error);
 }
 
 TEST(BenchStats, SummaryMeanStddevMinMax) {
-  auto s = bench::summarize({2, 4, 4, 4, 5, 5, 7, 9});
+  auto s = measure::summarize({2, 4, 4, 4, 5, 5, 7, 9});
   EXPECT_EQ(s.n, 8);
   EXPECT_DOUBLE_EQ(s.mean, 5.0);
   EXPECT_NEAR(s.stddev, 2.138089935, 1e-9);  // sqrt(32/7)
   EXPECT_DOUBLE_EQ(s.min, 2.0);
   EXPECT_DOUBLE_EQ(s.max, 9.0);
   EXPECT_DOUBLE_EQ(s.p50, 4.5);
-  EXPECT_DOUBLE_EQ(bench::summarize({3}).stddev, 0.0);
+  EXPECT_DOUBLE_EQ(measure::summarize({3}).stddev, 0.0);
 }
 
 // --batch: each timed run is B decisions through Engine::decide_batch; the throughput counts
 // all B requests' tokens, and a batch outside 1 … 4096 is refused.
 TEST(BenchRun, BatchRunsCountEveryRequestsTokens) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16");
-  bench::BenchOptions o;
+  measure::BenchOptions o;
   o.model = test::fixture("public/model-bf16");
   o.prompt_tokens = {170};
   o.repeat = 2;
   o.warmup = 0;
   o.threads = 1;
   o.batch = 3;
-  const bench::BenchReport r = bench::run_bench(o);
+  const measure::BenchReport r = measure::run_bench(o);
   ASSERT_EQ(r.results.size(), 1u);
-  const bench::LengthResult& x = r.results[0];
+  const measure::LengthResult& x = r.results[0];
   EXPECT_EQ(x.batch, 3);
   EXPECT_EQ(x.prompt_tokens, 170);
   ASSERT_GT(x.backbone_ms.p50, 0.0);
@@ -135,11 +135,11 @@ TEST(BenchRun, BatchRunsCountEveryRequestsTokens) {
   EXPECT_NEAR(x.prefill_tokens_per_s, 1000.0 * 3 * 170 / (x.backbone_ms.p50 + x.vision_ms.p50),
               1e-6 * x.prefill_tokens_per_s);
   EXPECT_GE(x.total_ms.p50, x.backbone_ms.p50);
-  EXPECT_NE(bench::markdown_table(r).find("pp170 × 3"), std::string::npos) << bench::markdown_table(r);
-  EXPECT_EQ(bench::to_json(r)["results"][0]["batch"], 3);
+  EXPECT_NE(measure::markdown_table(r).find("pp170 × 3"), std::string::npos) << measure::markdown_table(r);
+  EXPECT_EQ(measure::to_json(r)["results"][0]["batch"], 3);
   for (int bad : {0, -1, 5000}) {
     o.batch = bad;
-    EXPECT_THROW(bench::run_bench(o), Error) << bad;
+    EXPECT_THROW(measure::run_bench(o), Error) << bad;
   }
 }
 
@@ -147,14 +147,14 @@ TEST(BenchRun, BatchRunsCountEveryRequestsTokens) {
 // options are errors naming them.
 TEST(BenchDecode, TimesEveryLengthAndRefusesBadOptions) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
-  bench::DecodeBenchOptions o;
+  measure::DecodeBenchOptions o;
   o.model = test::fixture("public/model-bf16");
   o.prompt_tokens = {3, 9};
   o.new_tokens = 4;
   o.repeat = 2;
   o.warmup = 0;
   o.threads = 1;
-  const bench::DecodeReport r = bench::run_decode_bench(o);
+  const measure::DecodeReport r = measure::run_decode_bench(o);
   ASSERT_EQ(r.results.size(), 2u);
   EXPECT_EQ(r.results[1].prompt_tokens, 9);
   for (const auto& x : r.results) {
@@ -163,15 +163,15 @@ TEST(BenchDecode, TimesEveryLengthAndRefusesBadOptions) {
     EXPECT_GT(x.decode_tokens_per_s.min, 0.0);
     EXPECT_EQ(x.inter_token_ms.n, 2 * 3);  // 3 gaps between 4 tokens, 2 runs
   }
-  const auto j = bench::to_json(r);
+  const auto j = measure::to_json(r);
   EXPECT_EQ(j["batch"], 1);
   EXPECT_EQ(j["results"][0]["new_tokens"], 4);
-  EXPECT_NE(bench::markdown_table(r).find("| 9 | 4 | 2 |"), std::string::npos) << bench::markdown_table(r);
+  EXPECT_NE(measure::markdown_table(r).find("| 9 | 4 | 2 |"), std::string::npos) << measure::markdown_table(r);
   o.new_tokens = 1;
-  EXPECT_THROW(bench::run_decode_bench(o), Error);
+  EXPECT_THROW(measure::run_decode_bench(o), Error);
   o.new_tokens = 4;
   o.prompt_tokens = {0};
-  EXPECT_THROW(bench::run_decode_bench(o), Error);
+  EXPECT_THROW(measure::run_decode_bench(o), Error);
 }
 
 }  // namespace

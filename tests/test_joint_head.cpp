@@ -12,7 +12,7 @@
 #include "io/safetensors.h"
 #include "model/head_lexical.h"
 #include "model/joint_head.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "ops/multihead_attention.h"
 #include "formats/mxfp4.h"
 #include "stave/errors.h"
@@ -24,12 +24,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<EncodedQuestion> questions_from(const nlohmann::json& expected) {
-  std::vector<EncodedQuestion> out;
+std::vector<HeadQuestion> questions_from(const nlohmann::json& expected) {
+  std::vector<HeadQuestion> out;
   for (const auto& q : expected.at("questions")) {
-    EncodedQuestion e;
+    HeadQuestion e;
     e.id = q.at("id").get<std::string>();
-    e.type = static_cast<QuestionType>(q.at("type").get<int>());
+    e.type = q.at("type").get<int>();
     e.question_span = {q.at("question_span")[0].get<int64_t>(), q.at("question_span")[1].get<int64_t>()};
     for (const auto& s : q.at("option_spans")) e.option_spans.push_back({s[0].get<int64_t>(), s[1].get<int64_t>()});
     e.option_ids = q.at("option_ids").get<std::vector<std::string>>();
@@ -119,7 +119,7 @@ class JointHeadInputs : public ::testing::Test {
     ids_ = expected.at("input_ids").get<std::vector<int32_t>>();
     questions_ = questions_from(expected);
   }
-  std::string error_of(const std::vector<EncodedQuestion>& questions, const std::vector<int32_t>& ids) {
+  std::string error_of(const std::vector<HeadQuestion>& questions, const std::vector<int32_t>& ids) {
     try {
       head_->forward(hidden_.values.data(), hidden_.rows, ids, questions);
     } catch (const Error& e) {
@@ -132,7 +132,7 @@ class JointHeadInputs : public ::testing::Test {
   std::unique_ptr<JointHead> head_;
   HiddenStates hidden_;
   std::vector<int32_t> ids_;
-  std::vector<EncodedQuestion> questions_;
+  std::vector<HeadQuestion> questions_;
 };
 
 TEST_F(JointHeadInputs, RejectsBadSpansWithClearErrors) {
@@ -166,7 +166,7 @@ TEST_F(JointHeadInputs, RejectsBadSpansWithClearErrors) {
 TEST_F(JointHeadInputs, QuestionsInteract) {
   // Field self-attention couples questions (spec §3.4): dropping one changes the others.
   const auto all = head_->forward(hidden_.values.data(), hidden_.rows, ids_, questions_);
-  const std::vector<EncodedQuestion> first_two(questions_.begin(), questions_.begin() + 2);
+  const std::vector<HeadQuestion> first_two(questions_.begin(), questions_.begin() + 2);
   const auto fewer = head_->forward(hidden_.values.data(), hidden_.rows, ids_, first_two);
   ASSERT_EQ(fewer.size(), 2u);
   EXPECT_NE(all[0], fewer[0]);
@@ -318,9 +318,9 @@ TEST(JointHead, RunsAnyConfiguredShape) {
   const JointHead head(c, store, OutputEmbeddingTable(lw));
   std::vector<int32_t> ids(L);
   for (int64_t i = 0; i < L; ++i) ids[i] = static_cast<int32_t>((i * 7) % vocab);
-  std::vector<EncodedQuestion> qs(2);
-  qs[0] = {"a", QuestionType::kNoul, {2, 5}, {{6, 8}, {9, 12}}, {"true", "false"}};
-  qs[1] = {"b", QuestionType::kScore, {13, 14}, {{15, 17}, {18, 20}, {21, 29}}, {"0", "1", "2"}};
+  std::vector<HeadQuestion> qs(2);
+  qs[0] = {"a", 0, {2, 5}, {{6, 8}, {9, 12}}, {"true", "false"}};
+  qs[1] = {"b", 2, {13, 14}, {{15, 17}, {18, 20}, {21, 29}}, {"0", "1", "2"}};
   const auto logits = head.forward(hidden.data(), L, ids, qs);
   ASSERT_EQ(logits.size(), 2u);
   EXPECT_EQ(logits[0].size(), 2u);

@@ -75,10 +75,10 @@ TEST(LoaderLimits, EveryJsonLoaderRefusesDeepNesting) {
   std::memcpy(file.data() + 8, header.data(), header.size());
   expect_refused([&] { parse_safetensors(file.data(), file.size(), "w.safetensors"); }, {"nesting deeper"});
   // calibration JSONL: per line, as kInvalidRequest naming the line.
-  quant::CalibrationOptions o;
+  quantize::CalibrationOptions o;
   auto bytes = [](std::string_view s) { return std::vector<int32_t>(s.size(), 1); };
   try {
-    quant::parse_calibration("\"ok\"\n" + nested(100) + "\n", "c.jsonl", true, o, bytes);
+    quantize::parse_calibration("\"ok\"\n" + nested(100) + "\n", "c.jsonl", true, o, bytes);
     ADD_FAILURE() << "deep calibration line accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidRequest);
@@ -248,14 +248,14 @@ TEST(LoaderLimits, RegexBacktrackingIsBoundedAndRefused) {
 // --- calibration -----------------------------------------------------------------------------
 
 TEST(LoaderLimits, CalibrationIdsStopAtSeqLen) {
-  quant::CalibrationOptions o;
+  quantize::CalibrationOptions o;
   o.seq_len = 3;
   auto none = [](std::string_view) { return std::vector<int32_t>(); };
-  const auto s = quant::parse_calibration("{\"input_ids\": [1, 2, 3, 4, 5]}\n", "c.jsonl", true, o, none);
+  const auto s = quantize::parse_calibration("{\"input_ids\": [1, 2, 3, 4, 5]}\n", "c.jsonl", true, o, none);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0], (std::vector<int32_t>{1, 2, 3}));
   // Every id is still checked past seq_len.
-  expect_refused([&] { quant::parse_calibration("{\"input_ids\": [1, 2, 3, 4, -5]}\n", "c.jsonl", true, o, none); },
+  expect_refused([&] { quantize::parse_calibration("{\"input_ids\": [1, 2, 3, 4, -5]}\n", "c.jsonl", true, o, none); },
                  {"c.jsonl line 1", "-5"});
 }
 

@@ -13,13 +13,13 @@
 #include "io/tensor_store.h"
 #include "formats/linear_weight.h"
 #include "model/model_check.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "quantize/awq.h"
 #include "quantize/quantize_release.h"
 #include "test_util.h"
 #include "util/bf16.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace {
 namespace fs = std::filesystem;
 
@@ -248,4 +248,4 @@ TEST(Awq, EditsAreFoldedIntoTheWrittenRelease) {
 }
 
 }  // namespace
-}  // namespace stave::quant
+}  // namespace stave::quantize

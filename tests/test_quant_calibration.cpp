@@ -9,7 +9,7 @@
 #include "quantize/calibration.h"
 #include "stave/errors.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace {
 namespace fs = std::filesystem;
 
@@ -78,4 +78,4 @@ TEST(Calibration, ErrorsNameTheFileAndLine) {
 }
 
 }  // namespace
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -18,7 +18,7 @@
 #include "synth/synth_release.h"
 #include "test_util.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace {
 namespace fs = std::filesystem;
 
@@ -197,7 +197,7 @@ TEST(Quantize, FloorScaleModeIsWrittenAndReadBack) {
   o.scale_mode = mxfp4::ScaleMode::kFloor;
   quantize_release(o);
   auto release = open_release(o.out_dir);
-  auto plan = QuantPlan::from_model_config(release->config);
+  auto plan = quant::QuantPlan::from_model_config(release->config);
   ASSERT_TRUE(plan);
   const auto& q = plan->at("model.language_model.layers.2.mlp.up_proj");
   EXPECT_EQ(q.weight_scale_mode, mxfp4::ScaleMode::kFloor);
@@ -230,4 +230,4 @@ TEST(Quantize, ParsesByteSizes) {
 }
 
 }  // namespace
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -20,7 +20,7 @@
 #include "synth/synth_release.h"
 #include "test_vision_util.h"
 #include "vision/image_decode.h"
-#include "vision/media_tokens.h"
+#include "decide/media_tokens.h"
 #include "vision/mrope_positions.h"
 #include "vision/preprocess.h"
 #include "vision/vision_tower.h"

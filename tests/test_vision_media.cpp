@@ -8,7 +8,7 @@
 #include "stave/errors.h"
 #include "test_vision_util.h"
 #include "text/tokenizer.h"
-#include "vision/media_tokens.h"
+#include "decide/media_tokens.h"
 #include "vision/mrope_positions.h"
 
 namespace stave {

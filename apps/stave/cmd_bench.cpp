@@ -2,7 +2,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "bench/bench_run.h"
+#include "measure/bench_run.h"
 #include "command.h"
 #include "stave/errors.h"
 
@@ -10,7 +10,7 @@ namespace stave::cli {
 namespace {
 
 Register reg{{"bench", "Time decisions on synthetic requests of exact token lengths (like llama-bench -p)", [](CLI::App& sub) {
-                auto o = std::make_shared<bench::BenchOptions>();
+                auto o = std::make_shared<measure::BenchOptions>();
                 auto tokens = std::make_shared<std::string>("256,512,2048");
                 auto precision = std::make_shared<std::string>("fast");
                 auto image = std::make_shared<std::string>();
@@ -38,17 +38,17 @@ Register reg{{"bench", "Time decisions on synthetic requests of exact token leng
                 sub.add_option("--image", *image, "add one WxH PNG to each request (counted in the length)");
                 sub.add_option("--json", *json_out, "also write the results as JSON to this file");
                 return std::function<int()>([o, tokens, precision, image, json_out]() -> int {
-                  o->prompt_tokens = bench::parse_token_list(*tokens);
+                  o->prompt_tokens = measure::parse_token_list(*tokens);
                   auto p = parse_precision(*precision);
                   if (!p) throw Error(ErrorKind::kInvalidRequest, "--precision must be exact or fast, not \"" + *precision + "\"");
                   o->precision = *p;
-                  if (!image->empty()) o->image = bench::parse_image_size(*image);
+                  if (!image->empty()) o->image = measure::parse_image_size(*image);
                   o->log = [](const std::string& line) { std::cerr << "bench: " << line << std::endl; };
-                  bench::BenchReport report = bench::run_bench(*o);
-                  std::cout << bench::markdown_table(report) << std::flush;
+                  measure::BenchReport report = measure::run_bench(*o);
+                  std::cout << measure::markdown_table(report) << std::flush;
                   if (!json_out->empty()) {
                     std::ofstream f(*json_out, std::ios::trunc);
-                    f << bench::to_json(report).dump(2) << "\n";
+                    f << measure::to_json(report).dump(2) << "\n";
                     if (!f) throw Error(ErrorKind::kIo, "cannot write " + *json_out);
                   }
                   return 0;

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "bench/bench_run.h"
-#include "bench/decode_bench.h"
+#include "measure/bench_run.h"
+#include "measure/decode_bench.h"
 #include "command.h"
 #include "stave/errors.h"
 
@@ -13,7 +13,7 @@ namespace {
 
 Register reg{{"bench-decode", "Time generation: time to first token and decode tokens/s (like llama-bench -p N -n M)",
               [](CLI::App& sub) {
-                auto o = std::make_shared<bench::DecodeBenchOptions>();
+                auto o = std::make_shared<measure::DecodeBenchOptions>();
                 auto tokens = std::make_shared<std::string>("128,512");
                 auto precision = std::make_shared<std::string>("fast");
                 auto json_out = std::make_shared<std::string>();
@@ -36,16 +36,16 @@ Register reg{{"bench-decode", "Time generation: time to first token and decode t
                 sub.add_option("--seed", o->seed, "seed of the random prompt ids")->capture_default_str();
                 sub.add_option("--json", *json_out, "also write the results as JSON to this file");
                 return std::function<int()>([o, tokens, precision, json_out]() -> int {
-                  o->prompt_tokens = bench::parse_token_list(*tokens);
+                  o->prompt_tokens = measure::parse_token_list(*tokens);
                   auto p = parse_precision(*precision);
                   if (!p) throw Error(ErrorKind::kInvalidRequest, "--precision must be exact or fast, not \"" + *precision + "\"");
                   o->precision = *p;
                   o->log = [](const std::string& line) { std::cerr << "bench-decode: " << line << std::endl; };
-                  const bench::DecodeReport report = bench::run_decode_bench(*o);
-                  std::cout << bench::markdown_table(report) << std::flush;
+                  const measure::DecodeReport report = measure::run_decode_bench(*o);
+                  std::cout << measure::markdown_table(report) << std::flush;
                   if (!json_out->empty()) {
                     std::ofstream f(*json_out, std::ios::trunc);
-                    f << bench::to_json(report).dump(2) << "\n";
+                    f << measure::to_json(report).dump(2) << "\n";
                     if (!f) throw Error(ErrorKind::kIo, "cannot write " + *json_out);
                   }
                   return 0;

@@ -15,14 +15,14 @@ namespace stave::cli {
 namespace {
 
 struct QuantizeArgs {
-  quant::QuantizeOptions options;
+  quantize::QuantizeOptions options;
   std::string shard_size = "5GB";
   std::string scale_mode = "even";
   bool progress = false, no_progress = false;
   // AWQ (src/quantize/awq.h)
   bool awq = false;
   std::string calib;
-  quant::CalibrationOptions calib_options;
+  quantize::CalibrationOptions calib_options;
   std::string awq_search = "w4a4";
 };
 
@@ -57,7 +57,7 @@ Register reg{{"quantize", "Quantize a BF16 release to Quark MXFP4 (every languag
                 return std::function<int()>([a]() -> int {
                   auto& o = a->options;
                   try {
-                    o.shard_bytes = quant::parse_byte_size(a->shard_size);
+                    o.shard_bytes = quantize::parse_byte_size(a->shard_size);
                   } catch (const Error& e) {
                     throw Error(e.kind(), std::string("--shard-size: ") + e.what());
                   }
@@ -71,13 +71,13 @@ Register reg{{"quantize", "Quantize a BF16 release to Quark MXFP4 (every languag
                                               : ProgressBar::Mode::kAuto;
                   if (!a->awq && (!a->calib.empty() || a->awq_search != "w4a4"))
                     throw Error(ErrorKind::kInvalidRequest, "--calib and --awq-search need --awq");
-                  quant::AwqReleaseResult awq;
+                  quantize::AwqReleaseResult awq;
                   if (a->awq) {
                     if (a->calib.empty()) throw Error(ErrorKind::kInvalidRequest, "--awq needs --calib FILE.txt|FILE.jsonl");
                     if (a->awq_search != "w4a4" && a->awq_search != "w4a16")
                       throw Error(ErrorKind::kInvalidRequest,
                                   "--awq-search must be w4a4 or w4a16, not \"" + a->awq_search + "\"");
-                    quant::AwqReleaseOptions ao;
+                    quantize::AwqReleaseOptions ao;
                     ao.in_dir = o.in_dir;
                     ao.exclude = o.exclude;
                     ao.calib_path = a->calib;
@@ -86,7 +86,7 @@ Register reg{{"quantize", "Quantize a BF16 release to Quark MXFP4 (every languag
                     ao.awq.quantize_inputs = a->awq_search == "w4a4";
                     std::cerr << "AWQ: calibrating on " << a->calib << " (up to " << a->calib_options.samples
                               << " samples of " << a->calib_options.seq_len << " tokens)" << std::endl;
-                    awq = quant::awq_release(ao);
+                    awq = quantize::awq_release(ao);
                     std::cerr << "AWQ: " << awq.calibration_samples << " samples, " << awq.calibration_tokens
                               << " tokens\n  layer  ratio(gate,up)  mse plain -> best   ratio(down)  mse plain -> best\n";
                     for (const auto& l : awq.layers)
@@ -95,7 +95,7 @@ Register reg{{"quantize", "Quantize a BF16 release to Quark MXFP4 (every languag
                                 << l.loss_down_best << "\n";
                     o.edits = &awq.edits;
                   }
-                  quant::QuantizeSummary s = quant::quantize_release(o);
+                  quantize::QuantizeSummary s = quantize::quantize_release(o);
                   std::cout << "quantized " << s.quantized.size() << " linears to MXFP4 (scale mode " << a->scale_mode
                             << "), kept " << s.excluded.size() << " in BF16\n"
                             << "wrote " << o.out_dir << ": " << s.shards << (s.shards == 1 ? " shard, " : " shards, ")

@@ -10,12 +10,12 @@
 
 #include "decide/request.h"
 #include "text/tokenizer.h"
+#include "util/token_span.h"
+#include "vision/encoded_media.h"
 
 namespace stave {
 
 inline constexpr int64_t kDefaultMaxLength = 16384;
-
-using Span = std::pair<int64_t, int64_t>;  // half-open [start, end) token indices
 
 struct EncodedQuestion {
   std::string id;
@@ -23,13 +23,6 @@ struct EncodedQuestion {
   Span question_span;
   std::vector<Span> option_spans;
   std::vector<std::string> option_ids;
-};
-
-// One image's place in the sequence (filled by the media path, src/vision).
-struct EncodedMedia {
-  std::vector<std::array<int64_t, 3>> image_grid_thw;  // per image, in patch units
-  std::vector<int32_t> mm_token_type_ids;              // over the media segment: 0 text, 1 image
-  int64_t token_offset = 0;                            // prefix length: where media starts
 };
 
 struct EncodedRequest {

@@ -21,7 +21,7 @@
 #include "model/joint_head.h"
 #include "ops/backend.h"
 #include "text/tokenizer.h"
-#include "vision/media_tokens.h"
+#include "decide/media_tokens.h"
 #include "vision/mrope_positions.h"
 #include "vision/vision_tower.h"
 
@@ -31,6 +31,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxPackedSequences = 64;  // sequences per coalesced prefill
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// The encoder's questions as the joint head reads them (the head knows no protocol types).
+std::vector<HeadQuestion> head_questions(const std::vector<EncodedQuestion>& encoded) {
+  std::vector<HeadQuestion> out;
+  out.reserve(encoded.size());
+  for (const EncodedQuestion& q : encoded)
+    out.push_back({q.id, static_cast<int>(q.type), q.question_span, q.option_spans, q.option_ids});
+  return out;
+}
 
 void throw_if_cancelled(const DecideOptions& o) {
   if (o.cancel && o.cancel->load(std::memory_order_relaxed)) throw DecisionCancelled();
@@ -204,7 +213,7 @@ Decision Engine::finish(const DecisionRequest& request, Prepared& p, const float
   const EncodedRequest& enc = p.enc;
   const int64_t L = static_cast<int64_t>(enc.input_ids.size());
   const auto th = Clock::now();
-  const auto logits = m.head->forward(hidden, L, enc.input_ids, enc.questions);
+  const auto logits = m.head->forward(hidden, L, enc.input_ids, head_questions(enc.questions));
   out.timings.head_ms = ms_since(th);
 
   // 4. Answers, spelled as the reference spells them.

@@ -22,7 +22,7 @@
 #include "io/release.h"
 #include "model/backbone.h"
 #include "model/lm_head.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "ops/backend.h"
 #include "text/tokenizer.h"
 

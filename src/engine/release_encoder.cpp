@@ -7,7 +7,7 @@
 #include "stave/errors.h"
 #include "text/tokenizer.h"
 #include "util/mapped_file.h"
-#include "vision/media_tokens.h"
+#include "decide/media_tokens.h"
 
 namespace stave {
 namespace fs = std::filesystem;

@@ -11,14 +11,13 @@
 #include "io/release.h"
 #include "formats/mxfp4.h"
 #include "formats/quark_export.h"
+#include "formats/tensor_names.h"
 #include "stave/errors.h"
 #include "util/bf16.h"
 #include "util/mapped_file.h"
 
 namespace stave::gguf {
 namespace {
-
-const std::string kText = "model.language_model.";
 
 // One exported tensor: where its values come from and how they are rearranged.
 struct Plan {
@@ -181,6 +180,29 @@ Vocab read_vocab(const std::string& path, int64_t n_rows) {
   return v;
 }
 
+// The plans read the tensors of the one tensor table (formats/tensor_names), each in the table's
+// shape, and leave none of the backbone's out: a name spelled differently here is an error.
+void check_plans_against_table(const std::vector<Plan>& plans, const ModelConfig& config) {
+  std::map<std::string, const ExpectedTensor*> table;
+  const std::vector<ExpectedTensor> expected = expected_backbone_tensors(config);
+  for (const ExpectedTensor& e : expected) table[e.name] = &e;
+  for (const Plan& p : plans) {
+    auto it = table.find(p.source);
+    if (it == table.end())
+      throw Error(ErrorKind::kInternal, "GGUF export reads " + p.source + ", which the tensor table does not list");
+    int64_t plan_elems = 1, table_elems = 1;
+    for (int64_t n : p.ne) plan_elems *= n;
+    for (int64_t n : it->second->shape) table_elems *= n;
+    if (plan_elems != table_elems)
+      throw Error(ErrorKind::kInternal, "GGUF export sizes " + p.source + " as " + std::to_string(plan_elems) +
+                                            " values; the tensor table as " + std::to_string(table_elems));
+    table.erase(it);
+  }
+  for (const auto& [name, e] : table)
+    if (e->role != TensorRole::kLmHead)  // lm_head is optional (tied embeddings)
+      throw Error(ErrorKind::kInternal, "GGUF export leaves out " + name + " of the tensor table");
+}
+
 }  // namespace
 
 void quark_block_to_gguf(const uint8_t q[16], uint8_t scale, uint8_t out[17]) {
@@ -228,11 +250,11 @@ ExportSummary export_qwen35_gguf(const ExportOptions& o) {
     plans.push_back(std::move(p));
   };
 
-  weight("token_embd.weight", kText + "embed_tokens.weight", t.vocab_size, H);
+  weight("token_embd.weight", kTextPrefix + "embed_tokens.weight", t.vocab_size, H);
   const auto vperm_rows = v_head_perm(nk, nv, dv);
   const auto vperm_heads = v_head_perm(nk, nv, 1);
   for (int64_t l = 0; l < t.num_hidden_layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".", s = kText + "layers." + std::to_string(l) + ".";
+    const std::string b = "blk." + std::to_string(l) + ".", s = text_layer_prefix(l);
     vec(b + "attn_norm.weight", s + "input_layernorm.weight", H, Plan::Value::kPlusOne);
     vec(b + "post_attention_norm.weight", s + "post_attention_layernorm.weight", H, Plan::Value::kPlusOne);
     if (t.layer_types[static_cast<size_t>(l)] == LayerType::kLinearAttention) {
@@ -262,8 +284,9 @@ ExportSummary export_qwen35_gguf(const ExportOptions& o) {
     weight(b + "ffn_up.weight", s + "mlp.up_proj.weight", t.intermediate_size, H);
     weight(b + "ffn_down.weight", s + "mlp.down_proj.weight", H, t.intermediate_size);
   }
-  vec("output_norm.weight", kText + "norm.weight", H, Plan::Value::kPlusOne);
+  vec("output_norm.weight", kTextPrefix + "norm.weight", H, Plan::Value::kPlusOne);
   if (rel.weights.contains("lm_head.weight")) weight("output.weight", "lm_head.weight", t.vocab_size, H);
+  check_plans_against_table(plans, rel.config);
 
   Writer w;
   w.add_string("general.architecture", "qwen35");

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/name_match.h"
 #include "stave/errors.h"
 #include "util/json_limits.h"

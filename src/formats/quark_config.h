@@ -63,7 +63,7 @@ class QuantPlan {
  public:
   // No plan: a release without quantization_config (each layer follows its stored dtype).
   QuantPlan() = default;
-  // Resolves every linear named by the model's expected tensors (src/model/tensor_names.h).
+  // Resolves every linear named by the model's expected tensors (src/formats/tensor_names.h).
   // Throws as QuarkConfig::resolve does.
   static std::optional<QuantPlan> from_model_config(const ModelConfig& config);
   static QuantPlan from_config(const QuarkConfig& quark, const ModelConfig& config);

@@ -1,6 +1,6 @@
 #include "formats/quark_export.h"
 
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/mxfp4.h"
 #include "formats/quark_config.h"
 

@@ -55,7 +55,6 @@ void Writer::key(const std::string& k, ValueType t) {
   ++kv_count_;
 }
 void Writer::add_u32(const std::string& k, uint32_t v) { key(k, ValueType::kUint32); put(kv_, v); }
-void Writer::add_i32(const std::string& k, int32_t v) { key(k, ValueType::kInt32); put(kv_, v); }
 void Writer::add_u64(const std::string& k, uint64_t v) { key(k, ValueType::kUint64); put(kv_, v); }
 void Writer::add_f32(const std::string& k, float v) { key(k, ValueType::kFloat32); put(kv_, v); }
 void Writer::add_bool(const std::string& k, bool v) { key(k, ValueType::kBool); put<uint8_t>(kv_, v ? 1 : 0); }
@@ -65,12 +64,6 @@ void Writer::add_i32_array(const std::string& k, const std::vector<int32_t>& v) 
   put<uint32_t>(kv_, static_cast<uint32_t>(ValueType::kInt32));
   put<uint64_t>(kv_, v.size());
   for (int32_t x : v) put(kv_, x);
-}
-void Writer::add_f32_array(const std::string& k, const std::vector<float>& v) {
-  key(k, ValueType::kArray);
-  put<uint32_t>(kv_, static_cast<uint32_t>(ValueType::kFloat32));
-  put<uint64_t>(kv_, v.size());
-  for (float x : v) put(kv_, x);
 }
 void Writer::add_string_array(const std::string& k, const std::vector<std::string>& v) {
   key(k, ValueType::kArray);

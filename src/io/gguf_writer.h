@@ -13,13 +13,11 @@ namespace stave::gguf {
 class Writer {
  public:
   void add_u32(const std::string& key, uint32_t v);
-  void add_i32(const std::string& key, int32_t v);
   void add_u64(const std::string& key, uint64_t v);
   void add_f32(const std::string& key, float v);
   void add_bool(const std::string& key, bool v);
   void add_string(const std::string& key, const std::string& v);
   void add_i32_array(const std::string& key, const std::vector<int32_t>& v);
-  void add_f32_array(const std::string& key, const std::vector<float>& v);
   void add_string_array(const std::string& key, const std::vector<std::string>& v);
 
   // `ne` in ggml order (innermost, i.e. the row length, first). Returns the tensor's index.

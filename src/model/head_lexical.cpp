@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
 

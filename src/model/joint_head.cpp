@@ -32,14 +32,14 @@ void check_span(const Span& s, int64_t L, const std::string& what) {
   if (s.first >= s.second) throw Error(ErrorKind::kInvalidRequest, what + " span " + span_text(s) + " is empty");
 }
 
-void check_inputs(int64_t L, const std::vector<int32_t>& input_ids, const std::vector<EncodedQuestion>& questions) {
+void check_inputs(int64_t L, const std::vector<int32_t>& input_ids, const std::vector<HeadQuestion>& questions) {
   if (L <= 0) throw Error(ErrorKind::kInvalidRequest, "joint head: the record has no tokens");
   if (static_cast<int64_t>(input_ids.size()) != L)
     throw Error(ErrorKind::kInvalidRequest, "joint head: " + std::to_string(input_ids.size()) +
                                                 " input ids for hidden states of " + std::to_string(L) + " rows");
   if (questions.empty()) throw Error(ErrorKind::kInvalidRequest, "joint head: the record has no questions");
-  for (const EncodedQuestion& q : questions) {
-    const int type = static_cast<int>(q.type);
+  for (const HeadQuestion& q : questions) {
+    const int type = q.type;
     if (type < 0 || type > 2)
       throw Error(ErrorKind::kInvalidRequest, "question " + q.id + ": unknown type " + std::to_string(type));
     check_span(q.question_span, L, "question " + q.id + ": question");
@@ -136,7 +136,7 @@ HeadMemorySpec JointHead::memory_spec() const {
 }
 
 std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t L, const std::vector<int32_t>& input_ids,
-                                                   const std::vector<EncodedQuestion>& questions) const {
+                                                   const std::vector<HeadQuestion>& questions) const {
   check_inputs(L, input_ids, questions);
   if (!hidden) throw Error(ErrorKind::kInternal, "joint head: no hidden states");
   const JointHeadWeights& w = weights_;
@@ -159,7 +159,7 @@ std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t 
   Matrix question_vectors = zeros(Q, H);
   std::vector<int64_t> first_option(static_cast<size_t>(Q) + 1, 0);  // option rows of question i
   for (int64_t i = 0; i < Q; ++i) {
-    const EncodedQuestion& q = questions[i];
+    const HeadQuestion& q = questions[i];
     mean_of_normed_rows(*memory, H, q.question_span, span_rows, question_vectors.data() + i * H);
     first_option[i + 1] = first_option[i] + static_cast<int64_t>(q.option_spans.size());
   }

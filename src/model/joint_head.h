@@ -3,16 +3,27 @@
 // Every dimension comes from the release's joint_head_config.json.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
-#include "decide/encoder.h"
 #include "io/release.h"
 #include "model/head_lexical.h"
 #include "model/joint_head_weights.h"
 #include "ops/backend.h"
 #include "ops/head_memory.h"
+#include "util/token_span.h"
 
 namespace stave {
+
+// One question as the head reads it (the encoder's EncodedQuestion, src/decide, without the
+// protocol's types): spans into the record, and the names its errors use.
+struct HeadQuestion {
+  std::string id;
+  int type = 0;  // row of the head's type table: 0 noul, 1 choice, 2 score
+  Span question_span;
+  std::vector<Span> option_spans;
+  std::vector<std::string> option_ids;
+};
 
 class JointHead {
  public:
@@ -37,7 +48,7 @@ class JointHead {
   // Throws stave::Error(kInvalidRequest) for spans out of range or empty, a question without
   // options, option ids and spans of different counts, or ids outside the vocabulary.
   std::vector<std::vector<float>> forward(const float* hidden, int64_t L, const std::vector<int32_t>& input_ids,
-                                          const std::vector<EncodedQuestion>& questions) const;
+                                          const std::vector<HeadQuestion>& questions) const;
 
  private:
   // Views of the weights for the backend's head memory (the L-row work).

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "formats/linear_weight.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "ops/head_ops.h"
 #include "ops/reference.h"
 #include "stave/errors.h"

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/quark_config.h"
 #include "stave/errors.h"
 

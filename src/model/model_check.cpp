@@ -1,6 +1,6 @@
 #include "model/model_check.h"
 
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/quark_config.h"
 #include "stave/errors.h"
 

@@ -4,11 +4,11 @@
 #include <cmath>
 
 #include "formats/linear_weight.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "stave/errors.h"
 #include "util/bf16.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace {
 
 constexpr int64_t kChunk = 64;  // tokens per step of the loss computations (bounds temporaries)
@@ -289,9 +289,8 @@ WeightEdits compute_awq(const ModelConfig& config, const TensorStore& weights, M
       throw Error(ErrorKind::kInternal, "AWQ: calibration source yielded layer " + std::to_string(layer) +
                                             ", expected " + std::to_string(expected_layer));
     ++expected_layer;
-    const std::string p = kTextPrefix + "layers." + std::to_string(layer) + ".";
-    const std::string gate = p + "mlp.gate_proj", up = p + "mlp.up_proj", down = p + "mlp.down_proj";
-    const std::string norm = p + "post_attention_layernorm.weight";
+    const MlpTensorNames names = mlp_tensor_names(layer);
+    const std::string &gate = names.gate, &up = names.up, &down = names.down, &norm = names.norm;
     MlpQuantized q{quantized.count(gate) > 0, quantized.count(up) > 0, quantized.count(down) > 0};
     if (!q.gate && !q.up && !q.down) return;
     MlpWeights w;
@@ -320,4 +319,4 @@ WeightEdits compute_awq(const ModelConfig& config, const TensorStore& weights, M
   return edits;
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -24,7 +24,7 @@
 #include "formats/mxfp4.h"
 #include "quantize/weight_edits.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 
 struct AwqOptions {
   int n_grid = 20;                  // smoothing ratios i / n_grid, i = 0 .. n_grid-1
@@ -96,4 +96,4 @@ WeightEdits compute_awq(const ModelConfig& config, const TensorStore& weights, M
                         const std::set<std::string>& quantized, const AwqOptions& options,
                         std::vector<AwqLayerReport>* report = nullptr);
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -4,7 +4,7 @@
 
 #include "stave/errors.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 
 BackboneMlpInputSource::BackboneMlpInputSource(const Backbone& backbone,
                                                const std::vector<std::vector<int32_t>>& samples)
@@ -36,4 +36,4 @@ void BackboneMlpInputSource::for_each_layer(
   }
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

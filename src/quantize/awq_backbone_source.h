@@ -10,7 +10,7 @@
 #include "model/backbone.h"
 #include "quantize/awq.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 
 class BackboneMlpInputSource : public MlpInputSource {
  public:
@@ -24,4 +24,4 @@ class BackboneMlpInputSource : public MlpInputSource {
   const std::vector<std::vector<int32_t>>& samples_;
 };
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -9,7 +9,7 @@
 #include "stave/errors.h"
 #include "text/tokenizer.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 
 AwqReleaseResult awq_release(const AwqReleaseOptions& options) {
   std::unique_ptr<Release> release = open_release(options.in_dir);
@@ -35,4 +35,4 @@ AwqReleaseResult awq_release(const AwqReleaseOptions& options) {
   return result;
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

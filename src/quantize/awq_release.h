@@ -10,7 +10,7 @@
 #include "quantize/calibration.h"
 #include "quantize/weight_edits.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 
 struct AwqReleaseOptions {
   std::string in_dir;                 // BF16 release folder
@@ -28,4 +28,4 @@ struct AwqReleaseResult {
 
 AwqReleaseResult awq_release(const AwqReleaseOptions& options);
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -9,7 +9,7 @@
 #include "util/json_limits.h"
 #include "util/mapped_file.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorKind::kInvalidRequest, what); }
@@ -104,4 +104,4 @@ std::vector<std::vector<int32_t>> parse_calibration(const std::string& text, con
   return out;
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace stave::quant {
+namespace stave::quantize {
 
 struct CalibrationOptions {
   int64_t samples = 128;
@@ -32,4 +32,4 @@ std::vector<std::vector<int32_t>> read_calibration(const std::string& path, cons
 std::vector<std::vector<int32_t>> parse_calibration(const std::string& text, const std::string& path, bool jsonl,
                                                     const CalibrationOptions& options, const TokenizeFn& tokenize);
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

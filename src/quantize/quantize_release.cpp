@@ -15,8 +15,9 @@
 
 #include "io/checksums.h"
 #include "io/safetensors_writer.h"
+#include "io/sharded_safetensors.h"
 #include "io/tensor_store.h"
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "formats/name_match.h"
 #include "formats/quark_config.h"
 #include "formats/quark_export.h"
@@ -24,7 +25,7 @@
 #include "util/bf16.h"
 #include "util/mapped_file.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
@@ -37,11 +38,6 @@ constexpr int64_t kParallelElements = int64_t{1} << 16;
 
 bool is_float(DType t) { return t == DType::kBF16 || t == DType::kF32 || t == DType::kF16; }
 
-uint64_t nbytes_of(DType t, const std::vector<int64_t>& shape) {
-  uint64_t n = dtype_size(t);
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
 
 // vLLM fuses these projections and needs every shard of one fused module quantized alike.
 std::string fused_group(const std::string& layer) {
@@ -99,7 +95,6 @@ struct OutTensor {
   std::vector<int64_t> shape;
   const TensorRef* src = nullptr;  // the input tensor (the weight, for codes/scales)
   std::string layer;               // for linears
-  uint64_t nbytes() const { return nbytes_of(dtype, shape); }
 };
 
 struct Quantized {
@@ -176,12 +171,12 @@ uint64_t parse_byte_size(const std::string& text) {
 }
 
 LinearSelection select_linears(const ModelConfig& config, const std::vector<std::string>& exclude) {
-  std::vector<NamePattern> patterns;
+  std::vector<quant::NamePattern> patterns;
   std::vector<bool> used(exclude.size(), false);
   for (const auto& e : exclude) patterns.emplace_back(e, "--exclude " + e);
   LinearSelection sel;
   std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>> groups;  // in, out
-  for (const auto& l : model_linears(config)) {
+  for (const auto& l : quant::model_linears(config)) {
     bool user = false;
     for (size_t i = 0; i < patterns.size(); ++i)
       if (patterns[i].matches(l.name)) user = used[i] = true;
@@ -224,7 +219,7 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
   LinearSelection sel = select_linears(config, o.exclude);
   std::set<std::string> quantize(sel.quantized.begin(), sel.quantized.end());
   std::map<std::string, std::string> linear_of_weight;  // "X.weight" -> "X"
-  for (const auto& l : model_linears(config)) linear_of_weight[l.name + ".weight"] = l.name;
+  for (const auto& l : quant::model_linears(config)) linear_of_weight[l.name + ".weight"] = l.name;
 
   // Every tensor the model needs must be there, linears as float [out, in].
   std::vector<std::string> order;
@@ -283,106 +278,76 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
     units.push_back({c});
   }
 
-  // Shards as huggingface_hub splits them: greedy in order, an oversized unit alone.
-  std::vector<std::vector<OutTensor>> shards;
-  uint64_t in_shard = 0, total_size = 0;
-  for (auto& u : units) {
-    uint64_t n = 0;
-    for (const auto& t : u) n += t.nbytes();
-    total_size += n;
-    if (shards.empty() || (in_shard > 0 && in_shard + n > o.shard_bytes)) {
-      shards.emplace_back();
-      in_shard = 0;
+  // The shards and their index (io/sharded_safetensors: the writer synth uses too).
+  std::vector<std::vector<ShardTensor>> shard_units;
+  std::vector<const OutTensor*> by_id;
+  for (const auto& u : units) {
+    shard_units.emplace_back();
+    for (const OutTensor& t : u) {
+      shard_units.back().push_back({t.name, t.dtype, t.shape, by_id.size()});
+      by_id.push_back(&t);
     }
-    for (auto& t : u) shards.back().push_back(std::move(t));
-    in_shard += n;
   }
-  // Within a file, wider types first (as the safetensors library orders them), so every
-  // tensor's data stays aligned to its element size.
-  for (auto& s : shards)
-    std::stable_sort(s.begin(), s.end(),
-                     [](const OutTensor& a, const OutTensor& b) { return dtype_size(a.dtype) > dtype_size(b.dtype); });
 
   fs::create_directories(out);
   QuantizeSummary summary;
   summary.quantized = sel.quantized;
   summary.excluded = sel.excluded;
-  summary.shards = static_cast<int>(shards.size());
   summary.bytes_in = bytes_in;
-  summary.bytes_out = total_size;
 
   ProgressBar progress("quantize", bytes_in, o.progress);
-  ojson weight_map = ojson::object();
   std::map<std::string, Quantized> pending;  // codes written, scales still to write
-  char fname[64];
-  for (size_t si = 0; si < shards.size(); ++si) {
-    std::snprintf(fname, sizeof fname, "model-%05zu-of-%05zu.safetensors", si + 1, shards.size());
-    SafetensorsWriter w;
-    w.set_metadata({{"format", "pt"}});
-    for (const auto& t : shards[si]) {
-      w.declare(t.name, t.dtype, t.shape);
-      weight_map[t.name] = fname;
-    }
-    std::map<std::string, const OutTensor*> by_name;
-    for (const auto& t : shards[si]) by_name[t.name] = &t;
-    w.write((out / fname).string(), [&](const SafetensorsWriter::Entry& e, const SafetensorsWriter::WriteFn& write) {
-      const OutTensor& t = *by_name.at(e.name);
-      switch (t.kind) {
-        case OutTensor::Kind::kCopy: {
-          constexpr size_t kChunk = size_t{64} << 20;
-          for (size_t off = 0; off < t.src->nbytes; off += kChunk) {
-            size_t n = std::min(kChunk, t.src->nbytes - off);
-            write(t.src->data + off, n);
-            release_pages(t.src->data + off, n);
-            progress.add(n);
-          }
-          break;
+  auto produce = [&](const ShardTensor& st, const SafetensorsWriter::WriteFn& write) {
+    const OutTensor& t = *by_id.at(st.id);
+    switch (t.kind) {
+      case OutTensor::Kind::kCopy: {
+        constexpr size_t kChunk = size_t{64} << 20;
+        for (size_t off = 0; off < t.src->nbytes; off += kChunk) {
+          size_t n = std::min(kChunk, t.src->nbytes - off);
+          write(t.src->data + off, n);
+          release_pages(t.src->data + off, n);
+          progress.add(n);
         }
-        case OutTensor::Kind::kReplace: {
-          const auto& v = o.edits->tensors.at(t.name);
-          std::vector<uint8_t> bytes;
-          store_f32(v.data(), v.size(), t.dtype, bytes);
-          write(bytes.data(), bytes.size());
-          progress.add(t.src->nbytes);
-          break;
-        }
-        case OutTensor::Kind::kEditedFloat: {
-          auto bytes = edited_float(*t.src, o.edits->linears.at(t.layer));
-          release_pages(t.src->data, t.src->nbytes);
-          write(bytes.data(), bytes.size());
-          progress.add(t.src->nbytes);
-          break;
-        }
-        case OutTensor::Kind::kCodes:
-        case OutTensor::Kind::kScales: {
-          auto it = pending.find(t.layer);
-          if (it == pending.end()) {
-            const LinearEdit* edit = nullptr;
-            if (o.edits)
-              if (auto ed = o.edits->linears.find(t.layer); ed != o.edits->linears.end()) edit = &ed->second;
-            it = pending.emplace(t.layer, quantize_linear(*t.src, edit, o.scale_mode)).first;
-            release_pages(t.src->data, t.src->nbytes);
-            progress.add(t.src->nbytes);
-          }
-          auto& buf = t.kind == OutTensor::Kind::kCodes ? it->second.codes : it->second.scales;
-          write(buf.data(), buf.size());
-          buf = {};
-          if (it->second.codes.empty() && it->second.scales.empty()) pending.erase(it);
-          break;
-        }
+        break;
       }
-    });
-    summary.files.push_back(fname);
-  }
-
-  // model.safetensors.index.json as transformers writes it (sorted keys, indent 2).
-  std::vector<std::pair<std::string, std::string>> sorted;
-  for (auto it = weight_map.begin(); it != weight_map.end(); ++it) sorted.emplace_back(it.key(), it.value());
-  std::sort(sorted.begin(), sorted.end());
-  ojson index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", ojson::object()}};
-  for (auto& [k, v] : sorted) index["weight_map"][k] = v;
-  write_text(out / "model.safetensors.index.json", index.dump(2) + "\n");
-  summary.files.push_back("model.safetensors.index.json");
+      case OutTensor::Kind::kReplace: {
+        const auto& v = o.edits->tensors.at(t.name);
+        std::vector<uint8_t> bytes;
+        store_f32(v.data(), v.size(), t.dtype, bytes);
+        write(bytes.data(), bytes.size());
+        progress.add(t.src->nbytes);
+        break;
+      }
+      case OutTensor::Kind::kEditedFloat: {
+        auto bytes = edited_float(*t.src, o.edits->linears.at(t.layer));
+        release_pages(t.src->data, t.src->nbytes);
+        write(bytes.data(), bytes.size());
+        progress.add(t.src->nbytes);
+        break;
+      }
+      case OutTensor::Kind::kCodes:
+      case OutTensor::Kind::kScales: {
+        auto it = pending.find(t.layer);
+        if (it == pending.end()) {
+          const LinearEdit* edit = nullptr;
+          if (o.edits)
+            if (auto ed = o.edits->linears.find(t.layer); ed != o.edits->linears.end()) edit = &ed->second;
+          it = pending.emplace(t.layer, quantize_linear(*t.src, edit, o.scale_mode)).first;
+          release_pages(t.src->data, t.src->nbytes);
+          progress.add(t.src->nbytes);
+        }
+        auto& buf = t.kind == OutTensor::Kind::kCodes ? it->second.codes : it->second.scales;
+        write(buf.data(), buf.size());
+        buf = {};
+        if (it->second.codes.empty() && it->second.scales.empty()) pending.erase(it);
+        break;
+      }
+    }
+  };
+  const ShardedFiles written = write_sharded_safetensors(out, shard_units, o.shard_bytes, produce);
+  summary.shards = static_cast<int>(written.shards);
+  summary.bytes_out = written.total_size;
+  summary.files = written.files;
 
   // config.json: the input's, key order kept, plus quantization_config at the end; indent 2
   // and no final newline, as the reference MXFP4 release has it.
@@ -409,4 +374,4 @@ QuantizeSummary quantize_release(const QuantizeOptions& o) {
   return summary;
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

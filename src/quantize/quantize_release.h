@@ -13,7 +13,7 @@
 #include "quantize/weight_edits.h"
 #include "util/progress.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 
 struct QuantizeOptions {
   std::string in_dir;                 // BF16 release folder
@@ -49,4 +49,4 @@ QuantizeSummary quantize_release(const QuantizeOptions& options);
 // stave::Error(kInvalidRequest) naming the text otherwise.
 uint64_t parse_byte_size(const std::string& text);
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -5,7 +5,7 @@
 #include "formats/mxfp4.h"
 #include "util/bf16.h"
 
-namespace stave::quant {
+namespace stave::quantize {
 
 void apply_linear_edit_row(const LinearEdit& e, int64_t r, int64_t in, float* w, bool round_bf16) {
   auto rnd = [round_bf16](float v) { return round_bf16 ? round_to_bf16(v) : v; };
@@ -24,4 +24,4 @@ void apply_linear_edit_row(const LinearEdit& e, int64_t r, int64_t in, float* w,
   }
 }
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace stave::quant {
+namespace stave::quantize {
 
 // Edits of one linear weight W [out, in], applied in this order, each result rounded to bf16
 // when the model is bf16 (as torch's in-place ops on a bf16 tensor do):
@@ -29,4 +29,4 @@ struct WeightEdits {
 // Applies `e` to row r of a weight with `in` columns (values in `w`, modified in place).
 void apply_linear_edit_row(const LinearEdit& e, int64_t r, int64_t in, float* w, bool round_bf16);
 
-}  // namespace stave::quant
+}  // namespace stave::quantize

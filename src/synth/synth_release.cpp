@@ -11,7 +11,8 @@
 #include "io/checksums.h"
 #include "io/model_config.h"
 #include "io/safetensors_writer.h"
-#include "model/tensor_names.h"
+#include "io/sharded_safetensors.h"
+#include "formats/tensor_names.h"
 #include "formats/mxfp4.h"
 #include "formats/quark_export.h"
 #include "stave/errors.h"
@@ -147,67 +148,35 @@ void synth_release(const SynthOptions& o) {
   fs::create_directories(o.out);
   fs::path out(o.out);
 
-  // Plan shards greedily in checkpoint order.
-  auto planned = plan_backbone(config, mxfp4);
-  std::vector<std::vector<PlannedTensor>> shards(1);
-  uint64_t in_shard = 0;
-  for (auto& t : planned) {
-    uint64_t n = dtype_size(t.dtype);
-    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-    if (in_shard > 0 && in_shard + n > o.shard_bytes) {
-      shards.emplace_back();
-      in_shard = 0;
-    }
-    shards.back().push_back(t);
-    in_shard += n;
+  // The backbone's shards (io/sharded_safetensors, as `stave quantize` writes them): in
+  // checkpoint order, an MXFP4 linear's codes and scales in one file.
+  const std::vector<PlannedTensor> planned = plan_backbone(config, mxfp4);
+  std::vector<std::vector<ShardTensor>> units;
+  uint64_t weights_total = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const PlannedTensor& t = planned[i];
+    if (t.kind != PlannedTensor::Kind::kMxfp4Scales || units.empty()) units.emplace_back();
+    units.back().push_back({t.name, t.dtype, t.shape, i});
+    weights_total += units.back().back().nbytes();
   }
   std::vector<PlannedTensor> head_tensors;
   for (const auto& e : expected_head_tensors(head)) head_tensors.push_back({e.name, e.shape, DType::kBF16, e.name, e.shape});
-
-  uint64_t total = 0, done = 0;
-  for (const auto& s : shards)
-    for (const auto& t : s) {
-      uint64_t n = dtype_size(t.dtype);
-      for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-      total += n;
-    }
-  uint64_t weights_total = total;
+  uint64_t total = weights_total, done = 0;
   for (const auto& t : head_tensors) {
     uint64_t n = 2;
     for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
     total += n;
   }
 
-  ojson weight_map = ojson::object();
-  std::vector<std::string> files;
-  char name[64];
-  for (size_t si = 0; si < shards.size(); ++si) {
-    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", si + 1, shards.size());
-    SafetensorsWriter w;
-    w.set_metadata({{"format", "pt"}});
-    for (const auto& t : shards[si]) {
-      w.declare(t.name, t.dtype, t.shape);
-      weight_map[t.name] = name;
-    }
-    w.write((out / name).string(), [&](const SafetensorsWriter::Entry& e, const SafetensorsWriter::WriteFn& write) {
-      const PlannedTensor& t = *std::find_if(shards[si].begin(), shards[si].end(),
-                                             [&](const PlannedTensor& p) { return p.name == e.name; });
-      produce(o.seed, t, [&](const void* p, size_t n) {
-        write(p, n);
-        done += n;
-        if (o.progress) o.progress(done, total);
+  const ShardedFiles written =
+      write_sharded_safetensors(out, units, o.shard_bytes, [&](const ShardTensor& st, const SafetensorsWriter::WriteFn& write) {
+        produce(o.seed, planned.at(st.id), [&](const void* p, size_t n) {
+          write(p, n);
+          done += n;
+          if (o.progress) o.progress(done, total);
+        });
       });
-    });
-    files.push_back(name);
-  }
-  // Index, sorted by tensor name like transformers writes it.
-  std::vector<std::pair<std::string, std::string>> sorted;
-  for (auto it = weight_map.begin(); it != weight_map.end(); ++it) sorted.emplace_back(it.key(), it.value());
-  std::sort(sorted.begin(), sorted.end());
-  ojson index = {{"metadata", {{"total_size", weights_total}}}, {"weight_map", ojson::object()}};
-  for (auto& [k, v] : sorted) index["weight_map"][k] = v;
-  write_json(out / "model.safetensors.index.json", index);
-  files.push_back("model.safetensors.index.json");
+  std::vector<std::string> files = written.files;
 
   SafetensorsWriter hw;
   for (const auto& t : head_tensors) hw.declare(t.name, t.dtype, t.shape);

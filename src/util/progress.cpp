@@ -26,11 +26,6 @@ void ProgressBar::add(uint64_t bytes) {
   draw(false);
 }
 
-void ProgressBar::set_label(std::string label) {
-  std::lock_guard lock(mu_);
-  label_ = std::move(label);
-}
-
 void ProgressBar::finish() {
   std::lock_guard lock(mu_);
   if (finished_) return;

@@ -22,7 +22,6 @@ class ProgressBar {
   ProgressBar& operator=(const ProgressBar&) = delete;
 
   void add(uint64_t bytes);
-  void set_label(std::string label);
   // Draws the final state and ends the line (also done by the destructor).
   void finish();
   bool enabled() const { return enabled_; }

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "decide/encoder.h"
+#include "vision/encoded_media.h"
 
 namespace stave {
 

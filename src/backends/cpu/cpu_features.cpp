@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -77,9 +78,9 @@ Isa detect() { return Isa::kGeneric; }
 #endif
 
 Isa env_or_detected() {
-  Isa isa = detected_isa();
-  if (const char* env = std::getenv("STAVE_CPU_ISA"); env && *env) isa = std::min(isa, parse_isa(env));
-  return isa;
+  const IsaChoice choice = isa_from_env(std::getenv("STAVE_CPU_ISA"), detected_isa());
+  if (!choice.message.empty()) std::fprintf(stderr, "stave: %s\n", choice.message.c_str());
+  return choice.isa;
 }
 
 std::atomic<int>& active_level() {
@@ -107,6 +108,14 @@ Isa parse_isa(const char* name) {
               "STAVE_CPU_ISA: unknown instruction-set level '" + s + "' (expected generic, avx2, avx512 or amx)");
 }
 
+IsaChoice isa_from_env(const char* value, Isa detected) {
+  if (!value || !*value) return {detected, ""};
+  const Isa asked = parse_isa(value);
+  if (asked <= detected) return {asked, ""};
+  return {detected, std::string("STAVE_CPU_ISA=") + value + ": this CPU (or OS) supports at most " +
+                        isa_name(detected) + "; the CPU kernels use " + isa_name(detected)};
+}
+
 Isa detected_isa() {
   static const Isa isa = detect();
   return isa;
@@ -117,8 +126,6 @@ Isa active_isa() { return static_cast<Isa>(active_level().load(std::memory_order
 void force_isa(Isa isa) {
   active_level().store(static_cast<int>(std::min(isa, detected_isa())), std::memory_order_relaxed);
 }
-
-void reset_isa() { active_level().store(static_cast<int>(env_or_detected()), std::memory_order_relaxed); }
 
 ScopedIsa::ScopedIsa(Isa isa) : previous_(active_isa()) { force_isa(isa); }
 ScopedIsa::~ScopedIsa() { active_level().store(static_cast<int>(previous_), std::memory_order_relaxed); }

@@ -1,8 +1,8 @@
 // The single-thread leaf kernels of the fast CPU backend (every op but the linear layer, which
 // is cpu_linear.h's). One body (op_kernels_body.h) is compiled three times: baseline x86-64
-// (op_kernels_generic.cpp), AVX2+FMA (avx2/) and AVX-512 (avx512/); op_kernels() picks the best
-// table this CPU runs. The callers in cpu_backend.cpp own threads and scratch memory, so the
-// ISA-specific objects contain no OpenMP regions and no standard-library templates (a template
+// (op_kernels_generic.cpp), AVX2+FMA (avx2/) and AVX-512 (avx512/); op_kernels() picks the
+// table of the active ISA level. The callers in cpu_backend.cpp own threads and scratch memory,
+// so the ISA-specific objects contain no OpenMP regions and no standard-library templates (a template
 // instantiated under AVX-512 flags could be the copy the linker keeps for every caller).
 //
 // Numerics: fp32 throughout with a fast exp (Cephes-style polynomial, ≤ 2 ulp over the range
@@ -15,6 +15,8 @@
 #include "ops/gated_delta_net.h"
 
 namespace stave::cpu {
+
+enum class Isa;  // cpu_features.h (declared here only: this header is compiled under ISA flags)
 
 // One block of attention rows that share a key/value head: row r reads its query at q_rows[r],
 // attends keys [0, n_keys[r]) (each key j at k + j·kv_stride, value at v + j·kv_stride, head_dim
@@ -70,9 +72,12 @@ struct OpKernels {
   void (*gelu_tanh)(float* x, int64_t n);
 };
 
+// The table for active_isa() (cpu_features.h, the one ISA query): AMX has no leaf kernels of its
+// own, so kAmx uses the AVX-512 table. Follows force_isa() and STAVE_CPU_ISA like cpu::linear.
 const OpKernels& op_kernels();
+const OpKernels& op_kernels_for(Isa isa);
 
-// The tables, one per ISA (op_kernels_dispatch.cpp chooses).
+// The tables, one per ISA (op_kernels_for chooses).
 const OpKernels& op_kernels_generic();
 const OpKernels& op_kernels_avx2();
 const OpKernels& op_kernels_avx512();

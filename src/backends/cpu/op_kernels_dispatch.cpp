@@ -1,29 +1,19 @@
-#include <cstdlib>
-#include <cstring>
-
 #include "backends/cpu/op_kernels.h"
 
-namespace stave::cpu {
-namespace {
+#include "backends/cpu/cpu_features.h"
 
-// STAVE_CPU_ISA=generic|avx2|avx512 caps the choice (tests and benchmarks compare the tables).
-const OpKernels& choose() {
-  const char* cap = std::getenv("STAVE_CPU_ISA");
-  const bool allow512 = !cap || !*cap || std::strcmp(cap, "avx512") == 0;
-  const bool allow2 = allow512 || std::strcmp(cap, "avx2") == 0;
-  __builtin_cpu_init();
-  if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return op_kernels_avx512();
-  if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return op_kernels_avx2();
+namespace stave::cpu {
+
+const OpKernels& op_kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::kAmx:  // no AMX leaf kernels: the AVX-512 table (AMX implies its features)
+    case Isa::kAvx512: return op_kernels_avx512();
+    case Isa::kAvx2: return op_kernels_avx2();
+    case Isa::kGeneric: break;
+  }
   return op_kernels_generic();
 }
 
-}  // namespace
-
-const OpKernels& op_kernels() {
-  static const OpKernels& k = choose();
-  return k;
-}
+const OpKernels& op_kernels() { return op_kernels_for(active_isa()); }
 
 }  // namespace stave::cpu

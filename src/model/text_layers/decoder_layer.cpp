@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 #include "stave/errors.h"
 
 namespace stave {

@@ -1,5 +1,6 @@
+#include "measure/bench_run.h"
+
 #include "backends/registry.h"
-#include "bench/bench_run.h"
 
 #include <omp.h>
 
@@ -9,7 +10,7 @@
 #include <sstream>
 
 #include "backends/cpu/cpu_features.h"
-#include "bench/process_memory.h"
+#include "measure/process_memory.h"
 #include "decide/encoder.h"
 #include "decide/request.h"
 #include "io/release.h"
@@ -18,9 +19,9 @@
 #include "stave/errors.h"
 #include "synth/synth_release.h"
 #include "text/tokenizer.h"
-#include "vision/media_tokens.h"
+#include "decide/media_tokens.h"
 
-namespace stave::bench {
+namespace stave::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -264,4 +265,4 @@ nlohmann::ordered_json to_json(const BenchReport& r) {
           {"results", results}};
 }
 
-}  // namespace stave::bench
+}  // namespace stave::measure

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-namespace stave::bench {
+namespace stave::measure {
 
 struct ImageSize {
   int width = 0, height = 0;
@@ -41,4 +41,4 @@ std::string request_json(const SyntheticRequestSpec& spec, const std::string& st
 // A deterministic text of `words` words (a support-ticket log, so activations look like text).
 std::string state_text(int64_t words);
 
-}  // namespace stave::bench
+}  // namespace stave::measure

@@ -1,4 +1,4 @@
-#include "bench/stats.h"
+#include "measure/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "stave/errors.h"
 
-namespace stave::bench {
+namespace stave::measure {
 
 double percentile(std::vector<double> samples, double q) {
   if (samples.empty()) throw Error(ErrorKind::kInvalidRequest, "percentile of an empty sample");
@@ -37,4 +37,4 @@ Summary summarize(const std::vector<double>& samples) {
   return s;
 }
 
-}  // namespace stave::bench
+}  // namespace stave::measure

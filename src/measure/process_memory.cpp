@@ -1,10 +1,10 @@
-#include "bench/process_memory.h"
+#include "measure/process_memory.h"
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-namespace stave::bench {
+namespace stave::measure {
 
 uint64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
@@ -39,4 +39,4 @@ MappedBytes mapped_under(const std::string& dir) {
   return out;
 }
 
-}  // namespace stave::bench
+}  // namespace stave::measure

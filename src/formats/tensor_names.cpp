@@ -1,6 +1,13 @@
-#include "model/tensor_names.h"
+#include "formats/tensor_names.h"
 
 namespace stave {
+
+std::string text_layer_prefix(int64_t layer) { return kTextPrefix + "layers." + std::to_string(layer) + "."; }
+
+MlpTensorNames mlp_tensor_names(int64_t layer) {
+  const std::string p = text_layer_prefix(layer);
+  return {p + "mlp.gate_proj", p + "mlp.up_proj", p + "mlp.down_proj", p + "post_attention_layernorm.weight"};
+}
 
 std::vector<ExpectedTensor> expected_backbone_tensors(const ModelConfig& config) {
   const TextConfig& t = config.text;
@@ -8,12 +15,13 @@ std::vector<ExpectedTensor> expected_backbone_tensors(const ModelConfig& config)
   const int64_t H = t.hidden_size;
   out.push_back({kTextPrefix + "embed_tokens.weight", {t.vocab_size, H}, TensorRole::kEmbedding});
   for (int64_t l = 0; l < t.num_hidden_layers; ++l) {
-    std::string p = kTextPrefix + "layers." + std::to_string(l) + ".";
+    const std::string p = text_layer_prefix(l);
+    const MlpTensorNames mlp = mlp_tensor_names(l);
     out.push_back({p + "input_layernorm.weight", {H}, TensorRole::kNorm});
-    out.push_back({p + "post_attention_layernorm.weight", {H}, TensorRole::kNorm});
-    out.push_back({p + "mlp.gate_proj.weight", {t.intermediate_size, H}, TensorRole::kLinear});
-    out.push_back({p + "mlp.up_proj.weight", {t.intermediate_size, H}, TensorRole::kLinear});
-    out.push_back({p + "mlp.down_proj.weight", {H, t.intermediate_size}, TensorRole::kLinear});
+    out.push_back({mlp.norm, {H}, TensorRole::kNorm});
+    out.push_back({mlp.gate + ".weight", {t.intermediate_size, H}, TensorRole::kLinear});
+    out.push_back({mlp.up + ".weight", {t.intermediate_size, H}, TensorRole::kLinear});
+    out.push_back({mlp.down + ".weight", {H, t.intermediate_size}, TensorRole::kLinear});
     if (t.layer_types[l] == LayerType::kLinearAttention) {
       std::string a = p + "linear_attn.";
       const int64_t nv = t.linear_num_value_heads;

@@ -1,4 +1,4 @@
-#include "bench/decode_bench.h"
+#include "measure/decode_bench.h"
 
 #include <chrono>
 #include <random>
@@ -8,7 +8,7 @@
 #include "stave/errors.h"
 #include "stave/language_model.h"
 
-namespace stave::bench {
+namespace stave::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -134,4 +134,4 @@ nlohmann::ordered_json to_json(const DecodeReport& r) {
   return j;
 }
 
-}  // namespace stave::bench
+}  // namespace stave::measure

@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/stats.h"
+#include "measure/stats.h"
 #include "stave/options.h"
 
-namespace stave::bench {
+namespace stave::measure {
 
 struct DecodeBenchOptions {
   std::string model;
@@ -51,4 +51,4 @@ DecodeReport run_decode_bench(const DecodeBenchOptions& options);
 std::string markdown_table(const DecodeReport& report);
 nlohmann::ordered_json to_json(const DecodeReport& report);
 
-}  // namespace stave::bench
+}  // namespace stave::measure

@@ -1,4 +1,4 @@
-#include "vision/media_tokens.h"
+#include "decide/media_tokens.h"
 
 #include "stave/errors.h"
 

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/stats.h"
-#include "bench/synthetic_request.h"
+#include "measure/stats.h"
+#include "measure/synthetic_request.h"
 #include "stave/options.h"
 
-namespace stave::bench {
+namespace stave::measure {
 
 struct BenchOptions {
   std::string model;
@@ -66,4 +66,4 @@ std::vector<int64_t> parse_token_list(const std::string& text);
 std::string markdown_table(const BenchReport& report);
 nlohmann::ordered_json to_json(const BenchReport& report);
 
-}  // namespace stave::bench
+}  // namespace stave::measure

@@ -1,6 +1,9 @@
 // The tensors a Qwen3.5 Clef release must hold, derived from its config: names as the
-// checkpoint spells them and logical shapes ([out, in] for linears). One list, used by the
-// loader, `stave verify`, `stave quantize` and `stave synth`, so they cannot disagree.
+// checkpoint spells them and logical shapes ([out, in] for linears). One table, used by the
+// loader and `stave verify` (model/model_check), `stave quantize` and AWQ (src/quantize),
+// `stave synth`, Quark's config and export (formats/quark_*) and the GGUF export (which checks
+// every tensor it reads against it), so they cannot disagree. It sits below the model so that
+// formats and tools can use it without depending on the model's code.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,6 +30,16 @@ struct ExpectedTensor {
 
 inline const std::string kTextPrefix = "model.language_model.";
 inline const std::string kVisionPrefix = "model.visual.";
+
+// "model.language_model.layers.<layer>.": the prefix of one text layer's tensors.
+std::string text_layer_prefix(int64_t layer);
+
+// One text layer's MLP: its three linears (names without ".weight") and the RMSNorm before it.
+struct MlpTensorNames {
+  std::string gate, up, down;  // mlp.gate_proj, mlp.up_proj, mlp.down_proj
+  std::string norm;            // post_attention_layernorm.weight
+};
+MlpTensorNames mlp_tensor_names(int64_t layer);
 
 std::vector<ExpectedTensor> expected_backbone_tensors(const ModelConfig& config);
 std::vector<ExpectedTensor> expected_vision_tensors(const ModelConfig& config);

@@ -1,4 +1,4 @@
-#include "bench/synthetic_request.h"
+#include "measure/synthetic_request.h"
 
 #include <openssl/evp.h>
 
@@ -14,7 +14,7 @@
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 
-namespace stave::bench {
+namespace stave::measure {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -152,4 +152,4 @@ SyntheticRequest synthesize_request(const SyntheticRequestSpec& spec, const Enco
   return out;
 }
 
-}  // namespace stave::bench
+}  // namespace stave::measure

@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-namespace stave::bench {
+namespace stave::measure {
 
 // q in [0, 1]; linear interpolation between closest ranks: rank (n-1)·q. Throws
 // stave::Error(kInvalidRequest) on an empty sample or q outside [0, 1].
@@ -16,4 +16,4 @@ struct Summary {
 };
 Summary summarize(const std::vector<double>& samples);
 
-}  // namespace stave::bench
+}  // namespace stave::measure

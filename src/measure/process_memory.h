@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace stave::bench {
+namespace stave::measure {
 
 // Peak resident set size of this process so far (VmHWM), in bytes; 0 where /proc is missing.
 uint64_t peak_rss_bytes();
@@ -16,4 +16,4 @@ struct MappedBytes {
 // /proc/self/smaps.
 MappedBytes mapped_under(const std::string& dir);
 
-}  // namespace stave::bench
+}  // namespace stave::measure
