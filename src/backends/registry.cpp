@@ -1,6 +1,9 @@
 #include "backends/registry.h"
 
+#include <cstdlib>
+
 #include "backends/cpu/cpu_backend.h"
+#include "backends/staged_backend.h"
 #include "stave/errors.h"
 
 #ifdef STAVE_WITH_CUDA
@@ -37,12 +40,17 @@ std::shared_ptr<const Backend> make_backend(std::string_view device, Precision p
                                             const BackendOptions& options) {
   if (const std::string why = backend_unavailable_reason(device); !why.empty())
     throw Error(ErrorKind::kUnsupported, why);
+  // STAVE_STAGES (or STAVE_CUDA_STAGES): time every op by stage (backends/staged_backend.h).
+  const bool staged = std::getenv("STAVE_STAGES") != nullptr || std::getenv("STAVE_CUDA_STAGES") != nullptr;
+  auto wrap = [staged](std::shared_ptr<const Backend> b) -> std::shared_ptr<const Backend> {
+    return staged ? std::make_shared<StagedBackend>(std::move(b)) : b;
+  };
   if (device.empty() || device == "cpu")
-    return std::shared_ptr<const Backend>(&cpu_backend(precision), [](const Backend*) {});
+    return wrap(std::shared_ptr<const Backend>(&cpu_backend(precision), [](const Backend*) {}));
 #ifdef STAVE_WITH_CUDA
   cuda::CudaBackendOptions o;
   o.keep_matmul_weights = options.keep_matmul_weights;
-  return std::make_shared<cuda::CudaBackend>(precision, o);
+  return wrap(std::make_shared<cuda::CudaBackend>(precision, o));
 #else
   (void)options;
   throw Error(ErrorKind::kUnsupported, "device cuda: this stave was built without CUDA");

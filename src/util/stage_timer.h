@@ -1,6 +1,6 @@
 // Wall-clock time per named stage of one call, printed to stderr when an environment variable
-// is set (a profiling aid: STAVE_CUDA_STAGES for the GPU backbone, STAVE_HEAD_STAGES for the
-// joint head). `sync` runs before each mark so that asynchronous work (a GPU stream) is
+// is set (a profiling aid: STAVE_STAGES for the backbone's ops on any backend, see
+// backends/staged_backend.h; STAVE_HEAD_STAGES for the joint head; a null `env` is always on). `sync` runs before each mark so that asynchronous work (a GPU stream) is
 // charged to the stage that issued it; it also makes a profiled call a little slower.
 #pragma once
 #include <chrono>
@@ -16,7 +16,7 @@ namespace stave {
 class StageTimer {
  public:
   StageTimer(const char* env, std::function<void()> sync = {})
-      : on_(std::getenv(env) != nullptr), sync_(std::move(sync)) {}
+      : on_(env == nullptr || std::getenv(env) != nullptr), sync_(std::move(sync)) {}
 
   bool on() const { return on_; }
 
@@ -30,10 +30,14 @@ class StageTimer {
     since_ = now;
   }
 
+  // tokens < 0: not printed.
   void report(const char* what, int64_t tokens) {
     if (!on_) return;
     enter(nullptr);
-    std::fprintf(stderr, "%s, %lld tokens (ms):", what, static_cast<long long>(tokens));
+    if (tokens >= 0)
+      std::fprintf(stderr, "%s, %lld tokens (ms):", what, static_cast<long long>(tokens));
+    else
+      std::fprintf(stderr, "%s (ms):", what);
     for (const auto& [k, v] : ms_) std::fprintf(stderr, " %s %.2f", k.c_str(), v);
     std::fprintf(stderr, "\n");
   }

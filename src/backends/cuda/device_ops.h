@@ -1,5 +1,5 @@
-// The CUDA backend's ops on device pointers: what the host-pointer CudaBackend (per-op tests)
-// and the device-resident CudaBackbone (the fast path) both call. Each op keeps the semantics
+// The CUDA backend's ops on device pointers: what CudaBackend
+// calls (the model passes device pointers; the head passes its own uploads). Each op keeps the semantics
 // of its fp32 reference op (src/ops); comments name it. All launches go to `stream`.
 //
 // Precision: `exact` evaluates linear layers with fp64 accumulation (weights and MXFP4-QDQ'd
