@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/model_names.h"
 #include "server/openai_service.h"
+#include "decide/request_handle.h"
 #include "server/systemone_body.h"
 #include "synth/synth_release.h"
 
@@ -208,7 +209,7 @@ class Server::Impl::DecisionCall : public HttpCall {
   }
 
   // On a worker.
-  void run(const std::shared_ptr<const Engine>& engine, DecisionRequest& request, DecideOptions decide) {
+  void run(const std::shared_ptr<const Engine>& engine, const Request& request, DecideOptions decide) {
     if (cancel_.load()) return;
     decide.cancel = &cancel_;
     std::optional<Decision> decision;
@@ -335,13 +336,13 @@ std::shared_ptr<HttpCall> Server::Impl::systemone(HttpRequest& req, AccessRecord
     if (e->type() == "too_many_values") metrics.count_refused(to_string(HttpLimit::kJsonValues));
     return answer(*e);
   }
-  auto request = std::make_shared<DecisionRequest>(std::move(std::get<DecisionRequest>(parsed)));
+  const Request request = make_request(std::move(std::get<DecisionRequest>(parsed)));
   std::string().swap(req.body);  // the parsed request is all that is kept
-  rec.model = request->model;
+  rec.model = request.model();
   auto call = std::make_shared<DecisionCall>(*this, rec, t0, done);
   DecideOptions decide = options.decide;
   decide.include_logits = false;
-  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, *request, decide); },
+  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, request, decide); },
                                     [call] { call->deliver(); });
   if (!call->job) {
     ApiError e = api_error(503, "overloaded",
