@@ -80,7 +80,7 @@ TEST(PublicRequest, LimitsAndBrokenJson) {
   }
   // Workers AI: at most 64 questions.
   std::string many = R"({"model":"clef","state":"s","questions":{)";
-  for (int i = 0; i < 65; ++i) many += (i ? "," : "") + ("\"q" + std::to_string(i)) + R"(":{"type":"noul","instructions":"?"}})";
+  for (int i = 0; i < 65; ++i) many += (i ? "," : "") + ("\"q" + std::to_string(i)) + R"(":{"type":"noul","instructions":"?"})";
   many += "}}";
   EXPECT_TRUE(validate_request(many).empty());
   const std::vector<RequestIssue> limited = validate_request(many, RequestLimits::workers_ai());

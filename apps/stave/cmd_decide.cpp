@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "io/release.h"
 #include "request_files.h"
 #include "stave/engine.h"
 #include "util/mapped_file.h"

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "decide/request_handle.h"
+#include "io/synthetic_marker.h"
 #include "server/access_log.h"
 #include "server/admission_queue.h"
 #include "server/api_error.h"
@@ -20,9 +22,7 @@
 #include "server/metrics.h"
 #include "server/model_names.h"
 #include "server/openai_service.h"
-#include "decide/request_handle.h"
 #include "server/systemone_body.h"
-#include "synth/synth_release.h"
 
 namespace stave::server {
 namespace {
@@ -519,7 +519,7 @@ void Server::load_in_background() {
       m.log.event("loaded", {{"model", m.names.id()},
                              {"path", path},
                              {"seconds", fmt::format("{:.3f}", ms_between(t0, Clock::now()) / 1000.0)}});
-      if (synth::is_synthetic_release(path))
+      if (is_synthetic_release(path))
         m.log.event("warning", {{"message", path + " was made by `stave synth`: its weights are RANDOM, so the "
                                                    "answers are meaningless"}});
     } catch (const std::exception& e) {
