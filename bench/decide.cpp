@@ -15,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "decide/request.h"
 #include "stave/engine.h"
 
 namespace {
@@ -95,7 +94,7 @@ void BM_DecideBatch(benchmark::State& state) {
   }
   const int64_t batch = state.range(0);
   const std::string req = request_with_tokens(*e, state.range(1));
-  const std::vector<stave::DecisionRequest> requests(static_cast<size_t>(batch), stave::parse_decision_request(req));
+  const std::vector<stave::Request> requests(static_cast<size_t>(batch), stave::Request::parse(req));
   const auto warm = e->decide_batch(requests);  // warm-up: scratch grown to the batch
   int64_t tokens = 0;
   for (const auto& d : warm) tokens += d.usage.input_tokens;

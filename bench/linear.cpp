@@ -1,4 +1,4 @@
-// The CPU linear kernels on Clef-27B shapes (../shared/spec/qwen35.md: hidden 5120, MLP 17408,
+// The CPU linear kernels on Clef-27B shapes (Qwen3.5-27B's config: hidden 5120, MLP 17408,
 // GDN in_proj_qkv / out_proj, full-attention q/k/v/o), at M = 1 (decode), 64 and 512 (prefill):
 // MXFP4 W4A4, bf16 and fp32 weights through stave::cpu::linear at the active ISA level
 // (STAVE_CPU_ISA lowers it), and ref::linear on the W4A4 weight as the baseline (M = 1 and 64

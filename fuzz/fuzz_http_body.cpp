@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "decide/answers.h"
+#include "decide/request_handle.h"
 #include "server/api_error.h"
 #include "server/http_parse.h"
 #include "server/model_names.h"
@@ -128,7 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     stave::Decision d;
     if (eng) {
-      d = eng->decide(request, o);
+      d = eng->decide(stave::make_request(request), o);
     } else {
       stave::SystemOneResponse r;  // the reference's spelling of a response without answers
       r.model = request.model;

@@ -19,11 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "decide/request.h"
-#include "engine/release_encoder.h"
-#include "stave/language_model.h"
 #include "stave/stave.h"
-#include "synth/synth_release.h"
 
 namespace py = pybind11;
 
@@ -106,7 +102,7 @@ stave::DecideOptions decide_options(int64_t max_length, std::optional<int64_t> m
   return d;
 }
 
-// A loaded release: the engine, and (made on the first encode) the tokenizer-only encoder.
+// A loaded release: the engine, and (made on the first chat or perplexity) the language model.
 class Clef {
  public:
   explicit Clef(const stave::EngineOptions& options) : options_(options) {
@@ -202,9 +198,9 @@ class Clef {
     std::vector<std::string> answers;
     {
       py::gil_scoped_release free;
-      std::vector<stave::DecisionRequest> parsed;
+      std::vector<stave::Request> parsed;
       parsed.reserve(texts.size());
-      for (const std::string& t : texts) parsed.push_back(stave::parse_decision_request(t));
+      for (const std::string& t : texts) parsed.push_back(stave::Request::parse(t));
       for (const stave::Decision& dec : engine_->decide_batch(parsed, d)) answers.push_back(dec.json);
     }
     py::list out;
@@ -218,10 +214,9 @@ class Clef {
     std::string json;
     {
       py::gil_scoped_release free;
-      std::call_once(encoder_once_, [&] { encoder_ = std::make_unique<stave::ReleaseEncoder>(engine_->info().path); });
-      stave::EncodeOptions o;
+      stave::DecideOptions o;
       o.max_length = max_length;
-      json = stave::encoded_request_json(encoder_->encode(stave::parse_decision_request(text), o));
+      json = engine_->encode(stave::Request::parse(text), o);
     }
     return json_to_python(json);
   }
@@ -238,6 +233,7 @@ class Clef {
     d["precision"] = std::string(stave::to_string(i.precision));
     d["max_position_embeddings"] = i.max_position_embeddings;
     d["weight_bytes"] = i.weight_bytes;
+  d["synthetic"] = i.synthetic;
     return d;
   }
 
@@ -257,8 +253,6 @@ class Clef {
   std::unique_ptr<stave::Engine> engine_;
   mutable std::once_flag lm_once_;
   mutable std::unique_ptr<stave::LanguageModel> lm_;
-  mutable std::once_flag encoder_once_;
-  mutable std::unique_ptr<stave::ReleaseEncoder> encoder_;
 };
 
 std::shared_ptr<Clef> load(const std::string& model, const std::string& device, const std::string& precision,
@@ -278,7 +272,7 @@ std::shared_ptr<Clef> load(const std::string& model, const std::string& device, 
   o.verify_checksums = verify;
   auto clef = std::make_shared<Clef>(o);
   const std::string path = clef->info()["path"].cast<std::string>();
-  if (stave::synth::is_synthetic_release(path)) {
+  if (clef->info()["synthetic"].cast<bool>()) {
     const std::string note = path + " was made by `stave synth`: its weights are RANDOM, so the answers are meaningless";
     if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) < 0) throw py::error_already_set();
   }

@@ -6,7 +6,6 @@
 
 #include <filesystem>
 
-#include "decide/request.h"
 #include "stave/engine.h"
 #include "test_util.h"
 #include "util/mapped_file.h"
@@ -22,9 +21,9 @@ TEST(EngineBatch, CpuBatchGivesTheDecisionsOfDecide) {
   eo.model = test::fixture("public/model-bf16");
   eo.precision = Precision::kFast;
   auto engine = Engine::load(eo);
-  std::vector<DecisionRequest> requests;
+  std::vector<Request> requests;
   for (const char* name : {"000-docs-example", "001-card-example", "004-unicode-state"})
-    requests.push_back(parse_decision_request(read_file(test::fixture(std::string("public/cases/") + name) +
+    requests.push_back(Request::parse(read_file(test::fixture(std::string("public/cases/") + name) +
                                                         "/request.json")));
   DecideOptions o;
   o.include_logits = true;
@@ -45,9 +44,9 @@ TEST(EngineBatch, ARequestThatCannotBeEncodedFailsTheBatch) {
   EngineOptions eo;
   eo.model = test::fixture("public/model-bf16");
   auto engine = Engine::load(eo);
-  std::vector<DecisionRequest> requests;
+  std::vector<Request> requests;
   requests.push_back(
-      parse_decision_request(read_file(test::fixture("public/cases/000-docs-example") + "/request.json")));
+      Request::parse(read_file(test::fixture("public/cases/000-docs-example") + "/request.json")));
   requests.push_back(requests.front());
   DecideOptions o;
   o.max_length = 8;  // far too short for the prompt: decide() refuses it

@@ -11,11 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "decide/request.h"
-#include "io/release.h"
 #include "request_files.h"
 #include "stave/engine.h"
-#include "synth/synth_release.h"
 #include "util/mapped_file.h"
 
 namespace stave::cli {
@@ -82,7 +79,7 @@ int run(const DecideArgs& a) {
     if (!in) return print_error_json("cannot read " + a.batch);
   }
   auto engine = Engine::load(eo);
-  if (synth::is_synthetic_release(engine->info().path))
+  if (engine->info().synthetic)
     std::cerr << "note: " << engine->info().path
               << " was made by `stave synth`: its weights are RANDOM, so the answers are meaningless\n";
 
@@ -116,12 +113,12 @@ int run(const DecideArgs& a) {
   // own answer or error, in order.
   struct Pending {
     int64_t number;
-    std::optional<DecisionRequest> request;  // empty: `text` holds the line's error
+    std::optional<Request> request;  // empty: `text` holds the line's error
     std::string text;
   };
   std::vector<Pending> group;
   auto flush_group = [&] {
-    std::vector<DecisionRequest> requests;
+    std::vector<Request> requests;
     for (const Pending& p : group)
       if (p.request) requests.push_back(*p.request);
     std::vector<std::string> answers;

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "command.h"
+#include "decide/request_handle.h"
 #include "engine/release_encoder.h"
 #include "io/release.h"
 #include "request_files.h"
@@ -35,7 +36,7 @@ int run_encode(const Options& o) {
   options.max_length = o.max_length;
   EncodedRequest encoded;
   try {
-    encoded = encoder.encode(parse_cli_request(text, request_base_dir(o.request)), options);
+    encoded = encoder.encode(decision_request(parse_cli_request(text, request_base_dir(o.request))), options);
   } catch (const Error& e) {
     // An invalid request: the reference's message, exit status 2.
     return print_error_json(e.what());

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "decide/image_input.h"
+#include "decide/request_handle.h"
 #include "stave/errors.h"
 #include "text/json_value.h"
 #include "util/mapped_file.h"
@@ -51,7 +52,7 @@ std::string request_base_dir(const std::string& request_path) {
   return parent.empty() ? "." : parent.string();
 }
 
-DecisionRequest parse_cli_request(const std::string& json_text, const std::string& base_dir) {
+Request parse_cli_request(const std::string& json_text, const std::string& base_dir) {
   JsonValue body = parse_json(json_text);
   if (body.is_object())
     for (auto& [key, value] : body.members()) {
@@ -64,7 +65,7 @@ DecisionRequest parse_cli_request(const std::string& json_text, const std::strin
         item = inline_image_file(s, base_dir, i);
       }
     }
-  return parse_decision_request(body);
+  return make_request(parse_decision_request(body));
 }
 
 }  // namespace stave::cli

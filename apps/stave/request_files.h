@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "decide/request.h"
+#include "stave/request.h"
 
 namespace stave::cli {
 
@@ -15,6 +15,6 @@ std::string request_base_dir(const std::string& request_path);
 // Parses a request, first replacing every `images` item that is a string but neither a data
 // URL nor an http(s) URL by the file it names (PNG, JPEG or WebP, told by its first bytes).
 // Throws stave::Error naming images[i] and the file when it cannot be read or is no image.
-DecisionRequest parse_cli_request(const std::string& json_text, const std::string& base_dir);
+Request parse_cli_request(const std::string& json_text, const std::string& base_dir);
 
 }  // namespace stave::cli

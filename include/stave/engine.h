@@ -4,6 +4,9 @@
 //   stave::Decision d = engine->decide(R"({"model":"clef","state":"...","questions":{...}})");
 //   std::cout << d.json << "\n";
 //
+//   std::vector<stave::Request> batch{stave::Request::parse(a), stave::Request::parse(b)};
+//   std::vector<stave::Decision> ds = engine->decide_batch(batch);   // one packed prefill on cuda
+//
 // `decide` is thread-safe; a request error is a stave::Error (include/stave/errors.h).
 #pragma once
 #include <cstdint>
@@ -15,10 +18,9 @@
 
 #include "stave/errors.h"
 #include "stave/options.h"
+#include "stave/request.h"
 
 namespace stave {
-
-struct DecisionRequest;  // src/decide/request.h: a request already parsed and checked
 
 struct Answer {
   std::string id;
@@ -58,6 +60,7 @@ struct ModelInfo {
   Precision precision = Precision::kFast;
   int64_t max_position_embeddings = 0;
   size_t weight_bytes = 0;                // mapped checkpoint bytes
+  bool synthetic = false;                 // made by `stave synth`: random weights, meaningless answers
 };
 
 class Engine {
@@ -68,25 +71,24 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   Decision decide(std::string_view request_json, const DecideOptions& options = {}) const;
-  // The same decision for a request that the caller parsed and checked itself with
-  // parse_decision_request (src/decide/request.h), e.g. under protocol limits: front ends that
-  // report field-level issues (the HTTP server's 422) use it so that nothing is parsed twice.
-  Decision decide(const DecisionRequest& request, const DecideOptions& options = {}) const;
+  // The same decision for a request parsed (and checked, possibly under RequestLimits) with
+  // Request::parse: front ends that report field-level issues parse once and decide here.
+  Decision decide(const Request& request, const DecideOptions& options = {}) const;
   // Several decisions with their backbone prefills packed into one forward on a GPU device
   // (throughput: the linear layers see all the rows at once); on the CPU, one after another.
   // Each answer is the one decide() gives, up to the accumulation order of the larger products
   // in fast precision; timings.backbone_ms is the whole batch's prefill. The first request that
-  // fails to parse or encode throws, and no decision is made.
-  std::vector<Decision> decide_batch(std::span<const DecisionRequest> requests, const DecideOptions& options = {}) const;
+  // fails to encode throws, and no decision is made.
+  std::vector<Decision> decide_batch(std::span<const Request> requests, const DecideOptions& options = {}) const;
+  // The reference's encode_record for a request, as JSON (what `stave encode` prints):
+  // {"input_ids", "questions": [{id, type, question_span, option_spans, option_ids}], "media"?}.
+  // Uses options.max_length and max_state_tokens.
+  std::string encode(const Request& request, const DecideOptions& options = {}) const;
   const ModelInfo& info() const;
 
   struct Impl;
 
  private:
-  struct Prepared;
-  Prepared prepare(const DecisionRequest& request, const DecideOptions& options) const;
-  Decision finish(const DecisionRequest& request, Prepared& prepared, const float* hidden,
-                  const DecideOptions& options) const;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -11,7 +11,8 @@ namespace stave {
 // kFast: bf16/MXFP4 weights on vectorized kernels; same top choice, |Δp| ≤ 0.005 vs exact.
 enum class Precision { kExact, kFast };
 
-// How `confidence` is computed (implementations disagree; ../shared/spec/clef-decision.md §5.2).
+// How `confidence` is computed (implementations disagree: Cloudflare's release code, Workers AI
+// and the Jev SDKs each use their own formula).
 enum class ConfidenceMode {
   kReference,  // max_k p_k (Cloudflare's release code)
   kWorkersAi,  // (n·Σp² − 1)/(n − 1)

@@ -4,3 +4,4 @@
 #include "stave/errors.h"
 #include "stave/language_model.h"
 #include "stave/options.h"
+#include "stave/request.h"

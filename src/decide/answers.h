@@ -1,6 +1,6 @@
 // From the joint head's per-question logits to the SystemOne response, as the reference's
-// `systemone_answer` builds it (../shared/spec/clef-decision.md §3.2 step 11, §5.2, §9 items
-// 10-12): fp32 softmax per question, noul = P(true), choice = first max in request order,
+// `systemone_answer` builds it (Cloudflare's Clef release code): fp32 softmax per question,
+// noul = P(true), choice = first max in request order,
 // score = Σ k·p_k from unrounded probabilities, every number through Python round(x, 4).
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// encode_record: the prompt of clef-decision.md §4, tokenized segment by segment.
+// encode_record: the Clef prompt of the release code, tokenized segment by segment.
 #include "decide/encoder.h"
 
 #include <string>

@@ -1,5 +1,5 @@
 // encode_record of the reference: a request becomes token ids plus the spans the joint head
-// reads. Each segment is tokenized on its own (../shared/spec/clef-decision.md §4).
+// reads. Each segment is tokenized on its own (as the release code does).
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The media segment of a Clef prompt (clef-decision.md §4.1 item 2): the processor's text
+// The media segment of a Clef prompt (as the release code builds it): the processor's text
 // "<|vision_start|><|image_pad|><|vision_end|>" x n_images + "\n" with each <|image_pad|>
 // expanded to that image's merged-patch count t*h*w/merge², and the EncodedMedia the backbone
 // needs (grids, mm_token_type_ids). Images are decoded and preprocessed once, here, and kept

@@ -35,6 +35,14 @@ RequestLimits RequestLimits::workers_ai() {
   return l;
 }
 
+JsonParseLimits json_parse_limits(const JsonLimits& limits) {
+  JsonParseLimits l;
+  l.max_depth = limits.max_depth;
+  l.max_bytes = limits.max_bytes;
+  l.max_values = limits.max_values;
+  return l;
+}
+
 RequestValidationError::RequestValidationError(std::vector<RequestIssue> issues)
     : Error(ErrorKind::kInvalidRequest, issues.empty() ? "invalid request" : issues.front().message),
       issues_(std::move(issues)) {}
@@ -354,7 +362,7 @@ DecisionRequest parse_decision_request(const JsonValue& body, const RequestLimit
 }
 
 DecisionRequest parse_decision_request(std::string_view json_text, const RequestLimits& limits) {
-  JsonValue body = parse_json(json_text, limits.json);
+  JsonValue body = parse_json(json_text, json_parse_limits(limits.json));
   DecisionRequest request;
   auto issues = Checker(body, limits).run(&request);
   if (!issues.empty()) throw RequestValidationError(std::move(issues));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stave/errors.h"
+#include "stave/request.h"
 #include "text/json_value.h"
 
 namespace stave {
@@ -43,43 +44,10 @@ struct DecisionRequest {
   std::vector<ImageInput> images;
 };
 
-// Protocol limits beyond the reference (the server turns them on; the reference has none).
-// Every limit is off by default; workers_ai() gives the hosted service's published set.
-struct RequestLimits {
-  JsonParseLimits json;                       // for the text overload
-  std::optional<size_t> max_questions;        // Workers AI: 64
-  std::optional<size_t> min_choice_options, max_choice_options;  // 2..255
-  std::optional<size_t> min_score_levels, max_score_levels;      // 2..10
-  std::optional<size_t> max_id_length;        // 100 (code points)
-  bool strict_ids = false;                    // question ids: ASCII letters, digits, _ . - (non-empty);
-                                              // choice option ids: non-empty
-  bool require_instructions = false;          // a non-empty string, an object or an array
-  bool reject_unknown_fields = false;         // fields other than the protocol's
-  std::optional<size_t> max_images;           // Workers AI: 4
-  std::optional<size_t> max_image_bytes;      // decoded, per image; Workers AI: 4 MiB
-  std::optional<size_t> max_total_image_bytes;  // decoded, all images; Workers AI: 8 MiB
+// RequestLimits, RequestIssue and RequestValidationError are public: include/stave/request.h.
 
-  static RequestLimits workers_ai();
-};
-
-// Field-level validation failure: `path` locates the field (["questions", "a", "criteria"],
-// ["images", "0"]), `message` is the reference's text where it has one.
-struct RequestIssue {
-  std::vector<std::string> path;
-  std::string message;
-  std::string type;  // short machine name: "missing", "type_error", "value_error", "limit", "unsupported"
-};
-
-// What parse_decision_request throws: kind kInvalidRequest, what() = the first issue's message
-// (the reference's text when the reference has one), plus every issue found for a 422 detail.
-class RequestValidationError : public Error {
- public:
-  explicit RequestValidationError(std::vector<RequestIssue> issues);
-  const std::vector<RequestIssue>& issues() const { return issues_; }
-
- private:
-  std::vector<RequestIssue> issues_;
-};
+// The public JSON limits as the JSON parser takes them.
+JsonParseLimits json_parse_limits(const JsonLimits& limits);
 
 // Checks in the reference's order (model/state, questions, then each question's type and
 // criteria), then stave's checks where the reference would crash (a question that is not an

@@ -13,10 +13,13 @@
 #include "decide/answers.h"
 #include "decide/encoder.h"
 #include "decide/request.h"
+#include "decide/request_handle.h"
 #include "engine/device_backbone.h"
 #include "engine/prefill_coalescer.h"
+#include "engine/release_encoder.h"
 #include "engine/release_from_options.h"
 #include "io/release.h"
+#include "io/synthetic_marker.h"
 #include "model/backbone.h"
 #include "model/joint_head.h"
 #include "ops/backend.h"
@@ -115,26 +118,18 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   info.precision = options.precision;
   info.max_position_embeddings = rel.config.text.max_position_embeddings;
   info.weight_bytes = rel.weights.total_bytes() + rel.head.total_bytes();
+  info.synthetic = is_synthetic_release(dir);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 const ModelInfo& Engine::info() const { return impl_->info; }
 
-Decision Engine::decide(std::string_view request_json, const DecideOptions& options) const {
-  const auto t0 = Clock::now();
-  check_decide_options(impl_->info, options);  // option errors come before request errors
-  const DecisionRequest request = parse_decision_request(request_json);
-  const double parse_ms = ms_since(t0);
-  Decision out = decide(request, options);
-  out.timings.encode_ms += parse_ms;
-  out.timings.total_ms += parse_ms;
-  return out;
-}
-
 // A request encoded and ready for the backbone: ids, image features as embedding overrides
 // (pointing into `features`, so a Prepared is moved, never copied), M-RoPE positions, and the
 // Decision with the timings and usage known so far.
-struct Engine::Prepared {
+namespace {
+
+struct Prepared {
   Prepared() = default;
   Prepared(Prepared&&) = default;
   Prepared(const Prepared&) = delete;
@@ -146,8 +141,7 @@ struct Engine::Prepared {
   Decision out;
 };
 
-Engine::Prepared Engine::prepare(const DecisionRequest& request, const DecideOptions& options) const {
-  const Impl& m = *impl_;
+Prepared prepare(const Engine::Impl& m, const DecisionRequest& request, const DecideOptions& options) {
   check_decide_options(m.info, options);  // callers that parsed the request themselves get the same checks
   // The OpenMP thread count is per calling thread: a server calls decide from its own workers,
   // not from the thread that ran load().
@@ -206,9 +200,8 @@ Engine::Prepared Engine::prepare(const DecisionRequest& request, const DecideOpt
   return p;
 }
 
-Decision Engine::finish(const DecisionRequest& request, Prepared& p, const float* hidden,
-                        const DecideOptions& options) const {
-  const Impl& m = *impl_;
+Decision finish(const Engine::Impl& m, const DecisionRequest& request, Prepared& p, const float* hidden,
+                const DecideOptions& options) {
   Decision& out = p.out;
   const EncodedRequest& enc = p.enc;
   const int64_t L = static_cast<int64_t>(enc.input_ids.size());
@@ -242,10 +235,9 @@ Decision Engine::finish(const DecisionRequest& request, Prepared& p, const float
   return std::move(out);
 }
 
-Decision Engine::decide(const DecisionRequest& request, const DecideOptions& options) const {
-  const Impl& m = *impl_;
+Decision decide_one(const Engine::Impl& m, const DecisionRequest& request, const DecideOptions& options) {
   throw_if_cancelled(options);
-  Prepared p = prepare(request, options);
+  Prepared p = prepare(m, request, options);
   throw_if_cancelled(options);
   // 3. Backbone prefill, then the joint head.
   const auto tb = Clock::now();
@@ -253,13 +245,13 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
     const BackboneSequence one{p.enc.input_ids, p.positions, p.overrides};
     const PrefillCoalescer::Result r = m.coalescer->run(one);
     p.out.timings.backbone_ms = ms_since(tb);
-    return finish(request, p, r.hidden.data(), options);
+    return finish(m, request, p, r.hidden.data(), options);
   }
   if (m.device_backbone) {
     const BackboneSequence one{p.enc.input_ids, p.positions, p.overrides};
     const LentHiddenStates lent = (*m.device_backbone)(std::span(&one, 1));
     p.out.timings.backbone_ms = ms_since(tb);
-    return finish(request, p, lent.sequences.front().data(), options);
+    return finish(m, request, p, lent.sequences.front().data(), options);
   }
   // Backbone::forward() step by step, so a cancelled decision stops between layers.
   Backbone::Sequence seq = m.backbone->start(p.enc.input_ids, p.positions, p.overrides);
@@ -270,15 +262,49 @@ Decision Engine::decide(const DecisionRequest& request, const DecideOptions& opt
   const std::vector<float> hidden = m.backbone->finish(seq);
   p.out.timings.backbone_ms = ms_since(tb);
   throw_if_cancelled(options);
-  return finish(request, p, hidden.data(), options);
+  return finish(m, request, p, hidden.data(), options);
 }
 
-std::vector<Decision> Engine::decide_batch(std::span<const DecisionRequest> requests,
-                                           const DecideOptions& options) const {
+}  // namespace
+
+Decision Engine::decide(std::string_view request_json, const DecideOptions& options) const {
+  const auto t0 = Clock::now();
+  check_decide_options(impl_->info, options);  // option errors come before request errors
+  const DecisionRequest request = parse_decision_request(request_json);
+  const double parse_ms = ms_since(t0);
+  Decision out = decide_one(*impl_, request, options);
+  out.timings.encode_ms += parse_ms;
+  out.timings.total_ms += parse_ms;
+  return out;
+}
+
+Decision Engine::decide(const Request& request, const DecideOptions& options) const {
+  return decide_one(*impl_, decision_request(request), options);
+}
+
+std::string Engine::encode(const Request& request, const DecideOptions& options) const {
+  const Impl& m = *impl_;
+  // As `stave encode` (the reference's encode_record): no check against the model's positions.
+  if (options.max_length <= 0)
+    throw Error(ErrorKind::kInvalidRequest, "max_length must be positive, got " + std::to_string(options.max_length));
+  const DecisionRequest& r = decision_request(request);
+  std::unique_ptr<PreparedMedia> media;
+  if (!r.images.empty()) {
+    if (!m.info.vision)
+      throw Error(ErrorKind::kUnsupported, "this model has no vision tower or processor config; images are not accepted");
+    media = std::make_unique<PreparedMedia>(r.images, m.release->image_processor, m.media_ids);
+  }
+  EncodeOptions eo;
+  eo.max_length = options.max_length;
+  eo.max_state_tokens = options.max_state_tokens;
+  return encoded_request_json(encode_request(r, *m.tokenizer, eo, media.get()));
+}
+
+std::vector<Decision> Engine::decide_batch(std::span<const Request> requests, const DecideOptions& options) const {
   const Impl& m = *impl_;
   std::vector<Prepared> prepared;
   prepared.reserve(requests.size());
-  for (const DecisionRequest& r : requests) prepared.push_back(prepare(r, options));
+  for (const Request& r : requests) prepared.push_back(prepare(m, decision_request(r), options));
   std::vector<std::vector<float>> owned;  // CPU backbone
   LentHiddenStates lent;                  // device backbone
   std::vector<const float*> hidden;
@@ -300,7 +326,7 @@ std::vector<Decision> Engine::decide_batch(std::span<const DecisionRequest> requ
   out.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     prepared[i].out.timings.backbone_ms = backbone_ms;  // the batch's shared prefill
-    out.push_back(finish(requests[i], prepared[i], hidden[i], options));
+    out.push_back(finish(m, decision_request(requests[i]), prepared[i], hidden[i], options));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 
+#include "decide/request_handle.h"
 #include "eval/results_log.h"
 #include "util/progress.h"
 
@@ -47,11 +48,12 @@ RecordResult evaluate(const Engine& model, const Engine* against, const Labelled
     return r;
   }
   try {
-    const Decision a = model.decide(rec.request, d);
+    const Request request = make_request(rec.request);  // a copy the engine takes (both models share it)
+    const Decision a = model.decide(request, d);
     if (!against) return score_record(rec, a, nullptr);
     Decision b;
     try {
-      b = against->decide(rec.request, d);
+      b = against->decide(request, d);
     } catch (const Error& e) {
       r.error = std::string("--against: ") + e.what();
       return r;

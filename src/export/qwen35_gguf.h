@@ -6,7 +6,7 @@
 // -exp(A_log), conv1d squeezed, and the linear-attention V heads reordered from grouped
 // (by K head) to tiled order. BF16 stays BF16; MXFP4 (Quark) maps losslessly onto GGUF MXFP4 by
 // moving the scale byte inline and the nibbles from pairwise to split-half order
-// (../shared/spec/mxfp4-quark.md §5.1). 1-D tensors and conv1d are F32 as the converter writes
+// (llama.cpp's block_mxfp4 layout). 1-D tensors and conv1d are F32 as the converter writes
 // them. The joint head and the vision tower are not exported (llama.cpp has neither); the
 // tokenizer's vocabulary is padded to the embedding's rows with [PADn] tokens.
 #pragma once

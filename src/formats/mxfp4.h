@@ -1,4 +1,4 @@
-// OCP MXFP4 with AMD Quark's numerics (../shared/spec/mxfp4-quark.md §1): E2M1 elements, one
+// OCP MXFP4 with AMD Quark's numerics (OCP Microscaling Formats v1.0): E2M1 elements, one
 // E8M0 scale per 32 values, Quark's "even" scale and round-half-to-even element rounding.
 // These scalar functions are the oracle for every fast MXFP4 kernel.
 #pragma once

@@ -1,6 +1,6 @@
 // Reading an AMD Quark `quantization_config` (config.json) into a per-linear plan: for each
 // linear layer of the checkpoint, is its weight MXFP4 and is its input dynamically MXFP4
-// quantized (W4A4), with which scale rounding. Spec: ../shared/spec/mxfp4-quark.md §2.4, §2.5.
+// quantized (W4A4), with which scale rounding, as Quark's export writes the config.
 //
 // Resolution order for one layer (as vLLM's QuarkConfig does):
 //   1. `exclude`: exact names, `re:`-prefixed regexes (matched at the start, Python re.match),

@@ -151,8 +151,8 @@ BenchReport run_bench(const BenchOptions& o) {
     DecideOptions d;
     d.max_length = std::max<int64_t>(kDefaultMaxLength, p.request.tokens + 1);
     std::vector<Timings> times;
-    std::vector<DecisionRequest> batch;  // empty: one decide() per run
-    if (o.batch > 1) batch.assign(static_cast<size_t>(o.batch), parse_decision_request(p.request.json));
+    std::vector<Request> batch;  // empty: one decide() per run
+    if (o.batch > 1) batch.assign(static_cast<size_t>(o.batch), Request::parse(p.request.json));
     auto check = [&](const Decision& dec) {
       if (dec.usage.input_tokens != p.request.tokens || dec.usage.truncated_state_tokens != 0)
         throw Error(ErrorKind::kInternal, "the engine read " + std::to_string(dec.usage.input_tokens) +

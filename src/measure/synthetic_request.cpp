@@ -118,7 +118,7 @@ SyntheticRequest synthesize_request(const SyntheticRequestSpec& spec, const Enco
                     " tokens that the Clef prompt with " + std::to_string(spec.questions) + " question(s)" +
                     (spec.image ? " and the image" : "") + " takes with an empty state");
   const int64_t want = spec.tokens - out.fixed_tokens;
-  // The state is tokenized on its own (clef-decision.md §4), so lengths add up: grow or cut the
+  // The state is tokenized on its own (as encode_record does), so lengths add up: grow or cut the
   // word count by the remaining difference; if a step overshoots both ways, fall back to +1/-1.
   int64_t words = want, step_limit = 64;
   std::string json;

@@ -1,4 +1,4 @@
-// The Qwen3.5 text backbone (spec qwen35.md §3): token embedding, the decoder layers and the
+// The Qwen3.5 text backbone (transformers' Qwen3.5): token embedding, the decoder layers and the
 // final zero-centred RMSNorm. `forward` returns the final-normed hidden state of every
 // position, which is what the joint schema head reads (the LM head is never applied).
 //

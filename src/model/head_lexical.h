@@ -1,5 +1,5 @@
 // The output-embedding table the joint head reads its lexical option vectors from
-// (../shared/spec/clef-decision.md §3.2 step 4): the untied lm_head [vocab, H], used only as rows
+// (Clef release code): the untied lm_head [vocab, H], used only as rows
 // to gather, never multiplied. Rows are widened (F32/BF16/F16) or dequantized exactly (Quark
 // MXFP4 codes + E8M0 scales) one at a time, so nothing of size [L, vocab] is ever formed.
 #pragma once

@@ -1,4 +1,4 @@
-// Clef's joint schema head in fp32 (../shared/spec/clef-decision.md §3): from the backbone's
+// Clef's joint schema head in fp32 (Cloudflare's Clef release code): from the backbone's
 // final-normed hidden states of every position to one logit per option of every question.
 // Every dimension comes from the release's joint_head_config.json.
 #pragma once

@@ -1,4 +1,4 @@
-// The joint schema head's parameters (../shared/spec/clef-decision.md §2), read once from
+// The joint schema head's parameters (Clef release code), read once from
 // joint_head.safetensors (BF16 in releases; F32/F16 accepted) into fp32, with every tensor's
 // shape checked against expected_head_tensors(config).
 #pragma once

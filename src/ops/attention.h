@@ -1,6 +1,6 @@
 // Causal multi-head attention with grouped KV heads, computed without an L×L score matrix:
 // each query walks the keys in tiles with an online (running max / running sum) softmax.
-// Used by the Qwen3.5 gated full-attention layers (spec qwen35.md §3.3 steps 5–6).
+// Used by the Qwen3.5 gated full-attention layers.
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // Causal depthwise 1-D convolution followed by SiLU: the short convolution of a Gated DeltaNet
-// layer (spec qwen35.md §3.5 step 3). No bias; weight tap K-1 multiplies the current token.
+// layer. No bias; weight tap K-1 multiplies the current token.
 #pragma once
 #include <cstdint>
 

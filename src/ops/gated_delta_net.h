@@ -1,4 +1,4 @@
-// Gated DeltaNet math (spec qwen35.md §3.5): the gates, the delta-rule recurrence in its
+// Gated DeltaNet math (transformers' Qwen3.5 / flash-linear-attention): the gates, the delta-rule recurrence in its
 // chunked (prefill) and per-token (decode, and test oracle) forms, and the gated RMSNorm that
 // reads its output. fp32 throughout, as HF's torch fallback.
 #pragma once

@@ -1,5 +1,4 @@
-// The joint schema head's work over all L positions (../shared/spec/clef-decision.md §3.2
-// steps 1, 6 and 9), behind one object so that a backend can keep the [L, width] memory where
+// The joint schema head's work over all L positions, behind one object so that a backend can keep the [L, width] memory where
 // it computes: the LayerNorm of the backbone's hidden states, the memory projection, and every
 // attention of the option queries (routing layers, over the layer-normalised memory) and the
 // field queries (decoder cross-attention, over the raw memory). Everything else the head does is

@@ -1,4 +1,4 @@
-// fp32 building blocks of the joint schema head (../shared/spec/clef-decision.md §3.2) that
+// fp32 building blocks of the joint schema head (Clef release code) that
 // src/ops/reference.h does not already have. Plain loops: these are the oracle path.
 // Row-major everywhere: a [rows, dim] matrix is rows consecutive vectors of dim floats.
 #pragma once

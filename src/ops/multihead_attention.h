@@ -1,6 +1,5 @@
 // fp32 reference of torch.nn.MultiheadAttention in inference mode (batch_first, no mask, no
-// dropout), the attention the joint schema head uses everywhere
-// (../shared/spec/clef-decision.md §3.2): Q/K/V are the three row blocks of in_proj_weight
+// dropout), the attention the joint schema head uses everywhere: Q/K/V are the three row blocks of in_proj_weight
 // (+ in_proj_bias), each split into `heads` heads of embed_dim/heads dims; every head computes
 // softmax(Q·Kᵀ/sqrt(head_dim))·V; the heads are concatenated and passed through out_proj.
 #pragma once

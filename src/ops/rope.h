@@ -1,4 +1,4 @@
-// Rotary position embedding of the Qwen3.5 text model (spec qwen35.md §3.4): partial rotary on
+// Rotary position embedding of the Qwen3.5 text model (transformers' Qwen3.5): partial rotary on
 // the leading `rotary_dim` dims of each head, rotate_half pairing (i, i + rotary_dim/2), and
 // interleaved M-RoPE: frequency i takes its position from axis T, H or W by `i mod 3`.
 #pragma once

@@ -1,5 +1,4 @@
-// AWQ (activation-aware weight quantization) as AMD Quark's qwen3_5 recipe runs it (spec
-// mxfp4-quark.md §3): for every decoder layer, only the MLP is smoothed —
+// AWQ (activation-aware weight quantization) as AMD Quark's qwen3_5 recipe runs it: for every decoder layer, only the MLP is smoothed —
 //   pair 1: post_attention_layernorm -> mlp.gate_proj + mlp.up_proj (the loss is the MLP's output)
 //   pair 2: mlp.up_proj -> mlp.down_proj (the loss is down_proj's output)
 // For each pair: x_mean = mean |x| per input channel over the calibration tokens; for ratio

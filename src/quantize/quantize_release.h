@@ -1,5 +1,5 @@
 // `stave quantize`: turns a BF16 Clef release into a Quark-compatible MXFP4 release
-// (spec mxfp4-quark.md §2.6). Every language-model linear is quantized unless excluded;
+// (the layout Quark's export writes). Every language-model linear is quantized unless excluded;
 // lm_head and the vision tower stay in BF16 and are listed by name in `exclude`. Streaming:
 // one tensor at a time is read from the mapped input and written to the output shards, so a
 // 54 GB model needs no more memory than its largest tensor's codes.

@@ -1,5 +1,5 @@
 // Changes to a model's weights made before quantization (AWQ folds its smoothing scales and
-// clipping into the weights; spec mxfp4-quark.md §3.2). The quantizer applies them while it
+// clipping into the weights, as Quark's AWQ does). The quantizer applies them while it
 // streams each tensor, so only the small per-channel vectors are held, never the weights.
 #pragma once
 #include <cstdint>

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "decide/request_handle.h"
+#include "io/synthetic_marker.h"
 #include "server/access_log.h"
 #include "server/admission_queue.h"
 #include "server/api_error.h"
@@ -21,7 +23,6 @@
 #include "server/model_names.h"
 #include "server/openai_service.h"
 #include "server/systemone_body.h"
-#include "synth/synth_release.h"
 
 namespace stave::server {
 namespace {
@@ -208,7 +209,7 @@ class Server::Impl::DecisionCall : public HttpCall {
   }
 
   // On a worker.
-  void run(const std::shared_ptr<const Engine>& engine, DecisionRequest& request, DecideOptions decide) {
+  void run(const std::shared_ptr<const Engine>& engine, const Request& request, DecideOptions decide) {
     if (cancel_.load()) return;
     decide.cancel = &cancel_;
     std::optional<Decision> decision;
@@ -335,13 +336,13 @@ std::shared_ptr<HttpCall> Server::Impl::systemone(HttpRequest& req, AccessRecord
     if (e->type() == "too_many_values") metrics.count_refused(to_string(HttpLimit::kJsonValues));
     return answer(*e);
   }
-  auto request = std::make_shared<DecisionRequest>(std::move(std::get<DecisionRequest>(parsed)));
+  const Request request = make_request(std::move(std::get<DecisionRequest>(parsed)));
   std::string().swap(req.body);  // the parsed request is all that is kept
-  rec.model = request->model;
+  rec.model = request.model();
   auto call = std::make_shared<DecisionCall>(*this, rec, t0, done);
   DecideOptions decide = options.decide;
   decide.include_logits = false;
-  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, *request, decide); },
+  call->job = admission.try_submit([call, eng, request, decide] { call->run(eng, request, decide); },
                                     [call] { call->deliver(); });
   if (!call->job) {
     ApiError e = api_error(503, "overloaded",
@@ -518,7 +519,7 @@ void Server::load_in_background() {
       m.log.event("loaded", {{"model", m.names.id()},
                              {"path", path},
                              {"seconds", fmt::format("{:.3f}", ms_between(t0, Clock::now()) / 1000.0)}});
-      if (synth::is_synthetic_release(path))
+      if (is_synthetic_release(path))
         m.log.event("warning", {{"message", path + " was made by `stave synth`: its weights are RANDOM, so the "
                                                    "answers are meaningless"}});
     } catch (const std::exception& e) {

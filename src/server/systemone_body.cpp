@@ -10,7 +10,7 @@ std::variant<DecisionRequest, ApiError> parse_systemone_body(std::string_view bo
                                                              const RequestLimits& limits) {
   JsonValue json;
   try {
-    json = parse_json(body, limits.json);
+    json = parse_json(body, json_parse_limits(limits.json));
   } catch (const JsonValueLimitError& e) {
     return api_error(413, "too_many_values", e.what(), {"body"});
   } catch (const Error& e) {

@@ -213,6 +213,4 @@ void synth_release(const SynthOptions& o) {
   write_sha256sums(o.out, files);
 }
 
-bool is_synthetic_release(const std::string& dir) { return fs::exists(fs::path(dir) / kSynthMarker); }
-
 }  // namespace stave::synth

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "io/synthetic_marker.h"
+
 namespace stave::synth {
 
 struct SynthOptions {
@@ -21,12 +23,11 @@ struct SynthOptions {
   std::function<void(uint64_t, uint64_t)> progress;
 };
 
-// The marker file a synthetic release carries (its presence means "random weights").
-inline constexpr const char* kSynthMarker = "stave_synth.json";
+// The marker file a synthetic release carries (its presence means "random weights"), and
+// is_synthetic_release(dir): io/synthetic_marker.h.
+using stave::is_synthetic_release;
+using stave::kSynthMarker;
 
 void synth_release(const SynthOptions& options);
-
-// True when `dir` holds a release made by stave synth (random weights).
-bool is_synthetic_release(const std::string& dir);
 
 }  // namespace stave::synth

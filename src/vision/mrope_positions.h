@@ -1,5 +1,5 @@
 // The 3-row M-RoPE position ids of a whole sequence, as transformers' get_rope_index for
-// Qwen3.5 (qwen35.md §4.6): a text token gets (cur, cur, cur) and cur += 1; the tokens of one
+// Qwen3.5: a text token gets (cur, cur, cur) and cur += 1; the tokens of one
 // image with grid (t, h, w), merged h2 x w2, get (cur + frame, cur + row, cur + col) in raster
 // order, then cur += max(t, h2, w2) (max(h2, w2) for a still image). Without media the ids
 // are a plain arange in all three rows.

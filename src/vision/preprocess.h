@@ -5,7 +5,7 @@
 //   then vertical pass, each rounded and clamped to uint8) -> fused rescale+normalize in fp32
 //   ((x - mean/r) / (std/r), r = rescale_factor) -> frames padded to temporal_patch_size by
 //   repeating the last one -> flattened to [grid_t*grid_h*grid_w, C*T*P*P] in merge-block-major
-//   order (qwen35.md §4.1). docs/vision.md has the derivation.
+//   order. docs/vision.md has the derivation.
 //
 // Frames are the unit (a still image is one frame), so that video can reuse patchify_frames.
 #pragma once

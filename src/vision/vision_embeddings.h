@@ -1,4 +1,4 @@
-// The two position signals of the Qwen3.5 vision tower (qwen35.md §4.2 items 2-3), per item
+// The two position signals of the Qwen3.5 vision tower (transformers' Qwen3_5VisionModel), per item
 // grid (t, h, w) in patch units, in the processor's merge-block-major patch order:
 //  - learned absolute embeddings, bilinearly resampled (align_corners=True) from the
 //    sqrt(num_position_embeddings)² table, computed as transformers 5.17's

@@ -1,4 +1,4 @@
-// The Qwen3.5 vision tower (qwen35.md §4.2; transformers' Qwen3_5VisionModel, no DeepStack):
+// The Qwen3.5 vision tower (transformers' Qwen3_5VisionModel, no DeepStack):
 // Conv3d patch embedding as a matmul, interpolated learned position embeddings, 2-D rotary,
 // `depth` pre-LN blocks (LayerNorm eps 1e-6, full non-causal attention within each temporal
 // group of each item, MLP with hidden_act: tanh-GELU in Qwen3.5), then the merger (LayerNorm

@@ -279,9 +279,9 @@ TEST_P(CudaFixtures, BatchedDecisionsMatchOneAtATime) {
     eo.device = "cuda";
     auto gpu = Engine::load(eo);
     // Cases with errors, other lengths or images are covered by the decide() tests above.
-    std::vector<DecisionRequest> requests;
+    std::vector<Request> requests;
     for (const std::string& text : default_length_requests(variant, /*with_images=*/false))
-      requests.push_back(parse_decision_request(text));
+      requests.push_back(Request::parse(text));
     ASSERT_GE(requests.size(), 3u);
     const DecideOptions o;
     const auto batch = gpu->decide_batch(requests, o);

@@ -40,6 +40,23 @@ for program in "$work/examples/example_decide" "$work/decide-pc"; do
   grep -q "both threads agree" "$work/out.txt" || fail "$program output: $(cat "$work/out.txt")"
   grep -q '^{"model":"clef","answers"' "$work/out.txt" || fail "$program printed no response: $(head -c 300 "$work/out.txt")"
 done
+# example_batch: validate, parse and decide_batch a JSONL file through the public API. Each
+# answer is the one the installed CLI prints for the same line; a line that breaks the protocol
+# is reported with the field at fault and skipped.
+batch="$work/batch.jsonl"
+{ echo '{"model":"clef","state":"x","questions":{"a":{"type":"maybe","instructions":"?"}}}'
+  cat "$src/examples/requests/batch.jsonl"; } >"$batch"
+if [ -x "$work/examples/example_batch" ]; then
+  "$work/examples/example_batch" "$model" "$batch" >"$work/batch.out" 2>"$work/batch.err" \
+    || fail "example_batch: $(cat "$work/batch.err")"
+  grep -q '^line 1: questions\.a\.type: ' "$work/batch.err" || fail "example_batch did not report line 1's type: $(cat "$work/batch.err")"
+  "$prefix/bin/stave" decide --model "$model" --precision exact --batch "$src/examples/requests/batch.jsonl" \
+    >"$work/batch-cli.out" 2>/dev/null || fail "stave decide --batch: $(head -c 300 "$work/batch-cli.out")"
+  [ "$(wc -l <"$work/batch.out")" -eq 2 ] || fail "example_batch printed $(wc -l <"$work/batch.out") answers, not 2"
+  cmp -s "$work/batch.out" "$work/batch-cli.out" || fail "example_batch and stave decide --batch differ: $(diff "$work/batch.out" "$work/batch-cli.out" | head -c 600)"
+else
+  fail "example_batch was not built"
+fi
 # The programs use the installed library, not the build folder's.
 # (ldd's output is read whole first: `ldd | grep -q` under pipefail fails when grep stops early
 # and ldd, still writing, gets SIGPIPE.)

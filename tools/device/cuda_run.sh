@@ -2,6 +2,9 @@
 # Runs on the device machine from the folder pack_cuda.sh filled: the GPU test suite, then
 # `stave synth --preset clef-27b --format mxfp4` on local disk and decision latency at 512,
 # 2048 and 8192 tokens on the H200 (bench_decide). Results and logs under $OUT.
+#   bash tools/device/cuda_run.sh WORK_DIR   (OUT=DIR must be set: where results go)
+#   WORK_DIR: a scratch folder on the device's local disk (unpacked fixtures, the synth release
+#             and the serve request are kept there between runs on the same machine).
 #   STEPS="tests bench torch" (default) — pick steps; "stages" adds the per-stage profile,
 #   "serve" the server under concurrent load with and without --batch-tokens.
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
@@ -10,7 +13,10 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$here"
-OUT="${OUT:-/tmp/out}"
+usage() { echo "usage: OUT=RESULTS_DIR bash tools/device/cuda_run.sh WORK_DIR" >&2; exit 2; }
+[ $# -eq 1 ] && [ -n "$1" ] || usage
+[ -n "${OUT:-}" ] || { echo "OUT is not set: the folder where results go" >&2; usage; }
+work="$(mkdir -p "$1" && cd "$1" && pwd)" || { echo "cannot create WORK_DIR $1" >&2; exit 2; }
 mkdir -p "$OUT"
 steps="${STEPS:-tests bench torch}"
 layers="${LAYERS:-64}"
@@ -18,7 +24,7 @@ cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | h
 export LD_LIBRARY_PATH="$here/payload/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 echo "cublas: $cublas"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv
-fx=/tmp/fx
+fx=$work/fx
 if [ ! -d $fx/public ]; then
   mkdir -p $fx && tar -xJf payload/fixtures.tar.xz -C $fx
   cp $fx/public/model-bf16/model-00001-of-00002.safetensors $fx/public/model-bf16/tokenizer.json $fx/public/model-mxfp4/
@@ -29,11 +35,11 @@ ldd "$bin/stave_cuda_tests" | grep "not found" && echo "MISSING LIBRARIES"
 if [[ " $steps " == *" tests "* ]]; then
   STAVE_PREBUILT="$bin" timeout "${TEST_TIMEOUT:-90}" bash scripts/cuda_device_tests.sh 2>&1 | tee "$OUT/cuda_tests.txt" | grep -v "^\[ *\(RUN\|OK\) *\]"
 fi
-rel=/tmp/clef-27b-mxfp4-L$layers
+rel=$work/clef-27b-mxfp4-L$layers
 synth_release() {  # once per machine: the release stays on its local disk
   if [ ! -f $rel/config.json ]; then
     rm -rf $rel
-    df -h /tmp | tail -1
+    df -h "$work" | tail -1
     start=$SECONDS
     timeout "${SYNTH_TIMEOUT:-200}" "$bin/stave" synth --preset clef-27b --layers "$layers" --format mxfp4 --out $rel \
       --tokenizer $fx/public/model-bf16/tokenizer.json 2>&1 | tail -2 | tee "$OUT/synth.txt"
@@ -77,7 +83,7 @@ if [[ " $steps " == *" serve "* ]]; then
   # runs of 2026-12-04 ~19:00 UTC divided by 12 instead: 42 sentences, 698 tokens).
   for _ in $(seq "$(( (${SERVE_TOKENS:-512} - 278) / 10 ))"); do state+="Our checkout started returning errors and orders are blocked. "; done
   printf '{"model":"clef","state":"%s","questions":{"department":{"type":"choice","criteria":{"billing":"Payments","technical":"Bugs or outages"}},"urgency":{"type":"score","criteria":["Can wait","This week","Today"]},"outage":{"type":"noul","instructions":"Is a service down?"}}}' \
-    "$state" > /tmp/serve_request.json
+    "$state" > "$work/serve_request.json"
   # --threads × --max-running ≤ cores (docs/serve.md): OpenMP teams of the heads' host work
   # that oversubscribe the cores wait at every barrier.
   threads="${SERVE_THREADS:-$(( $(nproc) / ${MAX_RUNNING:-8} ))}"
@@ -99,11 +105,11 @@ if [[ " $steps " == *" serve "* ]]; then
     echo "== serve --batch-tokens $batch --max-running ${MAX_RUNNING:-8} --threads $threads, ${CLIENTS:-16} clients" |
       tee -a "$OUT/serve.txt"
     timeout "${SERVE_TIMEOUT:-120}" "$bin/serve_load" --port $port --clients "${CLIENTS:-16}" \
-      --seconds "${SERVE_SECONDS:-30}" --request /tmp/serve_request.json --server-pid $sp 2>&1 | tee -a "$OUT/serve.txt"
+      --seconds "${SERVE_SECONDS:-30}" --request "$work/serve_request.json" --server-pid $sp 2>&1 | tee -a "$OUT/serve.txt"
     kill -TERM $sp; wait $sp
   done
 fi
 if [[ " $steps " == *" torch "* ]]; then
   timeout "${TORCH_TIMEOUT:-100}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
-    /tmp/clef-27b-mxfp4-L$layers 2>&1 | tail -15 | tee "$OUT/torch.txt"
+    "$rel" 2>&1 | tail -15 | tee "$OUT/torch.txt"
 fi

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# Packs what the GPU run needs into OUT_DIR (default .devsrc-cuda of the lead's checkout), for a
+# Packs what the GPU run needs into OUT_DIR, for a
 # device machine that has CUDA and Python but not stave's build dependencies: the binaries built
 # here with -DSTAVE_CUDA=ON (stave, the test and benchmark binaries, jq), the shared libraries they
 # need that such a machine may lack, and the public fixtures (one xz tarball, the duplicate
 # shard and tokenizer of the MXFP4 model dropped). tools/device/cuda_run.sh unpacks and runs.
+#   bash tools/device/pack_cuda.sh OUT_DIR FIXTURES_DIR   [BUILD=build folder, default ./build]
+#   OUT_DIR is emptied and refilled (its packed fixtures are kept unless REPACK_FIXTURES=1);
+#   FIXTURES_DIR holds public/ (the reference fixtures).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-out="${1:-/work/main/.devsrc-cuda}"
+if [ $# -ne 2 ] || [ -z "$1" ] || [ -z "$2" ]; then
+  echo "usage: bash tools/device/pack_cuda.sh OUT_DIR FIXTURES_DIR" >&2; exit 2
+fi
+out="$1"
+fixtures="$2"
 build="${BUILD:-$root/build}"
-fixtures="${FIXTURES:-$root/../shared/fixtures}"
+[ -d "$fixtures/public" ] || { echo "FIXTURES_DIR $fixtures has no public/ folder" >&2; exit 2; }
 mkdir -p "$out"
 keep="$(mktemp)"
 if [ -f "$out/payload/fixtures.tar.xz" ]; then cp "$out/payload/fixtures.tar.xz" "$keep"; fi

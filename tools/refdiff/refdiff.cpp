@@ -6,7 +6,7 @@
 // each op. Developer tooling, not part of the product.
 //
 // usage: stave_refdiff MODEL_DIR DETAIL.safetensors CASE_NAME [CASE_DIR]
-//   MODEL_DIR: the release the dump was made from (e.g. ../shared/fixtures/public/model-bf16)
+//   MODEL_DIR: the release the dump was made from (e.g. a fixture release's model-bf16 folder)
 //   CASE_DIR:  the fixture case (for input_ids); defaults to MODEL_DIR/../cases/CASE_NAME
 #include <cmath>
 #include <cstdio>

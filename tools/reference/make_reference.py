@@ -4,7 +4,7 @@ attention, no fla/causal_conv1d) plus an emulation of Quark's MXFP4 W4A4 numeric
 
 Reference tooling, not product code: it runs on the GPU machine (which has torch and transformers)
 and its outputs are committed under tests/data/. Before producing anything it reproduces the
-shared fixtures (../shared/fixtures/public) — ids, spans, pixel values, hidden states, logits and
+public reference fixtures (--fixtures DIR/public) — ids, spans, pixel values, hidden states, logits and
 responses, BF16 and MXFP4 — so that the new data comes from a verified pipeline.
 
 The joint schema head and encode_record below restate Cloudflare's release code

@@ -2,9 +2,12 @@
 # Packs what make_reference.py reads into .refdata/inputs.tar.xz (one file under the device
 # machine's 64 MiB transfer limit): the shared fixtures, without the files that repeat, and the
 # "alt" synthetic release (stave synth --preset alt --seed 1).
+#   bash tools/reference/pack_inputs.sh FIXTURES_DIR   (FIXTURES_DIR holds public/)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-fixtures="${1:-$root/../shared/fixtures}"
+if [ $# -ne 1 ] || [ -z "$1" ]; then echo "usage: bash tools/reference/pack_inputs.sh FIXTURES_DIR" >&2; exit 2; fi
+fixtures="$1"
+[ -d "$fixtures/public" ] || { echo "FIXTURES_DIR $fixtures has no public/ folder" >&2; exit 2; }
 stave="${STAVE:-$root/build/stave}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -1,4 +1,4 @@
-// One Qwen3.5 decoder layer (spec qwen35.md §3.1): pre-norm residual blocks
+// One Qwen3.5 decoder layer (transformers' Qwen3.5): pre-norm residual blocks
 //   h += mixer(NormZC(h; input_layernorm));  h += mlp(NormZC(h; post_attention_layernorm))
 // where the mixer is a Gated DeltaNet or a gated full attention, by layer type.
 #pragma once

@@ -1,4 +1,4 @@
-// The gated full-attention token mixer of a `full_attention` layer (spec qwen35.md §3.3):
+// The gated full-attention token mixer of a `full_attention` layer (transformers' Qwen3.5):
 // q_proj packs query and gate per head; zero-centred q/k RMSNorm, partial interleaved M-RoPE,
 // causal GQA attention, output ⊙ sigmoid(gate), o_proj.
 #pragma once

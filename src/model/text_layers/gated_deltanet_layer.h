@@ -1,4 +1,4 @@
-// The Gated DeltaNet token mixer of a `linear_attention` layer (spec qwen35.md §3.5):
+// The Gated DeltaNet token mixer of a `linear_attention` layer (transformers' Qwen3.5):
 // in_proj_qkv → causal conv + SiLU → L2-normalised q/k, gated delta rule → gated RMSNorm
 // with silu(z) → out_proj.
 #pragma once

@@ -1,4 +1,4 @@
-// The decoder MLP: down(silu(gate(x)) ⊙ up(x)), no biases (spec qwen35.md §3.6).
+// The decoder MLP: down(silu(gate(x)) ⊙ up(x)), no biases.
 #pragma once
 #include <string>
 
