@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU test command, on a machine with an NVIDIA Hopper GPU (sm_90a) and nvcc: configures a
-# build with -DSTAVE_CUDA=ON into build-cuda/, builds stave_cuda_tests and runs it (every CUDA op
-# against its reference op, then the public fixture cases on the GPU, exact and fast).
+# build with -DSTAVE_CUDA=ON into build-cuda/, builds stave_cuda_tests and stave_tests and runs
+# the GPU instances: the op suite and the decode-step suite over the CUDA backend (stave_tests'
+# Devices/*cuda* instances), then stave_cuda_tests (what only CUDA has, and the public fixture
+# cases on the GPU, exact and fast).
 # Fixtures come from ../shared/fixtures or $STAVE_FIXTURES. Arguments go to the test binary
 # (e.g. --gtest_filter=CudaOps.*).
 #   STAVE_PREBUILT=DIR  run DIR/stave_cuda_tests instead of building (a machine without the
@@ -17,8 +19,12 @@ else
   if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
   cmake -S . -B build-cuda "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSTAVE_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DSTAVE_BENCH=OFF
-  cmake --build build-cuda -j "$(nproc)" --target stave_cuda_tests
+  cmake --build build-cuda -j "$(nproc)" --target stave_cuda_tests stave_tests
   bin=build-cuda/tests/cuda
+  suite=build-cuda/tests
 fi
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi not found"
-"$bin/stave_cuda_tests" "$@"
+status=0
+"${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda*' || status=1
+"$bin/stave_cuda_tests" "$@" || status=1
+exit $status

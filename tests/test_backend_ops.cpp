@@ -7,6 +7,7 @@
 // decode-shaped calls (one token, keys before the queries) are covered like any other op.
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ struct BackendCase {
   // Tolerances (max |Δ| / max(1, max |want|)) per kind of op.
   double elementwise, delta_rule, attention, linear;
 };
+
+// What CTest's test names show for a case (instead of its bytes).
+void PrintTo(const BackendCase& c, std::ostream* os) {
+  *os << c.device << (c.precision == Precision::kExact ? " exact" : " fast");
+}
 
 std::string case_name(const ::testing::TestParamInfo<BackendCase>& i) {
   return i.param.device + (i.param.precision == Precision::kExact ? "_exact" : "_fast");

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 
 #include "backends/registry.h"
 #include "io/release.h"
@@ -71,6 +72,10 @@ struct DecodeCase {
   Precision precision;
   double tol;
 };
+
+void PrintTo(const DecodeCase& c, std::ostream* os) {
+  *os << c.variant << " " << c.device << (c.precision == Precision::kExact ? " exact" : " fast");
+}
 
 class DecodeStepOn : public ::testing::TestWithParam<DecodeCase> {};
 

@@ -9,44 +9,56 @@ MlpTensorNames mlp_tensor_names(int64_t layer) {
   return {p + "mlp.gate_proj", p + "mlp.up_proj", p + "mlp.down_proj", p + "post_attention_layernorm.weight"};
 }
 
+DeltaNetTensorNames deltanet_tensor_names(int64_t layer) {
+  const std::string a = text_layer_prefix(layer) + "linear_attn.";
+  return {a + "in_proj_qkv", a + "in_proj_z", a + "in_proj_b",  a + "in_proj_a",  a + "out_proj",
+          a + "conv1d.weight", a + "A_log", a + "dt_bias", a + "norm.weight"};
+}
+
+AttentionTensorNames attention_tensor_names(int64_t layer) {
+  const std::string a = text_layer_prefix(layer) + "self_attn.";
+  return {a + "q_proj", a + "k_proj", a + "v_proj", a + "o_proj", a + "q_norm.weight", a + "k_norm.weight"};
+}
+
+std::string input_norm_tensor_name(int64_t layer) { return text_layer_prefix(layer) + "input_layernorm.weight"; }
+
 std::vector<ExpectedTensor> expected_backbone_tensors(const ModelConfig& config) {
   const TextConfig& t = config.text;
   std::vector<ExpectedTensor> out;
   const int64_t H = t.hidden_size;
-  out.push_back({kTextPrefix + "embed_tokens.weight", {t.vocab_size, H}, TensorRole::kEmbedding});
+  out.push_back({kEmbedTokens + ".weight", {t.vocab_size, H}, TensorRole::kEmbedding});
   for (int64_t l = 0; l < t.num_hidden_layers; ++l) {
-    const std::string p = text_layer_prefix(l);
     const MlpTensorNames mlp = mlp_tensor_names(l);
-    out.push_back({p + "input_layernorm.weight", {H}, TensorRole::kNorm});
+    out.push_back({input_norm_tensor_name(l), {H}, TensorRole::kNorm});
     out.push_back({mlp.norm, {H}, TensorRole::kNorm});
     out.push_back({mlp.gate + ".weight", {t.intermediate_size, H}, TensorRole::kLinear});
     out.push_back({mlp.up + ".weight", {t.intermediate_size, H}, TensorRole::kLinear});
     out.push_back({mlp.down + ".weight", {H, t.intermediate_size}, TensorRole::kLinear});
     if (t.layer_types[l] == LayerType::kLinearAttention) {
-      std::string a = p + "linear_attn.";
+      const DeltaNetTensorNames n = deltanet_tensor_names(l);
       const int64_t nv = t.linear_num_value_heads;
-      out.push_back({a + "in_proj_qkv.weight", {t.linear_conv_dim(), H}, TensorRole::kLinear});
-      out.push_back({a + "in_proj_z.weight", {t.linear_value_dim(), H}, TensorRole::kLinear});
-      out.push_back({a + "in_proj_b.weight", {nv, H}, TensorRole::kLinear});
-      out.push_back({a + "in_proj_a.weight", {nv, H}, TensorRole::kLinear});
-      out.push_back({a + "conv1d.weight", {t.linear_conv_dim(), 1, t.linear_conv_kernel_dim}, TensorRole::kParameter});
-      out.push_back({a + "A_log", {nv}, TensorRole::kParameter});
-      out.push_back({a + "dt_bias", {nv}, TensorRole::kParameter});
-      out.push_back({a + "norm.weight", {t.linear_value_head_dim}, TensorRole::kNorm});
-      out.push_back({a + "out_proj.weight", {H, t.linear_value_dim()}, TensorRole::kLinear});
+      out.push_back({n.in_proj_qkv + ".weight", {t.linear_conv_dim(), H}, TensorRole::kLinear});
+      out.push_back({n.in_proj_z + ".weight", {t.linear_value_dim(), H}, TensorRole::kLinear});
+      out.push_back({n.in_proj_b + ".weight", {nv, H}, TensorRole::kLinear});
+      out.push_back({n.in_proj_a + ".weight", {nv, H}, TensorRole::kLinear});
+      out.push_back({n.conv1d, {t.linear_conv_dim(), 1, t.linear_conv_kernel_dim}, TensorRole::kParameter});
+      out.push_back({n.A_log, {nv}, TensorRole::kParameter});
+      out.push_back({n.dt_bias, {nv}, TensorRole::kParameter});
+      out.push_back({n.norm, {t.linear_value_head_dim}, TensorRole::kNorm});
+      out.push_back({n.out_proj + ".weight", {H, t.linear_value_dim()}, TensorRole::kLinear});
     } else {
-      std::string a = p + "self_attn.";
+      const AttentionTensorNames n = attention_tensor_names(l);
       const int64_t d = t.head_dim;
-      out.push_back({a + "q_proj.weight", {2 * t.num_attention_heads * d, H}, TensorRole::kLinear});
-      out.push_back({a + "k_proj.weight", {t.num_key_value_heads * d, H}, TensorRole::kLinear});
-      out.push_back({a + "v_proj.weight", {t.num_key_value_heads * d, H}, TensorRole::kLinear});
-      out.push_back({a + "o_proj.weight", {H, t.num_attention_heads * d}, TensorRole::kLinear});
-      out.push_back({a + "q_norm.weight", {d}, TensorRole::kNorm});
-      out.push_back({a + "k_norm.weight", {d}, TensorRole::kNorm});
+      out.push_back({n.q_proj + ".weight", {2 * t.num_attention_heads * d, H}, TensorRole::kLinear});
+      out.push_back({n.k_proj + ".weight", {t.num_key_value_heads * d, H}, TensorRole::kLinear});
+      out.push_back({n.v_proj + ".weight", {t.num_key_value_heads * d, H}, TensorRole::kLinear});
+      out.push_back({n.o_proj + ".weight", {H, t.num_attention_heads * d}, TensorRole::kLinear});
+      out.push_back({n.q_norm, {d}, TensorRole::kNorm});
+      out.push_back({n.k_norm, {d}, TensorRole::kNorm});
     }
   }
-  out.push_back({kTextPrefix + "norm.weight", {H}, TensorRole::kNorm});
-  out.push_back({"lm_head.weight", {t.vocab_size, H}, TensorRole::kLmHead});
+  out.push_back({kFinalNorm, {H}, TensorRole::kNorm});
+  out.push_back({kLmHead + ".weight", {t.vocab_size, H}, TensorRole::kLmHead});
   return out;
 }
 

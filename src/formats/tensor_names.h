@@ -41,6 +41,29 @@ struct MlpTensorNames {
 };
 MlpTensorNames mlp_tensor_names(int64_t layer);
 
+// A linear_attention layer's Gated DeltaNet (linears without ".weight", parameters in full).
+struct DeltaNetTensorNames {
+  std::string in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj;
+  std::string conv1d, A_log, dt_bias, norm;
+};
+DeltaNetTensorNames deltanet_tensor_names(int64_t layer);
+
+// A full_attention layer's gated attention (linears without ".weight", norms in full).
+struct AttentionTensorNames {
+  std::string q_proj, k_proj, v_proj, o_proj;
+  std::string q_norm, k_norm;
+};
+AttentionTensorNames attention_tensor_names(int64_t layer);
+
+// The RMSNorm before a layer's token mixer (input_layernorm.weight).
+std::string input_norm_tensor_name(int64_t layer);
+
+// The embedding (without ".weight") and the final norm (in full).
+inline const std::string kEmbedTokens = kTextPrefix + "embed_tokens";
+inline const std::string kFinalNorm = kTextPrefix + "norm.weight";
+// The untied output projection (without ".weight"); absent when tie_word_embeddings holds.
+inline const std::string kLmHead = "lm_head";
+
 std::vector<ExpectedTensor> expected_backbone_tensors(const ModelConfig& config);
 std::vector<ExpectedTensor> expected_vision_tensors(const ModelConfig& config);
 std::vector<ExpectedTensor> expected_head_tensors(const JointHeadConfig& config);

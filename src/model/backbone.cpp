@@ -62,11 +62,11 @@ Backbone::Backbone(const ModelConfig& config, const TensorStore& weights, const 
   if (plan) plan->check_against(weights);
   // The embedding is a table, never quantized as an input; bind it like a linear to read rows
   // on the host (only the rows of a request's tokens travel to the backend).
-  embed_tokens_ = bind_linear(weights, kTextPrefix + "embed_tokens", config_.vocab_size, config_.hidden_size, false);
+  embed_tokens_ = bind_linear(weights, kEmbedTokens, config_.vocab_size, config_.hidden_size, false);
   layers_.reserve(static_cast<size_t>(config_.num_hidden_layers));
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
     layers_.emplace_back(weights, config_, l, plan ? &*plan : nullptr, backend_);
-  final_norm_ = backend_.to_device(Tensor::host(read_f32(weights, kTextPrefix + "norm.weight", config_.hidden_size)));
+  final_norm_ = backend_.to_device(Tensor::host(read_f32(weights, kFinalNorm, config_.hidden_size)));
 }
 
 void Backbone::embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides, float* h) const {

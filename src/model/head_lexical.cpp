@@ -12,9 +12,9 @@ OutputEmbeddingTable::OutputEmbeddingTable(LinearWeight rows) : rows_(std::move(
 
 OutputEmbeddingTable OutputEmbeddingTable::bind(const Release& release) {
   const TextConfig& t = release.config.text;
-  std::string prefix = "lm_head";
-  if (!release.weights.contains("lm_head.weight") && t.tie_word_embeddings)
-    prefix = kTextPrefix + "embed_tokens";
+  std::string prefix = kLmHead;
+  if (!release.weights.contains(kLmHead + ".weight") && t.tie_word_embeddings)
+    prefix = kEmbedTokens;
   // The lm_head is a table here, not a W4A4 linear: no activation quantization applies.
   return OutputEmbeddingTable(bind_linear(release.weights, prefix, t.vocab_size, t.hidden_size,
                                           /*quantize_input_if_mxfp4=*/false));

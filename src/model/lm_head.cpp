@@ -14,15 +14,15 @@ namespace {
 
 LinearWeight bind_lm_head(const Release& release) {
   const TextConfig& t = release.config.text;
-  if (!release.weights.contains("lm_head.weight")) {
+  if (!release.weights.contains(kLmHead + ".weight")) {
     if (!t.tie_word_embeddings)
       throw Error(ErrorKind::kInvalidModel, release.dir + " has no lm_head.weight (and tie_word_embeddings is false): "
                                                           "it cannot be used as a language model");
     // Tied: the embedding table read as a linear; it is never an MXFP4 W4A4 layer.
-    return bind_linear(release.weights, kTextPrefix + "embed_tokens", t.vocab_size, t.hidden_size, false);
+    return bind_linear(release.weights, kEmbedTokens, t.vocab_size, t.hidden_size, false);
   }
   const std::optional<quant::QuantPlan> plan = quant::QuantPlan::from_model_config(release.config);
-  return bind_linear(release.weights, "lm_head", t.vocab_size, t.hidden_size, plan ? &*plan : nullptr);
+  return bind_linear(release.weights, kLmHead, t.vocab_size, t.hidden_size, plan ? &*plan : nullptr);
 }
 
 }  // namespace

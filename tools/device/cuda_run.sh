@@ -55,6 +55,13 @@ if [[ " $steps " == *" bench "* ]]; then
     timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 | tee "$OUT/bench_mxfp4.txt"
   kill $smi
   echo "peak GPU memory used (MiB): $(sort -n "$OUT/gpu_mem.txt" | tail -1)" | tee -a "$OUT/bench_mxfp4.txt"
+  if [ -x "$here/payload/baseline/bench_decide" ]; then
+    # The same benchmark on the baseline build (pack_cuda.sh BASELINE_BUILD), in the same run.
+    cat "$here/payload/baseline/commit.txt" 2>/dev/null | tee "$OUT/bench_mxfp4_baseline.txt"
+    STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
+      timeout "${BENCH_TIMEOUT:-120}" "$here/payload/baseline/bench_decide" --benchmark_counters_tabular=true 2>&1 |
+      tee -a "$OUT/bench_mxfp4_baseline.txt"
+  fi
   if [ "${COMPARE_GEMM_ATTENTION:-0}" = 1 ]; then
     # The same benchmark with attention through the chunked cuBLAS products instead of the flash
     # kernel, in the same run (the before/after ratio of docs/benchmarks.md).
@@ -67,7 +74,7 @@ if [[ " $steps " == *" stages "* ]]; then
   synth_release
   # Per-stage profile (synchronizes between stages), automatic (flash) and cuBLAS attention.
   for kernel in auto gemm; do
-    STAVE_CUDA_ATTENTION=$kernel STAVE_CUDA_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench \
+    STAVE_CUDA_ATTENTION=$kernel STAVE_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench \
       --model $rel --device cuda --prompt-tokens "${STAGE_TOKENS:-512,2048,8192}" 2>&1 |
       tee "$OUT/stages_$kernel.txt"
   done

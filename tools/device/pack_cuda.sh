@@ -5,6 +5,9 @@
 # need that such a machine may lack, and the public fixtures (one xz tarball, the duplicate
 # shard and tokenizer of the MXFP4 model dropped). tools/device/cuda_run.sh unpacks and runs.
 #   bash tools/device/pack_cuda.sh OUT_DIR FIXTURES_DIR   [BUILD=build folder, default ./build]
+#   BASELINE_BUILD=DIR: also pack that (older) build's bench_decide as payload/baseline, so that
+#   cuda_run.sh measures before and after in the same run (e.g. a worktree of the commit before
+#   a change, configured and built with -DSTAVE_CUDA=ON).
 #   OUT_DIR is emptied and refilled (its packed fixtures are kept unless REPACK_FIXTURES=1);
 #   FIXTURES_DIR holds public/ (the reference fixtures).
 set -euo pipefail
@@ -27,8 +30,15 @@ for b in "$build/stave" "$build/tests/cuda/stave_cuda_tests" "$build/bench/bench
   if [ -x "$b" ]; then strip -o "$out/payload/bin/$(basename "$b")" "$b"; fi
 done
 cp "$(command -v jq)" "$out/payload/bin/"  # the comparison script reads JSON with it
+if [ -n "${BASELINE_BUILD:-}" ]; then
+  [ -x "$BASELINE_BUILD/bench/bench_decide" ] || { echo "BASELINE_BUILD $BASELINE_BUILD has no bench/bench_decide" >&2; exit 2; }
+  mkdir -p "$out/payload/baseline"
+  strip -o "$out/payload/baseline/bench_decide" "$BASELINE_BUILD/bench/bench_decide"
+  git -C "$BASELINE_BUILD/.." log -1 --format='%h %s' > "$out/payload/baseline/commit.txt" 2>/dev/null || true
+fi
 # Non-core libraries (glibc, libstdc++ and the CUDA libraries come from the device machine).
-for b in "$out"/payload/bin/*; do
+for b in "$out"/payload/bin/* "$out"/payload/baseline/bench_decide; do
+  [ -x "$b" ] || continue
   ldd "$b" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudart)\.so' \
   | while read -r lib; do cp -L "$lib" "$out/payload/lib/"; done

@@ -6,25 +6,18 @@
 #include "stave/errors.h"
 
 namespace stave {
-namespace {
-
-std::string layer_prefix(int64_t index) { return kTextPrefix + "layers." + std::to_string(index) + "."; }
-
-}  // namespace
-
 DecoderLayer::DecoderLayer(const TensorStore& store, const TextConfig& config, int64_t index,
                            const quant::QuantPlan* plan, const Backend& backend)
     : type_(config.layer_types.at(static_cast<size_t>(index))),
       hidden_(config.hidden_size),
       eps_(static_cast<float>(config.rms_norm_eps)),
-      mlp_(store, layer_prefix(index) + "mlp.", config, plan, backend) {
-  const std::string p = layer_prefix(index);
-  input_norm_ = backend.to_device(Tensor::host(read_f32(store, p + "input_layernorm.weight", hidden_)));
-  post_norm_ = backend.to_device(Tensor::host(read_f32(store, p + "post_attention_layernorm.weight", hidden_)));
+      mlp_(store, mlp_tensor_names(index), config, plan, backend) {
+  input_norm_ = backend.to_device(Tensor::host(read_f32(store, input_norm_tensor_name(index), hidden_)));
+  post_norm_ = backend.to_device(Tensor::host(read_f32(store, mlp_tensor_names(index).norm, hidden_)));
   if (type_ == LayerType::kLinearAttention)
-    deltanet_ = std::make_unique<GatedDeltaNetLayer>(store, p + "linear_attn.", config, plan, backend);
+    deltanet_ = std::make_unique<GatedDeltaNetLayer>(store, deltanet_tensor_names(index), config, plan, backend);
   else
-    attention_ = std::make_unique<FullAttentionLayer>(store, p + "self_attn.", config, plan, backend);
+    attention_ = std::make_unique<FullAttentionLayer>(store, attention_tensor_names(index), config, plan, backend);
 }
 
 DecoderLayer::State DecoderLayer::new_state(const Backend& backend, int64_t sequences, int64_t max_tokens) const {

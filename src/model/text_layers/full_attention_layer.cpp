@@ -7,7 +7,7 @@
 
 namespace stave {
 
-FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
+FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const AttentionTensorNames& names, const TextConfig& config,
                                        const quant::QuantPlan* plan, const Backend& backend) {
   const int64_t H = config.hidden_size, d = config.head_dim;
   const int64_t nq = config.num_attention_heads, nkv = config.num_key_value_heads;
@@ -19,13 +19,13 @@ FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const std::stri
   hidden_ = H;
   rotary_dim_ = config.rotary_dim();
   eps_ = static_cast<float>(config.rms_norm_eps);
-  q_proj_ = bind_linear(store, prefix + "q_proj", 2 * nq * d, H, plan);
-  k_proj_ = bind_linear(store, prefix + "k_proj", nkv * d, H, plan);
-  v_proj_ = bind_linear(store, prefix + "v_proj", nkv * d, H, plan);
-  o_proj_ = bind_linear(store, prefix + "o_proj", H, nq * d, plan);
+  q_proj_ = bind_linear(store, names.q_proj, 2 * nq * d, H, plan);
+  k_proj_ = bind_linear(store, names.k_proj, nkv * d, H, plan);
+  v_proj_ = bind_linear(store, names.v_proj, nkv * d, H, plan);
+  o_proj_ = bind_linear(store, names.o_proj, H, nq * d, plan);
   for (const LinearWeight* w : {&q_proj_, &k_proj_, &v_proj_, &o_proj_}) backend.prepare(*w);
-  q_norm_ = backend.to_device(Tensor::host(read_f32(store, prefix + "q_norm.weight", d)));
-  k_norm_ = backend.to_device(Tensor::host(read_f32(store, prefix + "k_norm.weight", d)));
+  q_norm_ = backend.to_device(Tensor::host(read_f32(store, names.q_norm, d)));
+  k_norm_ = backend.to_device(Tensor::host(read_f32(store, names.k_norm, d)));
 }
 
 FullAttentionLayer::State FullAttentionLayer::new_state(const Backend& backend, int64_t sequences,

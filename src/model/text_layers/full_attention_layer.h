@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "formats/linear_weight.h"
+#include "formats/tensor_names.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
 #include "model/text_layers/token_chunk.h"
@@ -30,8 +31,8 @@ class FullAttentionLayer {
     std::vector<Cache> caches;
   };
 
-  // prefix: "model.language_model.layers.L.self_attn."; weights resident on `backend`.
-  FullAttentionLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
+  // Weights named by `names` (formats/tensor_names.h), resident on `backend`.
+  FullAttentionLayer(const TensorStore& store, const AttentionTensorNames& names, const TextConfig& config,
                      const quant::QuantPlan* plan, const Backend& backend);
 
   // Caches for `sequences` sequences with room for max_tokens tokens each; forward grows them

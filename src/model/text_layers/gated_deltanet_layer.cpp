@@ -4,7 +4,7 @@
 
 namespace stave {
 
-GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
+GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const DeltaNetTensorNames& names, const TextConfig& config,
                                        const quant::QuantPlan* plan, const Backend& backend) {
   dims_ = {config.linear_num_key_heads, config.linear_num_value_heads, config.linear_key_head_dim,
            config.linear_value_head_dim};
@@ -14,20 +14,20 @@ GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const std::stri
   kernel_ = config.linear_conv_kernel_dim;
   eps_ = static_cast<float>(config.rms_norm_eps);
   const int64_t H = config.hidden_size, nv = dims_.n_v_heads;
-  in_proj_qkv_ = bind_linear(store, prefix + "in_proj_qkv", conv_dim_, H, plan);
-  in_proj_z_ = bind_linear(store, prefix + "in_proj_z", value_dim_, H, plan);
-  in_proj_b_ = bind_linear(store, prefix + "in_proj_b", nv, H, plan);
-  in_proj_a_ = bind_linear(store, prefix + "in_proj_a", nv, H, plan);
-  out_proj_ = bind_linear(store, prefix + "out_proj", H, value_dim_, plan);
+  in_proj_qkv_ = bind_linear(store, names.in_proj_qkv, conv_dim_, H, plan);
+  in_proj_z_ = bind_linear(store, names.in_proj_z, value_dim_, H, plan);
+  in_proj_b_ = bind_linear(store, names.in_proj_b, nv, H, plan);
+  in_proj_a_ = bind_linear(store, names.in_proj_a, nv, H, plan);
+  out_proj_ = bind_linear(store, names.out_proj, H, value_dim_, plan);
   for (const LinearWeight* w : {&in_proj_qkv_, &in_proj_z_, &in_proj_b_, &in_proj_a_, &out_proj_}) backend.prepare(*w);
   auto resident = [&](const std::string& name, int64_t n) {
-    return backend.to_device(Tensor::host(read_f32(store, prefix + name, n)));
+    return backend.to_device(Tensor::host(read_f32(store, name, n)));
   };
-  conv_weight_ = resident("conv1d.weight", conv_dim_ * kernel_);
+  conv_weight_ = resident(names.conv1d, conv_dim_ * kernel_);
   // A_log and norm.weight are F32 in the checkpoint; the fp32 reference keeps them as stored.
-  A_log_ = resident("A_log", nv);
-  dt_bias_ = resident("dt_bias", nv);
-  norm_weight_ = resident("norm.weight", dims_.d_v);
+  A_log_ = resident(names.A_log, nv);
+  dt_bias_ = resident(names.dt_bias, nv);
+  norm_weight_ = resident(names.norm, dims_.d_v);
 }
 
 GatedDeltaNetLayer::State GatedDeltaNetLayer::new_state(const Backend& backend, int64_t sequences) const {

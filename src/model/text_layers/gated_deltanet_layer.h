@@ -5,6 +5,7 @@
 #include <string>
 
 #include "formats/linear_weight.h"
+#include "formats/tensor_names.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
 #include "model/text_layers/token_chunk.h"
@@ -25,8 +26,8 @@ class GatedDeltaNetLayer {
     Tensor recurrent;     // [sequences, n_v, d_k, d_v] delta-rule state, fp32
   };
 
-  // prefix: "model.language_model.layers.L.linear_attn."; weights resident on `backend`.
-  GatedDeltaNetLayer(const TensorStore& store, const std::string& prefix, const TextConfig& config,
+  // Weights named by `names` (formats/tensor_names.h), resident on `backend`.
+  GatedDeltaNetLayer(const TensorStore& store, const DeltaNetTensorNames& names, const TextConfig& config,
                      const quant::QuantPlan* plan, const Backend& backend);
 
   // Zero state for `sequences` sequences.

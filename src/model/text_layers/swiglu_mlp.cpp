@@ -2,13 +2,13 @@
 
 namespace stave {
 
-SwiGluMlp::SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config,
+SwiGluMlp::SwiGluMlp(const TensorStore& store, const MlpTensorNames& names, const TextConfig& config,
                      const quant::QuantPlan* plan, const Backend& backend)
     : intermediate_(config.intermediate_size) {
   const int64_t H = config.hidden_size, I = config.intermediate_size;
-  gate_ = bind_linear(store, prefix + "gate_proj", I, H, plan);
-  up_ = bind_linear(store, prefix + "up_proj", I, H, plan);
-  down_ = bind_linear(store, prefix + "down_proj", H, I, plan);
+  gate_ = bind_linear(store, names.gate, I, H, plan);
+  up_ = bind_linear(store, names.up, I, H, plan);
+  down_ = bind_linear(store, names.down, H, I, plan);
   for (const LinearWeight* w : {&gate_, &up_, &down_}) backend.prepare(*w);
 }
 

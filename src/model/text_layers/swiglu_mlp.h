@@ -3,6 +3,7 @@
 #include <string>
 
 #include "formats/linear_weight.h"
+#include "formats/tensor_names.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
 #include "ops/backend.h"
@@ -14,8 +15,8 @@ class QuantPlan;
 
 class SwiGluMlp {
  public:
-  // prefix: "model.language_model.layers.L.mlp."; the weights are made resident on `backend`.
-  SwiGluMlp(const TensorStore& store, const std::string& prefix, const TextConfig& config, const quant::QuantPlan* plan,
+  // Weights named by `names` (formats/tensor_names.h), made resident on `backend`.
+  SwiGluMlp(const TensorStore& store, const MlpTensorNames& names, const TextConfig& config, const quant::QuantPlan* plan,
             const Backend& backend);
 
   // x: [tokens, hidden] -> y: [tokens, hidden], in the backend's memory.
