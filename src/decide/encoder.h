@@ -28,7 +28,8 @@ struct EncodedQuestion {
 // One image's place in the sequence (filled by the media path, src/vision).
 struct EncodedMedia {
   std::vector<std::array<int64_t, 3>> image_grid_thw;  // per image, in patch units
-  std::vector<int32_t> mm_token_type_ids;              // over the media segment: 0 text, 1 image
+  std::vector<std::array<int64_t, 3>> video_grid_thw;  // per video (t = temporal groups)
+  std::vector<int32_t> mm_token_type_ids;              // over the media segment: 0 text, 1 image, 2 video
   int64_t token_offset = 0;                            // prefix length: where media starts
 };
 

@@ -36,11 +36,20 @@ struct ImageInput {
   std::string data;          // decoded bytes
 };
 
+// One item of `videos`: a container file (MP4, WebM, MKV) or a list of images taken as its
+// frames (the processor accepts both).
+struct VideoInput {
+  std::string content_type;        // "video/mp4", "video/webm", "video/x-matroska"; "" for frames
+  std::string data;                // decoded bytes of the file (empty for frames)
+  std::vector<ImageInput> frames;  // a video given as images, in order (empty for a file)
+};
+
 struct DecisionRequest {
   std::string model;
   JsonValue state;
   std::vector<QuestionSpec> questions;  // request key order
   std::vector<ImageInput> images;
+  std::vector<VideoInput> videos;       // placed after all images, as the reference's processor text
 };
 
 // Protocol limits beyond the reference (the server turns them on; the reference has none).
@@ -58,6 +67,10 @@ struct RequestLimits {
   std::optional<size_t> max_images;           // Workers AI: 4
   std::optional<size_t> max_image_bytes;      // decoded, per image; Workers AI: 4 MiB
   std::optional<size_t> max_total_image_bytes;  // decoded, all images; Workers AI: 8 MiB
+  bool allow_videos = true;                     // Workers AI has no videos field: refused there
+  std::optional<size_t> max_videos;
+  std::optional<size_t> max_video_bytes;        // decoded, per video (a frame list: all its frames)
+  std::optional<size_t> max_video_frames;       // items of a frame list
 
   static RequestLimits workers_ai();
 };
