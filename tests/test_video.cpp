@@ -5,6 +5,9 @@
 // own outputs) are in test_video_fixtures.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 
 #include "decide/image_input.h"
@@ -229,7 +232,7 @@ TEST_F(VideoHostile, LimitsRefuseBeforeDecoding) {
   VideoDecodeLimits brief;
   brief.max_duration_seconds = 0.2;  // 10 frames at 24 fps = 0.42 s
   EXPECT_EQ(error_of([&] { probe_video("", mkv(), "video 1", brief); }, &kind),
-            "video 1: the video lasts more than 0 seconds");
+            "video 1: the video lasts more than 0.2 seconds");
   EXPECT_EQ(kind, ErrorKind::kRequestTooLarge);
 }
 

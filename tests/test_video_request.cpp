@@ -20,7 +20,7 @@ const char* kHead = R"({"model":"m","state":1,"questions":{"a":{"type":"noul"}},
 
 std::string with_videos(const std::string& videos) { return std::string(kHead) + videos + "}"; }
 
-std::string error_of(const std::string& text, const RequestLimits& limits = {}) {
+std::string error_of(std::string_view text, const RequestLimits& limits = {}) {
   try {
     parse_decision_request(text, limits);
   } catch (const RequestValidationError& e) {

@@ -1,5 +1,6 @@
 // Writes the seed corpus of fuzz_video: tiny videos of each container and codec the decoder
 // accepts, made with FFmpeg's encoders (tests/video_encode.h). Run by make_video_seeds.sh.
+// `--example FILE` writes the README's example clip instead (2 s of H.264 in MP4, 64x48, 24 fps).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -7,11 +8,16 @@
 #include "video_encode.h"
 
 int main(int argc, char** argv) {
+  using stave::test::VideoSpec;
+  if (argc == 3 && std::string(argv[1]) == "--example") {
+    stave::test::encode_video_file(stave::test::pattern_frames(48, 64, 48),
+                                   {"mp4", "libx264", AV_PIX_FMT_YUV420P, 24, ""}, argv[2]);
+    return 0;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_video_seeds OUT_DIR\n");
+    std::fprintf(stderr, "usage: make_video_seeds OUT_DIR | --example FILE\n");
     return 2;
   }
-  using stave::test::VideoSpec;
   const std::string out = argv[1];
   struct Seed {
     const char* name;

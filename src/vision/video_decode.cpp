@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -11,6 +12,7 @@ extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavutil/log.h>
 #include <libavformat/avformat.h>
+#include <libavutil/dict.h>
 #include <libavutil/error.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
@@ -117,7 +119,30 @@ void quiet_ffmpeg_logs() {
 // A container must not open anything besides the bytes it was given (MOV data references).
 int refuse_io_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) { return AVERROR(EPERM); }
 
-// One open video stream over bytes in memory, with its decoder. Owns every FFmpeg object.
+// The FFmpeg objects of one VideoSource, freed by this destructor also when the source's
+// constructor throws half way.
+struct AvObjects {
+  AVFormatContext* fmt = nullptr;
+  AVIOContext* avio = nullptr;
+  AVCodecContext* dec = nullptr;
+  AVPacket* pkt = nullptr;
+  AVFrame* frame = nullptr;
+  AvObjects() = default;
+  AvObjects(const AvObjects&) = delete;
+  AvObjects& operator=(const AvObjects&) = delete;
+  ~AvObjects() {
+    av_frame_free(&frame);
+    av_packet_free(&pkt);
+    avcodec_free_context(&dec);
+    avformat_close_input(&fmt);
+    if (avio) {
+      av_freep(&avio->buffer);
+      avio_context_free(&avio);
+    }
+  }
+};
+
+// One open video stream over bytes in memory, with its decoder.
 class VideoSource {
  public:
   VideoSource(std::string_view bytes, const std::string& label, const VideoDecodeLimits& limits)
@@ -144,7 +169,20 @@ class VideoSource {
     int r = avformat_open_input(&fmt_, nullptr, in, nullptr);  // frees fmt_ on failure
     if (r < 0) fail(ErrorKind::kInvalidRequest, label, "cannot read the video container: " + av_message(r));
     container_ = fmt_->iformat->name;
-    r = avformat_find_stream_info(fmt_, nullptr);
+    // The sizes the container declares are checked before anything decodes a frame; the
+    // decoders that avformat_find_stream_info opens get the same pixel budget, one thread.
+    for (unsigned i = 0; i < fmt_->nb_streams; ++i) {
+      const AVCodecParameters* par = fmt_->streams[i]->codecpar;
+      if (par->codec_type == AVMEDIA_TYPE_VIDEO && par->width > 0 && par->height > 0)
+        check_size(par->width, par->height);
+    }
+    std::vector<AVDictionary*> stream_options(fmt_->nb_streams, nullptr);
+    for (AVDictionary*& d : stream_options) {
+      av_dict_set_int(&d, "max_pixels", limits.max_frame_pixels, 0);
+      av_dict_set(&d, "threads", "1", 0);
+    }
+    r = avformat_find_stream_info(fmt_, stream_options.empty() ? nullptr : stream_options.data());
+    for (AVDictionary*& d : stream_options) av_dict_free(&d);
     if (r < 0) fail(ErrorKind::kInvalidRequest, label, "cannot read the video streams: " + av_message(r));
     const AVCodec* codec = nullptr;
     stream_ = av_find_best_stream(fmt_, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
@@ -178,16 +216,6 @@ class VideoSource {
     if (!pkt_ || !frame_) fail(ErrorKind::kInternal, label, "out of memory");
   }
 
-  ~VideoSource() {
-    av_frame_free(&frame_);
-    av_packet_free(&pkt_);
-    avcodec_free_context(&dec_);
-    avformat_close_input(&fmt_);
-    if (avio_) {
-      av_freep(&avio_->buffer);
-      avio_context_free(&avio_);
-    }
-  }
   VideoSource(const VideoSource&) = delete;
   VideoSource& operator=(const VideoSource&) = delete;
 
@@ -243,10 +271,11 @@ class VideoSource {
   }
 
   void check_duration(double d) const {
-    if (d > limits_.max_duration_seconds)
-      fail(ErrorKind::kRequestTooLarge, label_,
-           "the video lasts more than " + std::to_string(static_cast<int64_t>(limits_.max_duration_seconds)) +
-               " seconds");
+    if (d > limits_.max_duration_seconds) {
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", limits_.max_duration_seconds);
+      fail(ErrorKind::kRequestTooLarge, label_, std::string("the video lasts more than ") + limit + " seconds");
+    }
   }
 
   void receive(const std::function<void(int64_t, const AVFrame*)>& on_frame) {
@@ -296,11 +325,12 @@ class VideoSource {
   std::string label_;
   VideoDecodeLimits limits_;
   MemoryReader mem_;
-  AVFormatContext* fmt_ = nullptr;
-  AVIOContext* avio_ = nullptr;
-  AVCodecContext* dec_ = nullptr;
-  AVPacket* pkt_ = nullptr;
-  AVFrame* frame_ = nullptr;
+  AvObjects av_;
+  AVFormatContext*& fmt_ = av_.fmt;
+  AVIOContext*& avio_ = av_.avio;
+  AVCodecContext*& dec_ = av_.dec;
+  AVPacket*& pkt_ = av_.pkt;
+  AVFrame*& frame_ = av_.frame;
   int stream_ = -1;
   std::string container_, codec_name_;
   std::optional<double> fps_;
