@@ -82,11 +82,12 @@ TEST(VideoSmartResize, MinBranchScalesUp) {
 }
 
 TEST(VideoSmartResize, MaxBranchUsesFrameCountNotRounded) {
-  // 5 frames of 720x1280, max 786432: t_bar = round(2.5)*2 = 4 (ties to even);
-  // beta = sqrt(5*720*1280/786432) = 7.6547; h = floor(720/7.6547/32)*32 = 64, w = floor(1280/7.6547/32)*32 = 160.
+  // 5 frames of 720x1280, max 786432: t_bar = round(2.5)*2 = 4 (ties to even), 4*704*1280 > max;
+  // beta = sqrt(5*720*1280/786432) = 2.4206 (with t_bar's 4 it would be 2.165, giving 320x576);
+  // h = floor(720/2.4206/32)*32 = 288, w = floor(1280/2.4206/32)*32 = 512.
   const ResizedSize s = video_smart_resize(5, 720, 1280, 2, 32, 131072, 786432);
-  EXPECT_EQ(s.height, 64);
-  EXPECT_EQ(s.width, 160);
+  EXPECT_EQ(s.height, 288);
+  EXPECT_EQ(s.width, 512);
 }
 
 TEST(VideoSmartResize, RefusesSingleFrameAndExtremeAspect) {
@@ -195,15 +196,39 @@ class VideoHostile : public ::testing::Test {
 };
 
 TEST_F(VideoHostile, TruncatedFileIsAClearError) {
+  // Matroska has no frame index: a file cut inside its clusters either fails on a short block
+  // or ends early with the frames before the cut (4 of 10 at half); it never crashes or hangs,
+  // and never invents frames.
   for (size_t keep : {size_t{3}, size_t{40}, mkv().size() / 2, mkv().size() - 7}) {
     SCOPED_TRACE(keep);
     ErrorKind kind{};
-    const std::string msg = error_of([&] { probe_video("", mkv().substr(0, keep), "video 1"); }, &kind);
-    // Either refused, or (cut inside the index after complete frames) fewer frames: never a crash.
+    VideoInfo info;
+    const std::string msg = error_of([&] { info = probe_video("", mkv().substr(0, keep), "video 1"); }, &kind);
+    std::printf("[ video ] mkv cut at %zu of %zu: %s\n", keep, mkv().size(),
+                msg.empty() ? ("decoded " + std::to_string(info.total_frames) + " frames").c_str() : msg.c_str());
     if (!msg.empty()) {
       EXPECT_EQ(msg.rfind("video 1: ", 0), 0u) << msg;
       EXPECT_EQ(kind, ErrorKind::kInvalidRequest) << msg;
+    } else {
+      EXPECT_LE(info.total_frames, 10);  // the complete frames before the cut, as any FFmpeg-based loader
     }
+  }
+  EXPECT_EQ(error_of([&] { probe_video("", mkv().substr(0, 3), "video 1"); }),
+            "video 1: data is not an MP4, WebM or Matroska video");
+  // MP4 lists every sample in its index: data cut short is an error, wherever the cut falls.
+  test::VideoSpec s;
+  s.muxer = "mp4";
+  s.encoder = "png";
+  s.pix_fmt = AV_PIX_FMT_RGB24;
+  s.file = "cut.mp4";
+  const std::string mp4 = test::encode_test_video(test::pattern_frames(6, 40, 30), s);
+  for (size_t keep : {mp4.size() / 3, mp4.size() / 2, mp4.size() - 100}) {
+    SCOPED_TRACE(keep);
+    ErrorKind kind{};
+    const std::string msg = error_of([&] { probe_video("video/mp4", mp4.substr(0, keep), "video 3"); }, &kind);
+    std::printf("[ video ] mp4 cut at %zu of %zu: %s\n", keep, mp4.size(), msg.c_str());
+    EXPECT_EQ(msg.rfind("video 3: ", 0), 0u) << msg;
+    EXPECT_EQ(kind, ErrorKind::kInvalidRequest) << msg;
   }
 }
 

@@ -72,7 +72,7 @@ TEST(VideoRequest, Limits) {
   EXPECT_EQ(error_of(with_videos("[" + one + "," + one + "]"), l), "at most 1 videos are allowed; got 2");
   l.max_videos.reset();
   l.max_video_bytes = 8;
-  EXPECT_EQ(error_of(with_videos("[" + one + "]"), l), "videos[0]: video is 25 bytes; the limit is 8 bytes per video");
+  EXPECT_EQ(error_of(with_videos("[" + one + "]"), l), "videos[0]: video is 23 bytes; the limit is 8 bytes per video");
   l.max_video_bytes.reset();
   l.max_video_frames = 1;
   const std::string png = R"("data:image/png;base64,)" + kPng + R"(")";
