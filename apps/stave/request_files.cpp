@@ -27,8 +27,7 @@ std::string sniff_image_type(std::string_view b) {
   return "";
 }
 
-JsonValue inline_image_file(const std::string& path, const std::string& base_dir, size_t index) {
-  const std::string label = "images[" + std::to_string(index) + "]: ";
+JsonValue inline_image_file(const std::string& path, const std::string& base_dir, const std::string& label) {
   fs::path p(path);
   if (p.is_relative()) p = fs::path(base_dir) / p;
   if (!fs::is_regular_file(p))
@@ -89,7 +88,7 @@ DecisionRequest parse_cli_request(const std::string& json_text, const std::strin
         for (size_t i = 0; i < value.items().size(); ++i) {
           JsonValue& item = value.items()[i];
           if (item.is_string() && !is_inline_or_remote(item.as_string()))
-            item = inline_image_file(item.as_string(), base_dir, i);
+            item = inline_image_file(item.as_string(), base_dir, "images[" + std::to_string(i) + "]: ");
         }
       } else if (key == "videos") {
         // A path is a video file; an array of paths is a video given as image frames.
@@ -98,9 +97,12 @@ DecisionRequest parse_cli_request(const std::string& json_text, const std::strin
           if (item.is_string() && !is_inline_or_remote(item.as_string())) {
             item = inline_video_file(item.as_string(), base_dir, i);
           } else if (item.is_array()) {
-            for (JsonValue& frame : item.items())
+            for (size_t k = 0; k < item.items().size(); ++k) {
+              JsonValue& frame = item.items()[k];
               if (frame.is_string() && !is_inline_or_remote(frame.as_string()))
-                frame = inline_image_file(frame.as_string(), base_dir, i);
+                frame = inline_image_file(frame.as_string(), base_dir,
+                                          "videos[" + std::to_string(i) + "]: frame " + std::to_string(k) + ": ");
+            }
           }
         }
       }

@@ -203,6 +203,7 @@ def main():
                   "criteria": {"gradient": "A colour gradient", "noise": "Noise", "nothing": "Nothing"}},
          "ok": {"type": "noul", "instructions": "Is it acceptable?"},
          "quality": {"type": "score", "instructions": "Video quality", "criteria": ["bad", "ok", "good"]}}
+    os.makedirs(os.path.join(a.out, "images_tmp"), exist_ok=True)
     images = mr.make_images(os.path.join(a.out, "images_tmp"))
     requests = {
         "vid-one": {"model": "clef", "state": "one video", "questions": q, "videos": [video_item("c16-64x48")]},
