@@ -254,6 +254,11 @@ TEST_F(VideoHostile, LimitsRefuseBeforeDecoding) {
   few.max_frames = 5;  // an endless stream stops here
   EXPECT_EQ(error_of([&] { probe_video("", mkv(), "video 1", few); }, &kind), "video 1: the video has more than 5 frames");
   EXPECT_EQ(kind, ErrorKind::kRequestTooLarge);
+  VideoDecodeLimits work;
+  work.max_total_pixels = 5 * 64 * 48;  // 10 frames of 64x48: the MKV header gives no count, so the 6th frame stops it
+  EXPECT_EQ(error_of([&] { probe_video("", mkv(), "video 1", work); }, &kind),
+            "video 1: the video has more than 15360 pixels in all its frames (frames x width x height)");
+  EXPECT_EQ(kind, ErrorKind::kRequestTooLarge);
   VideoDecodeLimits brief;
   brief.max_duration_seconds = 0.2;  // 10 frames at 24 fps = 0.42 s
   EXPECT_EQ(error_of([&] { probe_video("", mkv(), "video 1", brief); }, &kind),

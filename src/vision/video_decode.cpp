@@ -194,6 +194,8 @@ class VideoSource {
            std::string("video codec '") + avcodec_get_name(par->codec_id) +
                "' is not supported (H.264, HEVC, VP8, VP9, AV1, FFV1, PNG are)");
     check_size(par->width, par->height);
+    if (st->nb_frames > 0 && st->nb_frames > limits.max_total_pixels / (int64_t{par->width} * par->height))
+      fail(ErrorKind::kRequestTooLarge, label, too_much_work());
     if (fmt_->duration != AV_NOPTS_VALUE && fmt_->duration > 0) {
       const double d = static_cast<double>(fmt_->duration) / AV_TIME_BASE;
       check_duration(d);
@@ -270,6 +272,11 @@ class VideoSource {
                std::to_string(limits_.max_frame_pixels) + " pixels");
   }
 
+  std::string too_much_work() const {
+    return "the video has more than " + std::to_string(limits_.max_total_pixels) +
+           " pixels in all its frames (frames x width x height)";
+  }
+
   void check_duration(double d) const {
     if (d > limits_.max_duration_seconds) {
       char limit[32];
@@ -297,6 +304,11 @@ class VideoSource {
                                  std::to_string(frame_->height) + " at frame " + std::to_string(frames_ + 1);
         av_frame_unref(frame_);
         fail(ErrorKind::kInvalidRequest, label_, what);
+      }
+      total_pixels_ += int64_t{frame_->width} * frame_->height;
+      if (total_pixels_ > limits_.max_total_pixels) {
+        av_frame_unref(frame_);
+        fail(ErrorKind::kRequestTooLarge, label_, too_much_work());
       }
       if (++frames_ > limits_.max_frames) {
         av_frame_unref(frame_);
@@ -335,7 +347,7 @@ class VideoSource {
   std::string container_, codec_name_;
   std::optional<double> fps_;
   AVRational time_base_{0, 1};
-  int64_t frames_ = 0, width_ = 0, height_ = 0;
+  int64_t frames_ = 0, width_ = 0, height_ = 0, total_pixels_ = 0;
   double duration_ = 0;
 };
 

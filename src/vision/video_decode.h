@@ -25,6 +25,10 @@ struct VideoDecodeLimits {
   int64_t max_frames = 20'000;                         // frames in the stream (decoded)
   double max_duration_seconds = 1800;                  // from the container or the frame times
   int64_t max_packets = 200'000;                       // packets read, all streams
+  // Frames x frame pixels over the whole stream: bounds the decoding work (each pass decodes
+  // every frame), about 5 minutes of 1080p at 30 fps. A stream header that already promises
+  // more is refused before decoding.
+  int64_t max_total_pixels = 20'000'000'000;
 };
 
 struct VideoInfo {
