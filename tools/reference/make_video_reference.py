@@ -80,16 +80,17 @@ def decode_png(data):
         return np.asarray(im.convert("RGB"))
 
 
-def build_processor(model_dir, video_config_path):
-    """Qwen3VLProcessor with the release's tokenizer and image processor and the committed video config."""
+def build_processor(model_dir, tokenizer_dir, video_config_path):
+    """Qwen3VLProcessor with the model's image processor, the committed video config and the release
+    tokenizer (tokenizer_dir: the fixture release, whose tokenizer.json the alt model shares and
+    which has the tokenizer_config.json that AutoTokenizer needs)."""
     import transformers
     from transformers import Qwen3VLProcessor
     ip = mr.image_processor_for(model_dir)
     cfg = json.load(open(video_config_path))
     cfg = {k: v for k, v in cfg.items() if k != "video_processor_type"}
     vp = transformers.Qwen3VLVideoProcessor(**cfg)
-    # The release folder may hold tokenizer.json alone (pack_inputs.sh): the fast tokenizer over it.
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_file=os.path.join(model_dir, "tokenizer.json"))
+    tok = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
     proc = Qwen3VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp)
     log(f"processor: {type(proc).__name__}, video {type(vp).__name__} size={vp.size} fps={vp.fps}")
     return proc
@@ -131,7 +132,10 @@ def run_case(model, head, tok, proc, request, max_length):
     if mm is not None and "mm_token_type_ids" in mm:  # the processor's own, placed at the media offset
         seg = mm["mm_token_type_ids"][0].tolist()
         assert types[token_offset:token_offset + len(seg)] == seg, "mm_token_type_ids differ from the pad tokens"
-    kwargs = {"mm_token_type_ids": torch.tensor(types)[None]}
+    kwargs = {}
+    import inspect
+    if "mm_token_type_ids" in inspect.signature(model.model.forward).parameters:
+        kwargs["mm_token_type_ids"] = torch.tensor(types)[None]
     for k in ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw"):
         if mm is not None and k in mm:
             kwargs[k] = mm[k].float() if k.startswith("pixel") else mm[k]
@@ -183,7 +187,9 @@ def main():
     def video_item(name):
         return [mr.data_url("image/png", p) for p in clip_pngs[name]]
 
-    proc = build_processor(a.alt_bf16, a.video_config)
+    proc = build_processor(a.alt_bf16, os.path.join(a.fixtures, "public", "model-bf16"), a.video_config)
+    assert proc.tokenizer.convert_tokens_to_ids("<|video_pad|>") == Tokenizer.from_file(
+        os.path.join(a.alt_bf16, "tokenizer.json")).token_to_id("<|video_pad|>")
     tok = Tokenizer.from_file(os.path.join(a.alt_bf16, "tokenizer.json"))
 
     # pixel-only: each clip alone
