@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 
-#include "decide/request.h"
 #include "io/model_config.h"
 #include "stave/errors.h"
 #include "vision/video_media.h"

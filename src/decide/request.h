@@ -9,6 +9,7 @@
 
 #include "stave/errors.h"
 #include "text/json_value.h"
+#include "vision/video_bytes.h"  // VideoInput: a file or a list of frames
 
 namespace stave {
 
@@ -34,14 +35,6 @@ struct QuestionSpec {
 struct ImageInput {
   std::string content_type;  // "image/png", "image/jpeg", "image/webp"
   std::string data;          // decoded bytes
-};
-
-// One item of `videos`: a container file (MP4, WebM, MKV) or a list of images taken as its
-// frames (the processor accepts both).
-struct VideoInput {
-  std::string content_type;        // "video/mp4", "video/webm", "video/x-matroska"; "" for frames
-  std::string data;                // decoded bytes of the file (empty for frames)
-  std::vector<ImageInput> frames;  // a video given as images, in order (empty for a file)
 };
 
 struct DecisionRequest {

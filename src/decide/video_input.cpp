@@ -79,7 +79,7 @@ VideoItemResult parse_frames(const JsonValue& item, const VideoItemLimits& limit
     total += r.image->data.size();
     if (limits.max_bytes && total > *limits.max_bytes)
       return failure("frames total more than " + std::to_string(*limits.max_bytes) + " bytes decoded", "limit");
-    v.frames.push_back(std::move(*r.image));
+    v.frames.push_back({std::move(r.image->content_type), std::move(r.image->data)});
   }
   VideoItemResult r;
   r.video = std::move(v);

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "decide/request.h"
 #include "io/model_config.h"
 #include "vision/image_decode.h"
 #include "vision/preprocess.h"
+#include "vision/video_bytes.h"
 #include "vision/video_decode.h"
 
 namespace stave {
