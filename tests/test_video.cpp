@@ -338,3 +338,36 @@ TEST(VideoMedia, FrameListErrorsNameTheFrame) {
 
 }  // namespace
 }  // namespace stave
+
+namespace stave {
+namespace {
+
+// The release's processor_config.json carries a "video_processor" object; a folder without one
+// gets Qwen3VLVideoProcessor's defaults over the image processor's fields.
+TEST(VideoProcessorConfig, FromTheReleaseAndDefaults) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/processor_config.json");
+  const std::string p = test::fixture("public/model-bf16/processor_config.json");
+  const VideoProcessorConfig v = parse_video_processor_config(read_file(p), p);
+  EXPECT_TRUE(v.present);
+  EXPECT_EQ(v.fps, 2.0);
+  EXPECT_EQ(v.min_frames, 4);
+  EXPECT_EQ(v.max_frames, 768);
+  EXPECT_EQ(v.frame.min_pixels, 131072);
+  EXPECT_EQ(v.frame.max_pixels, 786432);
+  EXPECT_EQ(v.frame.temporal_patch_size, 2);
+  EXPECT_FALSE(v.cap_pixels_per_frame);
+  const VideoProcessorConfig none = parse_video_processor_config(R"({"image_processor": {"patch_size": 16}})", "x");
+  EXPECT_FALSE(none.present);
+  ImageProcessorConfig image;
+  image.present = true;
+  image.min_pixels = 4096;
+  const VideoProcessorConfig d = default_video_processor_config(image);
+  EXPECT_TRUE(d.present);
+  EXPECT_EQ(d.frame.min_pixels, 128 * 32 * 32);
+  EXPECT_EQ(d.frame.max_pixels, 32 * 32 * 768);
+  EXPECT_THROW(parse_video_processor_config(R"({"fps": -1})", "x"), Error);
+  EXPECT_THROW(parse_video_processor_config(R"({"min_frames": 9, "max_frames": 4})", "x"), Error);
+}
+
+}  // namespace
+}  // namespace stave
