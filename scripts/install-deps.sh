@@ -23,6 +23,7 @@ run "${SUDO[@]}" apt-get install -y -qq --no-install-recommends \
   libpcre2-dev libutf8proc-dev \
   libssl-dev libcpp-httplib-dev libboost-dev \
   libpng-dev libjpeg62-turbo-dev libwebp-dev libstb-dev \
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev \
   libcsv-dev \
   libgtest-dev libbenchmark-dev \
   chromium \

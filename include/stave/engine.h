@@ -37,7 +37,7 @@ struct Answer {
 struct Usage {
   int64_t input_tokens = 0;               // tokens the model read (media included)
   int64_t truncated_state_tokens = 0;     // state tokens cut to fit max_length
-  int64_t image_tokens = 0;
+  int64_t image_tokens = 0;              // vision tokens: image and video pads
 };
 
 struct Timings {

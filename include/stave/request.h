@@ -41,6 +41,10 @@ struct RequestLimits {
   std::optional<size_t> max_images;           // Workers AI: 4
   std::optional<size_t> max_image_bytes;      // decoded, per image; Workers AI: 4 MiB
   std::optional<size_t> max_total_image_bytes;  // decoded, all images; Workers AI: 8 MiB
+  bool allow_videos = true;                     // Workers AI has no videos field: refused there
+  std::optional<size_t> max_videos;
+  std::optional<size_t> max_video_bytes;        // decoded, per video (a frame list: all its frames)
+  std::optional<size_t> max_video_frames;       // items of a frame list
 
   static RequestLimits workers_ai();
 };

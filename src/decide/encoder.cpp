@@ -99,11 +99,12 @@ EncodedRequest encode_request(const DecisionRequest& request, const Tokenizer& t
   Schema schema = encode_schema(request, tokenizer);
 
   std::vector<int32_t> prefix = tokenizer.encode(kPrefix);
-  if (!request.images.empty()) {
+  if (!request.images.empty() || !request.videos.empty()) {
     if (!media) {
-      throw Error(ErrorKind::kUnsupported,
-                  "this request has images, but no image encoder is available here (images need the model's "
-                  "vision tower and processor)");
+      const char* what = request.images.empty() ? "videos" : "images";
+      throw Error(ErrorKind::kUnsupported, std::string("this request has ") + what +
+                                               ", but no image encoder is available here (" + what +
+                                               " need the model's vision tower and processor)");
     }
     EncodedMedia m;
     std::vector<int32_t> media_ids = media->encode_media(request, &m);

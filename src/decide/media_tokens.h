@@ -14,6 +14,7 @@
 #include "text/tokenizer.h"
 #include "vision/image_decode.h"
 #include "vision/preprocess.h"
+#include "vision/video_media.h"
 
 namespace stave {
 
@@ -21,7 +22,15 @@ struct MediaTokenIds {
   int32_t vision_start = -1;
   int32_t vision_end = -1;
   int32_t image_pad = -1;
+  int32_t video_pad = -1;        // -1 when neither the tokenizer nor config.json has one
   std::vector<int32_t> newline;  // tokenizer("\n")
+  const Tokenizer* tokenizer = nullptr;  // for the videos' "<t seconds>" texts (outlives this)
+};
+
+// One video's place in the media segment: its grid and the timestamp of each temporal group.
+struct VideoSegment {
+  std::array<int64_t, 3> grid{};
+  std::vector<double> timestamps;  // grid[0] of them
 };
 
 // The ids from the tokenizer, checked against config.json's image_token_id /
@@ -33,6 +42,13 @@ MediaTokenIds media_token_ids(const Tokenizer& tokenizer, const ModelConfig& con
 // media->mm_token_type_ids (token_offset is the caller's: encode_request sets it).
 std::vector<int32_t> media_segment_ids(const std::vector<std::array<int64_t, 3>>& grids, const MediaTokenIds& ids,
                                        int64_t merge_size, EncodedMedia* media);
+// With videos after the images (the processor's text lists all images, then all videos): each
+// video is "<{ts:.1f} seconds>" + <|vision_start|> + <|video_pad|> x h*w/merge² + <|vision_end|>
+// per temporal group (Qwen3VLProcessor replaces the whole <|vision_start|><|video_pad|><|vision_end|>),
+// video_pad tokens typed 2. Fills media->video_grid_thw.
+std::vector<int32_t> media_segment_ids(const std::vector<std::array<int64_t, 3>>& image_grids,
+                                       const std::vector<VideoSegment>& videos, const MediaTokenIds& ids,
+                                       int64_t merge_size, EncodedMedia* media);
 
 // Decodes and preprocesses the images of one request (errors name "image N", 1-based), then
 // answers encode_request's MediaEncoder call from the prepared grids. One object per request.
@@ -40,15 +56,22 @@ class PreparedMedia : public MediaEncoder {
  public:
   PreparedMedia(const std::vector<ImageInput>& images, const ImageProcessorConfig& processor, MediaTokenIds ids,
                 const ImageDecodeOptions& decode = {});
+  // Images and videos (errors name "video N", 1-based).
+  PreparedMedia(const std::vector<ImageInput>& images, const std::vector<VideoInput>& videos,
+                const ImageProcessorConfig& processor, const VideoProcessorConfig& video_processor, MediaTokenIds ids,
+                const VideoPrepareOptions& options = {});
 
   std::vector<int32_t> encode_media(const DecisionRequest& request, EncodedMedia* media) const override;
 
   const std::vector<VisionPatches>& images() const { return images_; }
-  std::vector<std::array<int64_t, 3>> grids() const;
+  const std::vector<PreparedVideo>& videos() const { return videos_; }
+  std::vector<std::array<int64_t, 3>> grids() const;        // images
+  std::vector<std::array<int64_t, 3>> video_grids() const;
   int64_t merge_size() const { return merge_size_; }
 
  private:
   std::vector<VisionPatches> images_;
+  std::vector<PreparedVideo> videos_;
   MediaTokenIds ids_;
   int64_t merge_size_ = 2;
 };

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "decide/image_input.h"
+#include "decide/video_input.h"
 
 namespace stave {
 
@@ -32,6 +33,7 @@ RequestLimits RequestLimits::workers_ai() {
   l.max_images = 4;
   l.max_image_bytes = size_t{4} << 20;
   l.max_total_image_bytes = size_t{8} << 20;
+  l.allow_videos = false;  // the hosted schema has no videos field
   return l;
 }
 
@@ -184,8 +186,7 @@ class Checker {
   }
 
   void check_images() {
-    const JsonValue* videos = body_.find("videos");
-    if (videos && videos->truthy()) add({"videos"}, "videos are not supported", "unsupported");
+    check_videos();
     const JsonValue* images = body_.find("images");
     if (!images || images->is_null()) return;
     if (!images->is_array()) {
@@ -218,10 +219,43 @@ class Checker {
     }
   }
 
+  void check_videos() {
+    const JsonValue* videos = body_.find("videos");
+    if (!videos || videos->is_null()) return;
+    if (!limits_.allow_videos) {
+      if (videos->truthy()) add({"videos"}, "videos are not supported", "unsupported");
+      return;
+    }
+    if (!videos->is_array()) {
+      add({"videos"}, "videos must be an array", "type_error");
+      return;
+    }
+    if (limits_.max_videos && videos->items().size() > *limits_.max_videos) {
+      add({"videos"},
+          "at most " + std::to_string(*limits_.max_videos) + " videos are allowed; got " +
+              std::to_string(videos->items().size()),
+          "limit");
+      return;
+    }
+    VideoItemLimits vl;
+    vl.max_bytes = limits_.max_video_bytes;
+    vl.max_frames = limits_.max_video_frames;
+    vl.reject_unknown_fields = limits_.reject_unknown_fields;
+    for (size_t i = 0; i < videos->items().size(); ++i) {
+      const std::string index = std::to_string(i);
+      VideoItemResult r = parse_video_item(videos->items()[i], vl);
+      if (!r.video) {
+        add({"videos", index}, "videos[" + index + "]: " + r.error, r.error_type);
+        continue;
+      }
+      videos_.push_back(std::move(*r.video));
+    }
+  }
+
   void check_limits() {
     if (limits_.reject_unknown_fields) {
       for (const auto& m : body_.members()) {
-        static const char* kKnown[] = {"model", "state", "questions", "images"};
+        static const char* kKnown[] = {"model", "state", "questions", "images", "videos"};
         if (std::find(std::begin(kKnown), std::end(kKnown), m.first) == std::end(kKnown))
           add({m.first}, "unknown field '" + m.first + "'", "value_error");
       }
@@ -287,6 +321,7 @@ class Checker {
   void build(DecisionRequest* out) {
     out->model = body_.find("model")->as_string();
     out->images = std::move(images_);
+    out->videos = std::move(videos_);
     out->questions.clear();
     for (const auto* member : questions_) {
       const JsonValue& q = member->second;
@@ -345,6 +380,7 @@ class Checker {
   std::vector<RequestIssue> issues_;
   std::vector<const JsonValue::Member*> questions_;
   std::vector<ImageInput> images_;
+  std::vector<VideoInput> videos_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "stave/errors.h"
 #include "stave/request.h"
 #include "text/json_value.h"
+#include "vision/video_bytes.h"  // VideoInput: a file or a list of frames
 
 namespace stave {
 
@@ -42,6 +43,7 @@ struct DecisionRequest {
   JsonValue state;
   std::vector<QuestionSpec> questions;  // request key order
   std::vector<ImageInput> images;
+  std::vector<VideoInput> videos;       // placed after all images, as the reference's processor text
 };
 
 // RequestLimits, RequestIssue and RequestValidationError are public: include/stave/request.h.

@@ -153,10 +153,13 @@ Prepared prepare(const Engine::Impl& m, const DecisionRequest& request, const De
 
   // 1. Encoding (images are decoded and preprocessed here).
   std::unique_ptr<PreparedMedia> media;
-  if (!request.images.empty()) {
+  if (!request.images.empty() || !request.videos.empty()) {
     if (!m.info.vision)
-      throw Error(ErrorKind::kUnsupported, "this model has no vision tower or processor config; images are not accepted");
-    media = std::make_unique<PreparedMedia>(request.images, m.release->image_processor, m.media_ids);
+      throw Error(ErrorKind::kUnsupported,
+                  std::string("this model has no vision tower or processor config; ") +
+                      (request.images.empty() ? "videos" : "images") + " are not accepted");
+    media = std::make_unique<PreparedMedia>(request.images, request.videos, m.release->image_processor,
+                                            m.release->video_processor, m.media_ids);
   }
   EncodeOptions eo;
   eo.max_length = options.max_length;
@@ -175,23 +178,48 @@ Prepared prepare(const Engine::Impl& m, const DecisionRequest& request, const De
   // 2. Image features replace the <|image_pad|> embeddings, in order; M-RoPE positions.
   if (media) {
     const auto tv = Clock::now();
-    std::vector<float> pixels;
-    int64_t rows = 0;
-    for (const auto& img : media->images()) {
-      pixels.insert(pixels.end(), img.pixel_values.begin(), img.pixel_values.end());
-      rows += img.rows;
-    }
-    p.features = m.vision->forward(pixels.data(), rows, media->grids()).merged;
-    const int32_t pad = m.media_ids.image_pad;
-    for (int64_t q = 0; q < L; ++q)
-      if (enc.input_ids[q] == pad) {
-        const size_t row = p.overrides.size();
-        if (static_cast<int64_t>((row + 1) * H) > static_cast<int64_t>(p.features.size()))
-          throw Error(ErrorKind::kInternal, "more image tokens than image features");
-        p.overrides.push_back({q, p.features.data() + row * H});
+    // The reference runs the tower on all images, then on all videos (two calls), and
+    // scatters each into its own pad tokens in order.
+    std::vector<float> image_features, video_features;
+    {
+      std::vector<float> pixels;
+      int64_t rows = 0;
+      for (const auto& img : media->images()) {
+        pixels.insert(pixels.end(), img.pixel_values.begin(), img.pixel_values.end());
+        rows += img.rows;
       }
-    if (static_cast<int64_t>(p.overrides.size() * H) != static_cast<int64_t>(p.features.size()))
-      throw Error(ErrorKind::kInternal, "image token count does not match the image features");
+      if (rows > 0) image_features = m.vision->forward(pixels.data(), rows, media->grids()).merged;
+    }
+    {
+      std::vector<float> pixels;
+      int64_t rows = 0;
+      for (const auto& v : media->videos()) {
+        pixels.insert(pixels.end(), v.patches.pixel_values.begin(), v.patches.pixel_values.end());
+        rows += v.patches.rows;
+      }
+      if (rows > 0) video_features = m.vision->forward(pixels.data(), rows, media->video_grids()).merged;
+    }
+    p.features = std::move(image_features);
+    const size_t n_image_rows = p.features.size() / static_cast<size_t>(H);
+    p.features.insert(p.features.end(), video_features.begin(), video_features.end());
+    size_t next_image = 0, next_video = n_image_rows;
+    const size_t total_rows = p.features.size() / static_cast<size_t>(H);
+    for (int64_t q = 0; q < L; ++q) {
+      const int32_t id = enc.input_ids[q];
+      size_t row;
+      if (id == m.media_ids.image_pad) {
+        row = next_image++;
+        if (row >= n_image_rows) throw Error(ErrorKind::kInternal, "more image tokens than image features");
+      } else if (m.media_ids.video_pad >= 0 && id == m.media_ids.video_pad) {
+        row = next_video++;
+        if (row >= total_rows) throw Error(ErrorKind::kInternal, "more video tokens than video features");
+      } else {
+        continue;
+      }
+      p.overrides.push_back({q, p.features.data() + row * H});
+    }
+    if (next_image != n_image_rows || next_video != total_rows)
+      throw Error(ErrorKind::kInternal, "image/video token counts do not match the vision features");
     p.positions =
         mrope_position_ids(L, enc.media ? &*enc.media : nullptr, m.release->config.vision.spatial_merge_size).ids;
     out.usage.image_tokens = static_cast<int64_t>(p.overrides.size());

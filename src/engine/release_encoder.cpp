@@ -24,8 +24,8 @@ ReleaseEncoder::~ReleaseEncoder() = default;
 
 EncodedRequest ReleaseEncoder::encode(const DecisionRequest& request, const EncodeOptions& options) const {
   std::unique_ptr<PreparedMedia> media;
-  if (!request.images.empty()) {
-    // Images need the processor config (either published layout) to expand their tokens.
+  if (!request.images.empty() || !request.videos.empty()) {
+    // Media need the processor config (either published layout) to expand their tokens.
     const fs::path d(dir_);
     ImageProcessorConfig processor;
     for (const char* name : {"preprocessor_config.json", "processor_config.json"})
@@ -33,9 +33,21 @@ EncodedRequest ReleaseEncoder::encode(const DecisionRequest& request, const Enco
         processor = parse_image_processor_config(read_file((d / name).string()), (d / name).string());
         break;
       }
+    VideoProcessorConfig video = default_video_processor_config(processor);
+    for (const char* name : {"video_preprocessor_config.json", "processor_config.json"})
+      if (fs::exists(d / name)) {
+        VideoProcessorConfig v = parse_video_processor_config(read_file((d / name).string()), (d / name).string());
+        if (v.present) {
+          video = v;
+          break;
+        }
+      }
     if (!config_.vision.present || !processor.present)
-      throw Error(ErrorKind::kUnsupported, "this model has no vision tower or processor config; images are not accepted");
-    media = std::make_unique<PreparedMedia>(request.images, processor, media_token_ids(*tokenizer_, config_));
+      throw Error(ErrorKind::kUnsupported,
+                  std::string("this model has no vision tower or processor config; ") +
+                      (request.images.empty() ? "videos" : "images") + " are not accepted");
+    media = std::make_unique<PreparedMedia>(request.images, request.videos, processor, video,
+                                            media_token_ids(*tokenizer_, config_));
   }
   return encode_request(request, *tokenizer_, options, media.get());
 }
@@ -61,6 +73,11 @@ std::string encoded_request_json(const EncodedRequest& e) {
     auto grids = nlohmann::ordered_json::array();
     for (const auto& g : e.media->image_grid_thw) grids.push_back({g[0], g[1], g[2]});
     m["image_grid_thw"] = std::move(grids);
+    if (!e.media->video_grid_thw.empty()) {
+      auto vgrids = nlohmann::ordered_json::array();
+      for (const auto& g : e.media->video_grid_thw) vgrids.push_back({g[0], g[1], g[2]});
+      m["video_grid_thw"] = std::move(vgrids);
+    }
     m["mm_token_type_ids"] = e.media->mm_token_type_ids;
     m["token_offset"] = e.media->token_offset;
     out["media"] = std::move(m);

@@ -236,11 +236,53 @@ JointHeadConfig parse_joint_head_config(const std::string& json_text, const std:
   return c;
 }
 
+namespace {
+ImageProcessorConfig parse_processor_fields(const json* p, const std::string& label, ImageProcessorConfig c);
+}  // namespace
+
 ImageProcessorConfig parse_image_processor_config(const std::string& json_text, const std::string& label) {
   json j = parse(json_text, label);
   const json* p = &j;
   if (auto it = j.find("image_processor"); it != j.end() && it->is_object()) p = &*it;
-  ImageProcessorConfig c;
+  return parse_processor_fields(p, label, ImageProcessorConfig{});
+}
+
+VideoProcessorConfig default_video_processor_config(const ImageProcessorConfig& image) {
+  VideoProcessorConfig v;
+  v.present = image.present;
+  v.frame = image;
+  v.frame.min_pixels = 128 * 32 * 32;  // Qwen3VLVideoProcessor.size
+  v.frame.max_pixels = 32 * 32 * 768;
+  return v;
+}
+
+VideoProcessorConfig parse_video_processor_config(const std::string& json_text, const std::string& label) {
+  json j = parse(json_text, label);
+  const json* p = &j;
+  if (auto it = j.find("video_processor"); it != j.end() && it->is_object()) p = &*it;
+  else if (j.contains("image_processor")) return VideoProcessorConfig{};  // processor_config.json without video
+  VideoProcessorConfig v = default_video_processor_config(ImageProcessorConfig{});
+  v.frame = parse_processor_fields(p, label, v.frame);
+  v.present = true;
+  v.do_sample_frames = get_bool(*p, "do_sample_frames", label, true);
+  if (auto it = p->find("fps"); it != p->end() && !it->is_null()) {
+    v.fps = get_double(*p, "fps", label, 2.0);
+    if (!(v.fps > 0 && v.fps <= 1000)) bad(label, "fps must be in (0, 1000]");
+  }
+  if (auto it = p->find("num_frames"); it != p->end() && !it->is_null()) {
+    v.num_frames = get_positive(*p, "num_frames", label);
+  }
+  v.min_frames = get_positive(*p, "min_frames", label, 4);
+  v.max_frames = get_positive(*p, "max_frames", label, 768);
+  if (v.min_frames > v.max_frames) bad(label, "min_frames is larger than max_frames");
+  if (v.max_frames > 100000) bad(label, "max_frames must be at most 100000");
+  if (auto it = p->find("cap_pixels_per_frame"); it != p->end() && !it->is_null())
+    v.cap_pixels_per_frame = get_bool(*p, "cap_pixels_per_frame", label, false);
+  return v;
+}
+
+namespace {
+ImageProcessorConfig parse_processor_fields(const json* p, const std::string& label, ImageProcessorConfig c) {
   c.present = true;
   c.do_convert_rgb = get_bool(*p, "do_convert_rgb", label, true);
   c.do_resize = get_bool(*p, "do_resize", label, true);
@@ -270,5 +312,6 @@ ImageProcessorConfig parse_image_processor_config(const std::string& json_text, 
   if (c.min_pixels > c.max_pixels) bad(label, "min_pixels is larger than max_pixels");
   return c;
 }
+}  // namespace
 
 }  // namespace stave

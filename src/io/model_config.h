@@ -106,4 +106,21 @@ struct ImageProcessorConfig {
 };
 ImageProcessorConfig parse_image_processor_config(const std::string& json_text, const std::string& label);
 
+// Video preprocessing settings (transformers' Qwen3VLVideoProcessor): the "video_processor"
+// object of processor_config.json, or video_preprocessor_config.json (flat). `frame` holds
+// the per-frame fields (mean/std, patch, temporal patch, merge, resample, rescale) and the
+// pixel budget over all frames (size.shortest_edge / size.longest_edge). Defaults are the
+// class's: fps 2, min_frames 4, max_frames 768, size 131072 ... 786432.
+struct VideoProcessorConfig {
+  bool present = false;
+  ImageProcessorConfig frame;
+  bool do_sample_frames = true;
+  double fps = 2.0;                    // frames sampled per second of video
+  int64_t num_frames = 0;              // > 0: a fixed frame count instead of fps (exclusive with fps)
+  int64_t min_frames = 4, max_frames = 768;
+  bool cap_pixels_per_frame = false;   // off in 5.17 (qwen-vl-utils' per-frame cap when on)
+};
+VideoProcessorConfig default_video_processor_config(const ImageProcessorConfig& image);
+VideoProcessorConfig parse_video_processor_config(const std::string& json_text, const std::string& label);
+
 }  // namespace stave

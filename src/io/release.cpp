@@ -102,6 +102,16 @@ std::unique_ptr<Release> open_release(const std::string& dir_or_repo) {
       break;
     }
   }
+  r->video_processor = default_video_processor_config(r->image_processor);
+  for (const char* name : {"video_preprocessor_config.json", "processor_config.json"}) {
+    fs::path p = d / name;
+    if (!fs::exists(p)) continue;
+    VideoProcessorConfig v = parse_video_processor_config(read_file(p.string(), kMaxConfigBytes), p.string());
+    if (v.present) {
+      r->video_processor = v;
+      break;
+    }
+  }
   return r;
 }
 

@@ -17,6 +17,9 @@ struct Release {
   TensorStore head;                 // joint_head.safetensors
   std::string tokenizer_path;       // dir/tokenizer.json
   ImageProcessorConfig image_processor;  // present=false when the folder has none
+  // video_preprocessor_config.json, else processor_config.json's "video_processor", else the
+  // Qwen3VLVideoProcessor defaults over the image processor's fields (present = image's).
+  VideoProcessorConfig video_processor;
 };
 
 // Opens a release from a folder or a Hugging Face repo id (see resolve_model_path).

@@ -30,8 +30,10 @@ ApiError from_engine_error(const Error& err) {
   const std::string msg = err.what();
   // Image errors are labelled "images[0]: ..." or "image ..." by src/vision.
   const bool image = msg.rfind("image", 0) == 0;
+  const bool video = msg.rfind("video", 0) == 0;  // "video 1: ..." (src/vision/video_media)
   std::vector<std::string> loc = {"body"};
   if (image) loc.push_back("images");
+  if (video) loc.push_back("videos");
   switch (err.kind()) {
     case ErrorKind::kInvalidRequest: return api_error(422, "value_error", msg, loc);
     case ErrorKind::kUnsupported: return api_error(422, "unsupported", msg, loc);

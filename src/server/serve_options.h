@@ -57,6 +57,13 @@ struct ServeOptions {
     // too_many_values, refused as the tree is built, so a body of millions of zeros never
     // becomes millions of nodes. 64 questions of 255 options are about 33,000 values.
     l.json.max_values = kMaxJsonValues;
+    // Videos (a stave extension; the hosted schema has none): 2 per request, 8 MiB decoded each
+    // (the 12 MiB body bounds them anyway), a frame list of at most 64 images. Duration, frame
+    // count and frame size are checked when decoding (413; src/vision/video_decode.h).
+    l.allow_videos = true;
+    l.max_videos = 2;
+    l.max_video_bytes = size_t{8} << 20;
+    l.max_video_frames = 64;
     return l;
   }
 };

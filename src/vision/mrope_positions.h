@@ -17,9 +17,9 @@ struct MropePositions {
 };
 
 // `media` (may be null) places the media segment at media->token_offset; its
-// mm_token_type_ids say which positions are image tokens (1), in image order. Throws
-// stave::Error(kInternal) when the token counts disagree with the grids. (Video, when it
-// comes, lists each temporal group as its own t = 1 grid, as get_rope_index splits them.)
+// mm_token_type_ids say which positions are image (1) and video (2) tokens. Each video grid
+// is split into one t = 1 grid per temporal group, as get_rope_index does (timestamps separate
+// them). Throws stave::Error(kInternal) when the token counts disagree with the grids.
 MropePositions mrope_position_ids(int64_t seq_len, const EncodedMedia* media, int64_t spatial_merge_size);
 
 }  // namespace stave
