@@ -105,10 +105,12 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options)
   const Release& rel = *impl->release;
   const std::string& dir = rel.dir;
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
-  // The backbone on the chosen device; the lm_head's product stays on the host for now.
+  // The backbone on the chosen device.
   impl->device_backend = make_backend(options.device, options.precision);
   impl->backend = impl->device_backend.get();
-  impl->head_backend = &cpu_backend(Precision::kFast);
+  // On a device the lm_head's product runs there too (its weight resident); on the CPU, the
+  // vectorized fp32 kernels in both precisions (above).
+  impl->head_backend = impl->backend->device() == Device::kCpu ? &cpu_backend(Precision::kFast) : impl->backend;
   impl->head_rows = options.precision == Precision::kExact ? 15 : 64;
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
   impl->lm_head = std::make_unique<LmHead>(rel);

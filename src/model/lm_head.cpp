@@ -30,7 +30,18 @@ LinearWeight bind_lm_head(const Release& release) {
 LmHead::LmHead(const Release& release) : weight_(bind_lm_head(release)) {}
 
 void LmHead::logits(const Backend& backend, const float* hidden, int64_t rows, float* out) const {
-  if (rows > 0) backend.linear(weight_, hidden, rows, out);
+  if (rows <= 0) return;
+  if (backend.device() == Device::kCpu) {
+    backend.linear(weight_, hidden, rows, out);
+    return;
+  }
+  // A device backend: the rows go up and the logits come back; the weight stays resident there
+  // after the first call (a Clef lm_head is 2.5 GB of BF16: streaming it from host memory for
+  // every generated token is what a device keeps from happening).
+  const Tensor x = backend.empty({rows, weight_.in}), y = backend.empty({rows, weight_.out});
+  backend.copy_from_host(hidden, x);
+  backend.linear(weight_, x.data<float>(), rows, y.data<float>());
+  backend.copy_to_host(y, out);
 }
 
 double token_nll(const float* logits, int64_t n, int64_t target) {

@@ -24,7 +24,8 @@ class LmHead {
   int64_t hidden() const { return weight_.in; }
 
   // logits[rows, vocab] = hidden[rows, hidden] · Wᵀ on `backend` (exact: the reference's
-  // fp32 linear; fast: the backend's bf16 kernels).
+  // fp32 linear; fast: the backend's bf16 kernels). `hidden` and `out` are host memory on every
+  // backend; a device backend copies the rows up and the logits back.
   void logits(const Backend& backend, const float* hidden, int64_t rows, float* out) const;
 
   // nll[t] = −log softmax(logits(hidden row t))[targets[t]] for t < rows (natural log), with the
