@@ -97,8 +97,12 @@ class HostOps {
     d.v = f(R) + (in.v - row.data());
     d.g = f(G);
     d.beta = f(B);
-    if (!starts.empty())
-      be_.gated_delta_rule_packed(dims, d, starts, f(S), f(O));
+    if (!starts.empty()) {
+      // One state per sequence, as the model keeps them: pointers into the uploaded block.
+      std::vector<float*> per_sequence;
+      for (int64_t b = 0; b < n_seq; ++b) per_sequence.push_back(f(S) + b * dims.state_floats());
+      be_.gated_delta_rule_packed(dims, d, starts, per_sequence, f(O));
+    }
     else if (form == DeltaForm::kChunked)
       be_.gated_delta_rule(dims, d, f(S), f(O));
     else

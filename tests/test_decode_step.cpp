@@ -85,6 +85,56 @@ TEST_P(DecodeStepOn, PrefillThenStepsEqualsWholeForward) {
   check_decode(c.variant, c.device, c.precision, c.tol);
 }
 
+// Continuous batching's step: several sequences of different lengths (one empty) advanced one
+// token each in one pass equal each sequence stepped alone.
+TEST_P(DecodeStepOn, DecodeBatchEqualsEachSequenceAlone) {
+  const DecodeCase& c = GetParam();
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-" + c.variant + ".json");
+  if (const std::string why = backend_unavailable_reason(c.device); !why.empty()) GTEST_SKIP() << why;
+  auto release = open_release(test::fixture("public/model-" + c.variant));
+  const auto backend = make_backend(c.device, c.precision);
+  const Backbone bb(*release, *backend);
+  const int64_t H = bb.hidden_size();
+  const std::vector<int32_t> ids = window_ids(c.variant, 60);
+  const std::vector<std::pair<size_t, size_t>> prompts{{0, 23}, {30, 5}, {0, 0}, {10, 40}};
+  const size_t steps = 6;
+  std::vector<Backbone::SequenceState> alone, batched;
+  for (const auto& [from, n] : prompts) {
+    alone.push_back(bb.new_state(4));
+    batched.push_back(bb.new_state(4));
+    if (n == 0) continue;
+    bb.prefill(std::span(ids).subspan(from, n), alone.back());
+    bb.prefill(std::span(ids).subspan(from, n), batched.back());
+  }
+  double worst = 0;
+  for (size_t k = 0; k < steps; ++k) {
+    std::vector<int32_t> next;
+    std::vector<Backbone::SequenceState*> pointers;
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      next.push_back(ids[(prompts[b].first + prompts[b].second + k) % ids.size()]);
+      pointers.push_back(&batched[b]);
+    }
+    const std::vector<float> rows = bb.decode_batch(pointers, next);
+    ASSERT_EQ(rows.size(), prompts.size() * H);
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      const std::vector<float> one = bb.decode_step(alone[b], std::span(&next[b], 1));
+      worst = std::max(worst, max_diff(rows.data() + b * H, one.data(), H));
+      EXPECT_EQ(batched[b].tokens, alone[b].tokens);
+    }
+  }
+  std::cout << "[ decode batch " << c.variant << " " << c.device << " " << to_string(c.precision)
+            << " ] max |Δ| vs one at a time " << worst << "\n";
+  EXPECT_LE(worst, c.tol);
+  // A refused batch (an id outside the vocabulary) leaves every state as it was.
+  std::vector<Backbone::SequenceState*> two{&batched[0], &batched[1]};
+  const std::vector<int32_t> bad{ids[0], -5};
+  const int64_t before = batched[0].tokens;
+  EXPECT_THROW(bb.decode_batch(two, bad), Error);
+  EXPECT_EQ(batched[0].tokens, before);
+  std::vector<Backbone::SequenceState*> twice{&batched[0], &batched[0]};
+  EXPECT_THROW(bb.decode_batch(twice, std::vector<int32_t>{ids[0], ids[1]}), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, DecodeStepOn,
                          ::testing::Values(DecodeCase{"bf16", "cpu", Precision::kExact, 1e-4},
                                            DecodeCase{"mxfp4", "cpu", Precision::kExact, 1e-4},

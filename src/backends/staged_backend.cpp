@@ -79,7 +79,8 @@ void StagedBackend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const
   timed("gdn delta rule", [&] { inner_->gated_delta_rule_recurrent(dims, in, state, out); });
 }
 void StagedBackend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
-                                            std::span<const int64_t> starts, float* states, float* out) const {
+                                            std::span<const int64_t> starts, std::span<float* const> states,
+                                            float* out) const {
   timed("gdn delta rule", [&] { inner_->gated_delta_rule_packed(dims, in, starts, states, out); });
 }
 void StagedBackend::apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,

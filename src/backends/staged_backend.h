@@ -47,7 +47,7 @@ class StagedBackend : public Backend {
   void gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
                                   float* out) const override;
   void gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in, std::span<const int64_t> starts,
-                               float* states, float* out) const override;
+                               std::span<float* const> states, float* out) const override;
   void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
                   const float* sin) const override;
   void attention_causal(const AttentionShape& shape, const float* q, int64_t tokens, int64_t q_pos0, const float* k,

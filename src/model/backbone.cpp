@@ -139,7 +139,7 @@ void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpIn
     throw Error(ErrorKind::kInternal, "layer " + std::to_string(index) + " is outside the model's " +
                                           std::to_string(num_layers()) + " layers");
   if (seq.tokens == 0) return;
-  DecoderLayer::State state = layers_[static_cast<size_t>(index)].new_state(backend_, 1, seq.tokens);
+  DecoderLayer::State state = layers_[static_cast<size_t>(index)].new_state(backend_, seq.tokens);
   run_layer_from(index, seq.h.data<float>(), seq.tokens, seq.cos, seq.sin, state, 0, mlp_input);
 }
 
@@ -154,13 +154,14 @@ void Backbone::run_layer_from(int64_t index, float* h, int64_t L, const Tensor& 
   if (C == 0) C = backend_.preferred_step_tokens();
   if (C == 0) C = L;
   const DecoderLayer& layer = layers_[static_cast<size_t>(index)];
+  DecoderLayer::State* const one = &state;
   for (int64_t c0 = 0; c0 < L; c0 += C) {
     TokenBatch step;
     step.rows = std::min(C, L - c0);
     step.slices = {SequenceSlice{0, step.rows, begin + c0}};
     step.rope_cos = cos.data<float>() + c0 * half;
     step.rope_sin = sin.data<float>() + c0 * half;
-    layer.forward(backend_, h + c0 * H, step, state, mlp_input);
+    layer.forward(backend_, h + c0 * H, step, std::span(&one, 1), mlp_input);
   }
 }
 
@@ -202,10 +203,12 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   batch.rope_cos = dcos.data<float>();
   batch.rope_sin = dsin.data<float>();
   for (const DecoderLayer& layer : layers_) {
-    int64_t longest = 0;
-    for (const SequenceSlice& q : batch.slices) longest = std::max(longest, q.tokens);
-    DecoderLayer::State state = layer.new_state(backend_, n_seq, longest);
-    layer.forward(backend_, h.data<float>(), batch, state);
+    std::vector<DecoderLayer::State> states;
+    std::vector<DecoderLayer::State*> pointers;
+    states.reserve(static_cast<size_t>(n_seq));
+    for (const SequenceSlice& q : batch.slices) states.push_back(layer.new_state(backend_, q.tokens));
+    for (DecoderLayer::State& s : states) pointers.push_back(&s);
+    layer.forward(backend_, h.data<float>(), batch, pointers);
   }
   backend_.rms_norm_zero_centered(h.data<float>(), L, H, final_norm_.data<float>(),
                                   static_cast<float>(config_.rms_norm_eps), h.data<float>());
@@ -230,7 +233,7 @@ Backbone::SequenceState Backbone::new_state(int64_t expected_tokens) const {
   SequenceState s;
   s.layers.reserve(layers_.size());
   for (const DecoderLayer& layer : layers_)
-    s.layers.push_back(layer.new_state(backend_, 1, std::max<int64_t>(expected_tokens, 0)));
+    s.layers.push_back(layer.new_state(backend_, std::max<int64_t>(expected_tokens, 0)));
   return s;
 }
 
@@ -252,6 +255,49 @@ std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState&
                    nullptr);
   state.tokens += L;
   return finish(seq);
+}
+
+std::vector<float> Backbone::decode_batch(std::span<SequenceState* const> states,
+                                          std::span<const int32_t> next_ids) const {
+  const int64_t n = static_cast<int64_t>(states.size()), H = config_.hidden_size, half = rope_.half();
+  if (static_cast<int64_t>(next_ids.size()) != n)
+    throw Error(ErrorKind::kInternal, "decode_batch: " + std::to_string(next_ids.size()) + " tokens for " +
+                                          std::to_string(n) + " sequences");
+  for (int64_t b = 0; b < n; ++b) {
+    const SequenceState* s = states[b];
+    if (s == nullptr || s->layers.size() != layers_.size())
+      throw Error(ErrorKind::kInternal, "decode_batch: sequence " + std::to_string(b) + " has no state of this model");
+    for (int64_t c = 0; c < b; ++c)
+      if (states[c] == s) throw Error(ErrorKind::kInternal, "decode_batch: a state appears twice");
+    if (s->tokens + 1 > config_.max_position_embeddings)
+      throw Error(ErrorKind::kRequestTooLarge, "sequence " + std::to_string(b) + " would reach " +
+                                                   std::to_string(s->tokens + 1) +
+                                                   " tokens, past the model's max_position_embeddings " +
+                                                   std::to_string(config_.max_position_embeddings));
+  }
+  std::vector<float> out(static_cast<size_t>(n * H));
+  if (n == 0) return out;
+  // One row per sequence, each at its own position; ids are checked before anything runs.
+  Tensor h = Tensor::host_empty({n, H}), cos = Tensor::host_empty({n, half}), sin = Tensor::host_empty({n, half});
+  embed_rows(next_ids, {}, h.data<float>());
+  for (int64_t b = 0; b < n; ++b)
+    rope_rows({}, states[b]->tokens, 1, cos.data<float>() + b * half, sin.data<float>() + b * half);
+  const Tensor dh = backend_.to_device(h), dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
+  TokenBatch batch;
+  batch.rows = n;
+  for (int64_t b = 0; b < n; ++b) batch.slices.push_back({b, 1, states[b]->tokens});
+  batch.rope_cos = dcos.data<float>();
+  batch.rope_sin = dsin.data<float>();
+  std::vector<DecoderLayer::State*> pointers(static_cast<size_t>(n));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    for (int64_t b = 0; b < n; ++b) pointers[b] = &states[b]->layers[l];
+    layers_[l].forward(backend_, dh.data<float>(), batch, pointers);
+  }
+  for (SequenceState* s : states) s->tokens += 1;
+  backend_.rms_norm_zero_centered(dh.data<float>(), n, H, final_norm_.data<float>(),
+                                  static_cast<float>(config_.rms_norm_eps), dh.data<float>());
+  backend_.copy_to_host(dh, out.data());
+  return out;
 }
 
 std::vector<float> Backbone::finish(Sequence& seq) const {

@@ -129,6 +129,12 @@ class Backbone {
     return extend(next_ids, state);
   }
 
+  // One decode step of several sequences in one pass (continuous batching): sequence b gets
+  // next_ids[b] at its own position. Returns the final-normed hidden rows [n, hidden] in the
+  // order of `states`; each equals decode_step of that sequence alone, up to the accumulation
+  // order of products over more rows. Ids are checked before anything runs.
+  std::vector<float> decode_batch(std::span<SequenceState* const> states, std::span<const int32_t> next_ids) const;
+
  private:
   std::vector<float> extend(std::span<const int32_t> ids, SequenceState& state) const;
   // Host RoPE tables of text positions first … first + L − 1, or of explicit M-RoPE positions,

@@ -68,7 +68,11 @@ void Backend::split_query_gate(const float* qg, int64_t rows, int64_t d, float* 
 }
 
 void Backend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
-                                      std::span<const int64_t> starts, float* states, float* out) const {
+                                      std::span<const int64_t> starts, std::span<float* const> states,
+                                      float* out) const {
+  if (states.size() + 1 != starts.size())
+    throw Error(ErrorKind::kInternal, "packed delta rule: " + std::to_string(states.size()) + " states for " +
+                                          std::to_string(starts.size()) + " row offsets");
   for (size_t b = 0; b + 1 < starts.size(); ++b) {
     const int64_t r0 = starts[b], n = starts[b + 1] - r0;
     if (n <= 0) continue;
@@ -79,7 +83,7 @@ void Backend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDel
     one.v = in.v + r0 * in.stride;
     one.g = in.g + r0 * dims.n_v_heads;
     one.beta = in.beta + r0 * dims.n_v_heads;
-    float* state = states + static_cast<int64_t>(b) * dims.state_floats();
+    float* state = states[b];
     float* o = out + r0 * dims.n_v_heads * dims.d_v;
     // One token takes the per-token recurrence, as HF does.
     if (n == 1)

@@ -89,11 +89,12 @@ class Backend {
   // Decode / oracle: the per-token recurrence.
   virtual void gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
                                           float* out) const;
-  // Packed sequences: in.tokens rows, sequence b holding rows [starts[b], starts[b + 1]) with
-  // its own state block states + b · dims.state_floats(). The default runs gated_delta_rule
-  // (or the recurrence for a one-token sequence) on each; CUDA runs them side by side.
+  // Packed sequences: in.tokens rows, sequence b holding rows [starts[b], starts[b + 1]) and
+  // its own state states[b] (dims.state_floats() each). The default runs gated_delta_rule (or
+  // the recurrence for a one-token sequence) on each; CUDA runs them side by side.
   virtual void gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
-                                       std::span<const int64_t> starts, float* states, float* out) const;
+                                       std::span<const int64_t> starts, std::span<float* const> states,
+                                       float* out) const;
 
   // --- full attention (rope.h, attention.h) ---
   virtual void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,

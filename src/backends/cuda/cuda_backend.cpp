@@ -235,16 +235,32 @@ void CudaBackend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const G
 }
 
 void CudaBackend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
-                                          std::span<const int64_t> starts, float* states, float* out) const {
+                                          std::span<const int64_t> starts, std::span<float* const> states,
+                                          float* out) const {
+  if (states.size() + 1 != starts.size())
+    throw Error(ErrorKind::kInternal, "packed delta rule: " + std::to_string(states.size()) + " states for " +
+                                          std::to_string(starts.size()) + " row offsets");
   if (in.tokens <= 0 || starts.size() < 2) return;
-  if (starts.size() == 2) return gated_delta_rule(dims, in, states, out);
+  if (starts.size() == 2) return gated_delta_rule(dims, in, states[0], out);
+  // The kernel runs the sequences side by side over one block of states: gather the
+  // sequences' states into it, run, and scatter them back (device-to-device copies).
+  const int64_t n_seq = static_cast<int64_t>(states.size());
+  const size_t state_bytes = static_cast<size_t>(dims.state_floats()) * sizeof(float);
+  const Tensor block = empty({n_seq, dims.state_floats()});
+  cudaStream_t s = ctx_->stream();
+  for (int64_t b = 0; b < n_seq; ++b)
+    STAVE_CUDA_CHECK(cudaMemcpyAsync(as_f32(block) + b * dims.state_floats(), states[b], state_bytes,
+                                     cudaMemcpyDeviceToDevice, s));
   std::lock_guard lock(mutex_);
   // The offsets go up from pageable memory: staged before the call returns (see copy_from_host).
   const size_t bytes = starts.size() * sizeof(int64_t);
   starts_->reserve(bytes);
   STAVE_CUDA_CHECK(cudaMemcpyAsync(starts_->as<void>(), starts.data(), bytes, cudaMemcpyHostToDevice, ctx_->stream()));
-  dev::gated_delta_rule(dims, in, states, out, *qk_, precision_ == Precision::kExact, ctx_->stream(),
-                        starts_->as<int64_t>(), static_cast<int64_t>(starts.size()) - 1);
+  dev::gated_delta_rule(dims, in, as_f32(block), out, *qk_, precision_ == Precision::kExact, s, starts_->as<int64_t>(),
+                        n_seq);
+  for (int64_t b = 0; b < n_seq; ++b)
+    STAVE_CUDA_CHECK(cudaMemcpyAsync(states[b], as_f32(block) + b * dims.state_floats(), state_bytes,
+                                     cudaMemcpyDeviceToDevice, s));
 }
 
 void CudaBackend::apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,

@@ -20,23 +20,28 @@ DecoderLayer::DecoderLayer(const TensorStore& store, const TextConfig& config, i
     attention_ = std::make_unique<FullAttentionLayer>(store, attention_tensor_names(index), config, plan, backend);
 }
 
-DecoderLayer::State DecoderLayer::new_state(const Backend& backend, int64_t sequences, int64_t max_tokens) const {
+DecoderLayer::State DecoderLayer::new_state(const Backend& backend, int64_t max_tokens) const {
   State s;
-  if (deltanet_) s.deltanet = deltanet_->new_state(backend, sequences);
-  if (attention_) s.attention = attention_->new_state(backend, sequences, max_tokens);
+  if (deltanet_) s.deltanet = deltanet_->new_state(backend);
+  if (attention_) s.attention = attention_->new_state(backend, max_tokens);
   return s;
 }
 
-void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& batch, State& state,
+void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& batch, std::span<State* const> states,
                            const MlpInputObserver* mlp_input) const {
   const int64_t T = batch.rows, n = T * hidden_;
   const Tensor x = backend.empty({T, hidden_}), y = backend.empty({T, hidden_});
 
   backend.rms_norm_zero_centered(h, T, hidden_, input_norm_.data<float>(), eps_, x.data<float>());
-  if (deltanet_)
-    deltanet_->forward(backend, x.data<float>(), batch, *state.deltanet, y.data<float>());
-  else
-    attention_->forward(backend, x.data<float>(), batch, *state.attention, y.data<float>());
+  if (deltanet_) {
+    std::vector<GatedDeltaNetLayer::State*> mixer;
+    for (State* s : states) mixer.push_back(&*s->deltanet);
+    deltanet_->forward(backend, x.data<float>(), batch, mixer, y.data<float>());
+  } else {
+    std::vector<FullAttentionLayer::State*> mixer;
+    for (State* s : states) mixer.push_back(&*s->attention);
+    attention_->forward(backend, x.data<float>(), batch, mixer, y.data<float>());
+  }
   backend.add_inplace(h, y.data<float>(), n);
 
   backend.rms_norm_zero_centered(h, T, hidden_, post_norm_.data<float>(), eps_, x.data<float>());

@@ -5,6 +5,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "io/model_config.h"
 #include "io/tensor_store.h"
@@ -21,7 +23,7 @@ class QuantPlan;
 
 class DecoderLayer {
  public:
-  // The state of a step's sequences (see TokenBatch), in the backend's memory.
+  // One sequence's state for this layer, in the backend's memory.
   struct State {
     std::optional<GatedDeltaNetLayer::State> deltanet;
     std::optional<FullAttentionLayer::State> attention;
@@ -33,15 +35,17 @@ class DecoderLayer {
                const Backend& backend);
 
   LayerType type() const { return type_; }
-  State new_state(const Backend& backend, int64_t sequences, int64_t max_tokens) const;
+  // A fresh state; a full-attention layer's cache starts with room for max_tokens tokens.
+  State new_state(const Backend& backend, int64_t max_tokens) const;
 
   // Sees the MLP's input (the post_attention_layernorm output) [tokens, hidden] of a step;
   // AWQ calibration collects it (src/quantize/awq_backbone_source.h). Host backends only: the
   // pointer is in the backend's memory.
   using MlpInputObserver = std::function<void(const float* x, int64_t tokens)>;
 
-  // h: the residual stream rows of the batch [batch.rows, hidden], updated in place.
-  void forward(const Backend& backend, float* h, const TokenBatch& batch, State& state,
+  // h: the residual stream rows of the batch [batch.rows, hidden], updated in place; slice b
+  // of the batch continues *states[b].
+  void forward(const Backend& backend, float* h, const TokenBatch& batch, std::span<State* const> states,
                const MlpInputObserver* mlp_input = nullptr) const;
 
  private:

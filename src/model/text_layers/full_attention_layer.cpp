@@ -28,21 +28,16 @@ FullAttentionLayer::FullAttentionLayer(const TensorStore& store, const Attention
   k_norm_ = backend.to_device(Tensor::host(read_f32(store, names.k_norm, d)));
 }
 
-FullAttentionLayer::State FullAttentionLayer::new_state(const Backend& backend, int64_t sequences,
-                                                        int64_t max_tokens) const {
-  State s;
+FullAttentionLayer::State FullAttentionLayer::new_state(const Backend& backend, int64_t max_tokens) const {
   const int64_t kv_width = shape_.n_kv_heads * shape_.head_dim;
-  for (int64_t b = 0; b < sequences; ++b) {
-    Cache c;
-    c.k = backend.empty({max_tokens, kv_width});
-    c.v = backend.empty({max_tokens, kv_width});
-    c.capacity = max_tokens;
-    s.caches.push_back(std::move(c));
-  }
-  return s;
+  State c;
+  c.k = backend.empty({max_tokens, kv_width});
+  c.v = backend.empty({max_tokens, kv_width});
+  c.capacity = max_tokens;
+  return c;
 }
 
-void FullAttentionLayer::grow(const Backend& backend, Cache& cache, int64_t min_tokens) const {
+void FullAttentionLayer::grow(const Backend& backend, State& cache, int64_t min_tokens) const {
   // Geometric growth: a decode loop appends one token at a time.
   const int64_t capacity = std::max(min_tokens, 2 * cache.capacity);
   const int64_t kv_width = shape_.n_kv_heads * shape_.head_dim;
@@ -56,16 +51,16 @@ void FullAttentionLayer::grow(const Backend& backend, Cache& cache, int64_t min_
   cache.capacity = capacity;
 }
 
-void FullAttentionLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state,
-                                 float* y) const {
+void FullAttentionLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch,
+                                 std::span<State* const> states, float* y) const {
   const int64_t T = batch.rows, d = shape_.head_dim, nq = shape_.n_q_heads, nkv = shape_.n_kv_heads;
   const int64_t q_width = nq * d, kv_width = nkv * d;
-  if (batch.slices.size() != state.caches.size())
+  if (batch.slices.size() != states.size())
     throw Error(ErrorKind::kInternal, "an attention step of " + std::to_string(batch.slices.size()) +
-                                          " sequences on " + std::to_string(state.caches.size()) + " caches");
+                                          " sequences on " + std::to_string(states.size()) + " caches");
   for (size_t s = 0; s < batch.slices.size(); ++s) {
     const SequenceSlice& q = batch.slices[s];
-    Cache& c = state.caches[s];
+    State& c = *states[s];
     if (q.begin != c.length)
       throw Error(ErrorKind::kInternal, "attention rows at " + std::to_string(q.begin) + " (+" +
                                             std::to_string(q.tokens) + ") do not continue their cache (length " +
@@ -84,7 +79,7 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
   const bool one = batch.slices.size() == 1;
   Tensor K, V;
   if (one) {
-    const Cache& c = state.caches.front();
+    const State& c = *states.front();
     K = c.k.rows(c.length, T);
     V = c.v.rows(c.length, T);
   } else {
@@ -101,7 +96,7 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
     for (size_t s = 0; s < batch.slices.size(); ++s) {
       const SequenceSlice& sl = batch.slices[s];
       if (sl.tokens == 0) continue;
-      Cache& c = state.caches[s];
+      State& c = *states[s];
       backend.copy(K.rows(sl.row0, sl.tokens), c.k.rows(c.length, sl.tokens));
       backend.copy(V.rows(sl.row0, sl.tokens), c.v.rows(c.length, sl.tokens));
     }
@@ -110,7 +105,7 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
   float* o = qg.data<float>();
   for (size_t s = 0; s < batch.slices.size(); ++s) {
     const SequenceSlice& sl = batch.slices[s];
-    Cache& c = state.caches[s];
+    State& c = *states[s];
     if (sl.tokens > 0)
       backend.attention_causal(shape_, q.data<float>() + sl.row0 * q_width, sl.tokens, sl.begin, c.k.data<float>(),
                                c.v.data<float>(), o + sl.row0 * q_width);

@@ -2,6 +2,7 @@
 // q_proj packs query and gate per head; zero-centred q/k RMSNorm, partial interleaved M-RoPE,
 // causal GQA attention, output ⊙ sigmoid(gate), o_proj.
 #pragma once
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,30 +22,27 @@ class FullAttentionLayer {
  public:
   // One sequence's KV cache: post-norm, post-RoPE keys and values of the tokens seen so far,
   // in the backend's memory.
-  struct Cache {
+  struct State {
     Tensor k, v;  // [capacity, n_kv·head_dim]
     int64_t length = 0;
     int64_t capacity = 0;
-  };
-  // The caches of a step's sequences (slice b of a TokenBatch continues caches[b]).
-  struct State {
-    std::vector<Cache> caches;
   };
 
   // Weights named by `names` (formats/tensor_names.h), resident on `backend`.
   FullAttentionLayer(const TensorStore& store, const AttentionTensorNames& names, const TextConfig& config,
                      const quant::QuantPlan* plan, const Backend& backend);
 
-  // Caches for `sequences` sequences with room for max_tokens tokens each; forward grows them
-  // when more arrive.
-  State new_state(const Backend& backend, int64_t sequences, int64_t max_tokens) const;
+  // A cache with room for max_tokens tokens; forward grows it when more arrive.
+  State new_state(const Backend& backend, int64_t max_tokens) const;
 
-  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory.
-  // Each slice's begin must equal its cache's length (tokens arrive in order).
-  void forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state, float* y) const;
+  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory;
+  // slice b continues the cache *states[b], and its begin must equal that cache's length
+  // (tokens arrive in order).
+  void forward(const Backend& backend, const float* x, const TokenBatch& batch, std::span<State* const> states,
+               float* y) const;
 
  private:
-  void grow(const Backend& backend, Cache& cache, int64_t min_tokens) const;
+  void grow(const Backend& backend, State& cache, int64_t min_tokens) const;
 
   AttentionShape shape_;
   int64_t hidden_, rotary_dim_;

@@ -30,20 +30,19 @@ GatedDeltaNetLayer::GatedDeltaNetLayer(const TensorStore& store, const DeltaNetT
   norm_weight_ = resident(names.norm, dims_.d_v);
 }
 
-GatedDeltaNetLayer::State GatedDeltaNetLayer::new_state(const Backend& backend, int64_t sequences) const {
+GatedDeltaNetLayer::State GatedDeltaNetLayer::new_state(const Backend& backend) const {
   State s;
-  s.sequences = sequences;
-  s.conv_history = backend.zeros({sequences, kernel_ - 1, conv_dim_});
-  s.recurrent = backend.zeros({sequences, dims_.state_floats()});
+  s.conv_history = backend.zeros({kernel_ - 1, conv_dim_});
+  s.recurrent = backend.zeros({dims_.state_floats()});
   return s;
 }
 
-void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state,
-                                 float* y) const {
+void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch,
+                                 std::span<State* const> states, float* y) const {
   const int64_t T = batch.rows, nv = dims_.n_v_heads;
-  if (static_cast<int64_t>(batch.slices.size()) != state.sequences)
+  if (batch.slices.size() != states.size())
     throw Error(ErrorKind::kInternal, "a Gated DeltaNet step of " + std::to_string(batch.slices.size()) +
-                                          " sequences on a state of " + std::to_string(state.sequences));
+                                          " sequences with " + std::to_string(states.size()) + " states");
   const Tensor qkv = backend.empty({T, conv_dim_}), z = backend.empty({T, value_dim_});
   const Tensor b = backend.empty({T, nv}), a = backend.empty({T, nv});
   backend.linear(in_proj_qkv_, x, T, qkv.data<float>());
@@ -53,13 +52,11 @@ void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const T
 
   // Each sequence's conv continues its own history.
   const Tensor conv = backend.empty({T, conv_dim_});
-  const int64_t history_floats = (kernel_ - 1) * conv_dim_;
   for (size_t s = 0; s < batch.slices.size(); ++s) {
     const SequenceSlice& q = batch.slices[s];
     if (q.tokens == 0) continue;
     backend.causal_conv1d_silu(qkv.data<float>() + q.row0 * conv_dim_, q.tokens, conv_dim_, conv_weight_.data<float>(),
-                               kernel_, state.conv_history.data<float>() + static_cast<int64_t>(s) * history_floats,
-                               conv.data<float>() + q.row0 * conv_dim_);
+                               kernel_, states[s]->conv_history.data<float>(), conv.data<float>() + q.row0 * conv_dim_);
   }
 
   const Tensor g = backend.empty({T, nv}), beta = backend.empty({T, nv});
@@ -77,7 +74,9 @@ void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const T
   in.beta = beta.data<float>();
   const Tensor core = backend.empty({T, value_dim_});
   const std::vector<int64_t> starts = batch.starts();
-  backend.gated_delta_rule_packed(dims_, in, starts, state.recurrent.data<float>(), core.data<float>());
+  std::vector<float*> recurrent;
+  for (State* s : states) recurrent.push_back(s->recurrent.data<float>());
+  backend.gated_delta_rule_packed(dims_, in, starts, recurrent, core.data<float>());
 
   // Gated RMSNorm per v head (z is v-head-major like the core output), reusing qkv as scratch.
   float* normed = qkv.data<float>();

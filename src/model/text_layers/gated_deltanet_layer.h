@@ -2,6 +2,7 @@
 // in_proj_qkv → causal conv + SiLU → L2-normalised q/k, gated delta rule → gated RMSNorm
 // with silu(z) → out_proj.
 #pragma once
+#include <span>
 #include <string>
 
 #include "formats/linear_weight.h"
@@ -18,23 +19,24 @@ class QuantPlan;
 
 class GatedDeltaNetLayer {
  public:
-  // The state of a step's sequences, carried across steps (what a decode cache keeps), in the
-  // backend's memory: sequence b owns block b of each tensor.
+  // One sequence's state, carried across steps (what a decode cache keeps), in the backend's
+  // memory.
   struct State {
-    int64_t sequences = 0;
-    Tensor conv_history;  // [sequences, kernel-1, conv_dim] pre-conv inputs of the last tokens
-    Tensor recurrent;     // [sequences, n_v, d_k, d_v] delta-rule state, fp32
+    Tensor conv_history;  // [kernel-1, conv_dim] pre-conv inputs of the last tokens
+    Tensor recurrent;     // [n_v, d_k, d_v] delta-rule state, fp32
   };
 
   // Weights named by `names` (formats/tensor_names.h), resident on `backend`.
   GatedDeltaNetLayer(const TensorStore& store, const DeltaNetTensorNames& names, const TextConfig& config,
                      const quant::QuantPlan* plan, const Backend& backend);
 
-  // Zero state for `sequences` sequences.
-  State new_state(const Backend& backend, int64_t sequences) const;
+  // A zero state.
+  State new_state(const Backend& backend) const;
 
-  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory.
-  void forward(const Backend& backend, const float* x, const TokenBatch& batch, State& state, float* y) const;
+  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory;
+  // slice b of the batch continues *states[b].
+  void forward(const Backend& backend, const float* x, const TokenBatch& batch, std::span<State* const> states,
+               float* y) const;
 
  private:
   GatedDeltaDims dims_;
