@@ -77,6 +77,21 @@ bool linear_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y)
 uint64_t amx_bf16_calls();
 void count_amx_bf16_call();
 
+// MXFP4 W4A4 in fast precision on AVX-512-BF16 (avx512/linear_w4a4_bf16_avx512.cpp): the
+// activation QDQ'd once and kept as bf16, weight strips expanded from MXFP4 to bf16 in the
+// kernel, exact products accumulated in fp32 across all K with vdpbf16ps. Returns false (and
+// does nothing) unless w is MXFP4 with quantize_input. Only call it at level avx512 or above.
+bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+// The VNNI int8 W4A4 kernel (exact integer 32-block dots, per-block rescale); the dispatch in
+// linear_avx512 picks between the two by M (kW4A4Bf16MinRows). Level avx512 or above.
+void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Rows from which linear_avx512 runs W4A4 on the BF16 kernel (below it: the int8 kernel, which
+// reads the packed weight once without expanding it; measured with bench_linear).
+inline constexpr int64_t kW4A4Bf16MinRows = 16;
+// Calls of linear_w4a4_bf16_avx512 in this process (tests assert the dispatch; baseline flags).
+uint64_t w4a4_bf16_calls();
+void count_w4a4_bf16_call();
+
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();
 

@@ -1,0 +1,167 @@
+// MXFP4 W4A4 on AVX-512-BF16 (vdpbf16ps), fast precision. Every Quark MXFP4 value E2M1 · 2^e —
+// the weight's and the MXFP4-QDQ'd activation's — is exactly a bf16 number (E2M1 has 2
+// significant bits, bf16 8, and the same exponent range as fp32), and the product of two bf16
+// numbers is exact in fp32. So the W4A4 product needs no per-block integer dot and rescale:
+//  - the activation is quantized once per call (quantize_activations_avx512, bit-exact with
+//    mxfp4::quantize_block) and stored row-major as bf16 (exact);
+//  - per task and K chunk, a strip of 64 weight rows is expanded from packed MXFP4 (codes + E8M0
+//    scales) into bf16 in the layout vdpbf16ps wants (one dword = a column pair of one row,
+//    16 rows per vector), kept in L1 while every activation row of the task streams past;
+//  - a 6 × 64 micro-kernel adds the exact products into fp32 accumulators across all of K.
+// Numerics: each output is one fp32 chain of K exact products (two per vdpbf16ps step per lane)
+// plus the bias, so the error is the fp32 accumulation of K terms (the int8 kernel: K/32 exact
+// block sums). vdpbf16ps treats bf16 denormals as zero and flushes denormal results: values
+// below 2^-126 (block scales at the bottom of E8M0's range) are lost, far inside fast
+// precision's bounds. Exact precision never runs this (it uses the reference backend).
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "backends/cpu/linear/kernels.h"
+
+namespace stave::cpu::kern {
+namespace {
+
+constexpr int MR = 6;             // activation rows per micro-tile
+constexpr int NG = 4;             // 16-row weight groups per strip
+constexpr int64_t NS = 16 * NG;   // weight rows (output columns) per strip
+constexpr int64_t KC = 256;       // columns per K chunk (8 MXFP4 blocks)
+constexpr int64_t KP = KC / 2;    // column pairs per chunk
+constexpr int64_t kPanelDwords = NG * KP * 16;  // 32 KiB of packed bf16 pairs
+
+// The activation quantized and stored row-major as bf16: value = (2·E2M1) · 2^(e − 1).
+void activation_bf16(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, uint16_t* out) {
+  QuantizedActivations q;
+  quantize_activations_avx512(x, M, K, mode, 1, q);
+#pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
+  for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
+    const int64_t m = mb / q.blocks, b = mb % q.blocks;
+    const int8_t* c = q.codes.data() + m * K + b * 32;
+    const __m512 s = _mm512_set1_ps(q.scales[m * q.blocks + b] * 2.0f);  // 2^(e − 1), exact
+    const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)c))), s);
+    const __m512 hi =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(c + 16)))), s);
+    _mm512_storeu_si512(out + m * K + b * 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+}
+
+// 16 packed bytes (one 32-block: low nibble = even column) -> 32 codes in column order.
+inline __m256i unpack_nibbles(const uint8_t* p) {
+  const __m128i m = _mm_set1_epi8(0x0f);
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+  return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+
+// Expands weight rows n0 .. n0 + 64 (rows ≥ N as zeros), columns k0 .. k0 + kc (multiples of
+// 32) into panel: dword (g·KP + p)·16 + l = bf16 pair (2p, 2p + 1) of row n0 + 16g + l.
+void expand_panel(const LinearWeight& w, int64_t n0, int64_t k0, int64_t kc, uint32_t* panel) {
+  const float* e8m0 = e8m0_table();
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(16));
+  const int64_t row_bytes = w.in / 2, blocks = w.in / 32;
+  const uint8_t* codes = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < NS; ++r) {
+    const int64_t n = n0 + r;
+    uint32_t* base = panel + (r / 16) * KP * 16 + (r % 16);
+    for (int64_t b = 0; b < kc / 32; ++b) {
+      __m512i v = _mm512_setzero_si512();
+      if (n < w.out) {
+        const int64_t kb = k0 / 32 + b;
+        const __m256i c = _mm256_shuffle_epi8(lut, unpack_nibbles(codes + n * row_bytes + kb * 16));
+        const __m512 half = _mm512_set1_ps(e8m0[w.scales[n * blocks + kb]] * 0.5f);  // 2·E2M1 · 2^e / 2, exact
+        const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(c))), half);
+        const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(c, 1))), half);
+        v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+      }
+      _mm512_i32scatter_epi32(base + b * 16 * 16, vindex, v, 4);
+    }
+  }
+}
+
+// y[R rows][64 columns] += a[R rows][2·pairs] · panelᵀ; columns past `mask` are left alone.
+template <int R>
+void micro(const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
+           const __mmask16* mask) {
+  __m512 c[R][NG];
+  for (int i = 0; i < R; ++i)
+    for (int g = 0; g < NG; ++g) c[i][g] = _mm512_maskz_loadu_ps(mask[g], y + i * ldy + g * 16);
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh bv[NG];
+    for (int g = 0; g < NG; ++g) bv[g] = (__m512bh)_mm512_load_si512(panel + (g * KP + p) * 16);
+    for (int i = 0; i < R; ++i) {
+      int32_t pair;
+      std::memcpy(&pair, a + i * lda + 2 * p, 4);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+      for (int g = 0; g < NG; ++g) c[i][g] = _mm512_dpbf16_ps(c[i][g], av, bv[g]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int g = 0; g < NG; ++g) _mm512_mask_storeu_ps(y + i * ldy + g * 16, mask[g], c[i][g]);
+}
+
+void micro_rows(int rows, const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t pairs, float* y,
+                int64_t ldy, const __mmask16* mask) {
+  switch (rows) {
+    case 6: micro<6>(a, lda, panel, pairs, y, ldy, mask); break;
+    case 5: micro<5>(a, lda, panel, pairs, y, ldy, mask); break;
+    case 4: micro<4>(a, lda, panel, pairs, y, ldy, mask); break;
+    case 3: micro<3>(a, lda, panel, pairs, y, ldy, mask); break;
+    case 2: micro<2>(a, lda, panel, pairs, y, ldy, mask); break;
+    default: micro<1>(a, lda, panel, pairs, y, ldy, mask); break;
+  }
+}
+
+// Tasks: strips of 64 output columns × blocks of activation rows (split only when there are
+// too few strips to keep every thread busy), K walked in chunks of 256 columns.
+void gemm(const LinearWeight& w, const uint16_t* xa, int64_t M, float* y) {
+  const int64_t N = w.out, K = w.in;
+  const int64_t strips = (N + NS - 1) / NS;
+  const int64_t threads = omp_get_max_threads();
+  const int64_t mtiles = (M + MR - 1) / MR;
+  const int64_t mgroups = std::clamp<int64_t>((4 * threads + strips - 1) / strips, 1, mtiles);
+  const int64_t mc = (mtiles + mgroups - 1) / mgroups * MR;
+  const int64_t tasks = strips * ((M + mc - 1) / mc);
+#pragma omp parallel
+  {
+    alignas(64) uint32_t panel[kPanelDwords];  // 32 KiB on the thread's stack
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t n0 = (t % strips) * NS, cols = std::min(NS, N - n0);
+      const int64_t m0 = (t / strips) * mc, m1 = std::min(M, m0 + mc);
+      __mmask16 mask[NG];
+      for (int g = 0; g < NG; ++g) {
+        const int64_t c = std::clamp<int64_t>(cols - 16 * g, 0, 16);
+        mask[g] = static_cast<__mmask16>((1u << c) - 1u);
+      }
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t j = 0; j < cols; ++j) y[m * N + n0 + j] = w.bias ? w.bias[n0 + j] : 0.0f;
+      for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = std::min(KC, K - k0);
+        expand_panel(w, n0, k0, kc, panel);
+        for (int64_t m = m0; m < m1; m += MR)
+          micro_rows(static_cast<int>(std::min<int64_t>(MR, m1 - m)), xa + m * K + k0, K, panel, kc / 2,
+                     y + m * N + n0, N, mask);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  if (w.format != WeightFormat::kMXFP4 || !w.quantize_input || M < 1) return false;
+  count_w4a4_bf16_call();
+  std::unique_ptr<uint16_t[]> xa(new uint16_t[static_cast<size_t>(M * w.in)]);
+  activation_bf16(x, M, w.in, w.input_scale_mode, xa.get());
+  gemm(w, xa.get(), M, y);
+  return true;
+}
+
+}  // namespace stave::cpu::kern
