@@ -419,6 +419,26 @@ TEST(CpuLinear, W4A4Bf16MatchesReference) {
   }
 }
 
+// Scale bytes at the ends of E8M0's range (the kernel expands those blocks by fp32
+// multiplication below 2, where the exponent add would leave the normal range): 252 (2^125, the
+// largest the exponent add takes; 253 and up overflow fp32 already for E2M1 = 6), 1 and 0
+// (whose products are denormal or lost, but must not become garbage) on the first block of the
+// rows, with that activation block scaled by 2^-120 so the products stay finite.
+TEST(CpuLinear, W4A4Bf16ExtremeWeightScales) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512-BF16 on this CPU (or STAVE_CPU_ISA below avx512)";
+  std::mt19937 rng(29);
+  const int64_t M = 20, N = 70, K = 320;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+  for (int64_t r = 0; r < N; ++r)
+    t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
+  std::vector<float> x = random_activation(M, K, rng);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < 32; ++k) x[m * K + k] = std::ldexp(x[m * K + k], -120);
+  std::vector<float> y(static_cast<size_t>(M * N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), M, y.data()));
+  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "extreme scales", false, true);
+}
+
 TEST(CpuLinear, W4A4Bf16TakesOnlyW4A4) {
   if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512-BF16 on this CPU (or STAVE_CPU_ISA below avx512)";
   std::mt19937 rng(28);
