@@ -147,7 +147,7 @@ int register_all() {
       auto* b = benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),
                                              [s, k = k](benchmark::State& st) { BM_Linear(st, s, k); });
       b->Arg(1)->Arg(64);
-      if (k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16) b->Arg(8)->Arg(16);
+      if (k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }

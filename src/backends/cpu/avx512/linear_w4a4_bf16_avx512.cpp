@@ -34,20 +34,14 @@ constexpr int64_t KC = 256;       // columns per K chunk (8 MXFP4 blocks)
 constexpr int64_t KP = KC / 2;    // column pairs per chunk
 constexpr int64_t kPanelDwords = NG * KP * 16;  // 32 KiB of packed bf16 pairs
 
-// The activation quantized and stored row-major as bf16: value = (2·E2M1) · 2^(e − 1).
-void activation_bf16(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, uint16_t* out) {
-  QuantizedActivations q;
-  quantize_activations_avx512(x, M, K, mode, 1, q);
-#pragma omp parallel for schedule(static) if (M * q.blocks >= 256)
-  for (int64_t mb = 0; mb < M * q.blocks; ++mb) {
-    const int64_t m = mb / q.blocks, b = mb % q.blocks;
-    const int8_t* c = q.codes.data() + m * K + b * 32;
-    const __m512 s = _mm512_set1_ps(q.scales[m * q.blocks + b] * 2.0f);  // 2^(e − 1), exact
-    const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)c))), s);
-    const __m512 hi =
-        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(c + 16)))), s);
-    _mm512_storeu_si512(out + m * K + b * 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-  }
+// Block mb (row mb / blocks) of the quantized activation as bf16: value = (2·E2M1) · 2^(e − 1).
+inline void activation_block_bf16(const QuantizedActivations& q, int64_t mb, uint16_t* out) {
+  const int64_t m = mb / q.blocks, b = mb % q.blocks;
+  const int8_t* c = q.codes.data() + m * q.k + b * 32;
+  const __m512 s = _mm512_set1_ps(q.scales[mb] * 2.0f);  // 2^(e − 1), exact
+  const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)c))), s);
+  const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(c + 16)))), s);
+  _mm512_storeu_si512(out + m * q.k + b * 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
 // 16 packed bytes (one 32-block: low nibble = even column) -> 32 codes in column order.
@@ -189,7 +183,10 @@ void micro_rows(int rows, const uint16_t* a, int64_t lda, const uint32_t* panel,
 
 // Tasks: strips of 64 output columns × blocks of activation rows (split only when there are
 // too few strips to keep every thread busy), K walked in chunks of 256 columns.
-void gemm(const LinearWeight& w, const uint16_t* xa, int64_t M, float* y) {
+// The bf16 activation is written inside the same parallel region (one fork/join less: on a
+// loaded machine each one can cost a scheduler slice).
+void gemm(const LinearWeight& w, const QuantizedActivations& q, uint16_t* xa, float* y) {
+  const int64_t M = q.rows;
   const int64_t N = w.out, K = w.in;
   const int64_t strips = (N + NS - 1) / NS;
   const int64_t threads = omp_get_max_threads();
@@ -200,6 +197,8 @@ void gemm(const LinearWeight& w, const uint16_t* xa, int64_t M, float* y) {
 #pragma omp parallel
   {
     alignas(64) uint32_t panel[kPanelDwords];  // 32 KiB on the thread's stack
+#pragma omp for schedule(static)
+    for (int64_t mb = 0; mb < M * q.blocks; ++mb) activation_block_bf16(q, mb, xa);
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t n0 = (t % strips) * NS, cols = std::min(NS, N - n0);
@@ -227,9 +226,10 @@ void gemm(const LinearWeight& w, const uint16_t* xa, int64_t M, float* y) {
 bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format != WeightFormat::kMXFP4 || !w.quantize_input || M < 1) return false;
   count_w4a4_bf16_call();
+  QuantizedActivations q;
+  quantize_activations_avx512(x, M, w.in, w.input_scale_mode, 1, q);
   std::unique_ptr<uint16_t[]> xa(new uint16_t[static_cast<size_t>(M * w.in)]);
-  activation_bf16(x, M, w.in, w.input_scale_mode, xa.get());
-  gemm(w, xa.get(), M, y);
+  gemm(w, q, xa.get(), y);
   return true;
 }
 

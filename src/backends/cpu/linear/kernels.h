@@ -85,9 +85,11 @@ bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, f
 // The VNNI int8 W4A4 kernel (exact integer 32-block dots, per-block rescale); the dispatch in
 // linear_avx512 picks between the two by M (kW4A4Bf16MinRows). Level avx512 or above.
 void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
-// Rows from which linear_avx512 runs W4A4 on the BF16 kernel (below it: the int8 kernel, which
-// reads the packed weight once without expanding it; measured with bench_linear).
-inline constexpr int64_t kW4A4Bf16MinRows = 16;
+// Rows from which linear_avx512 runs W4A4 on the BF16 kernel. Below it the int8 kernel, which
+// uses the packed weight without expanding it, is as fast or faster (bench_linear, 9B MLP shape,
+// 2-core EPYC: 1 thread ties at M = 8 and the BF16 kernel wins 1.4× at 16; 2 threads on the
+// loaded machine it lost at 16 and won from 32).
+inline constexpr int64_t kW4A4Bf16MinRows = 32;
 // Calls of linear_w4a4_bf16_avx512 in this process (tests assert the dispatch; baseline flags).
 uint64_t w4a4_bf16_calls();
 void count_w4a4_bf16_call();
