@@ -43,7 +43,7 @@ constexpr Shape kShapes[] = {
     {"9b_mlp_down_12288x4096", 4096, 12288},
 };
 
-enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16 };
+enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split };
 
 // Deterministic pseudo-random N(0, ~0.05)-ish values without a slow generator.
 inline float noise(uint64_t i) {
@@ -66,7 +66,9 @@ struct Weight {
 
 Weight& weight_for(const Shape& s, Kernel k) {
   static std::unique_ptr<Weight> cur;
-  const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 ? Kernel::kW4A4 : k;
+  const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 ? Kernel::kW4A4
+                         : k == Kernel::kBf16Split                                          ? Kernel::kBF16
+                                                                                             : k;
   if (cur && cur->shape.out == s.out && cur->shape.in == s.in && cur->kind == storage) return *cur;
   cur.reset();
   cur = std::make_unique<Weight>();
@@ -110,7 +112,7 @@ Weight& weight_for(const Shape& s, Kernel k) {
 
 void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
   const int64_t M = state.range(0);
-  const bool direct = k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16;
+  const bool direct = k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split;
   if (direct && stave::cpu::active_isa() < stave::cpu::Isa::kAvx512) {
     state.SkipWithError("needs level avx512");
     return;
@@ -125,6 +127,8 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
       stave::cpu::kern::linear_w4a4_int8_avx512(t.w, x.data(), M, y.data());
     else if (k == Kernel::kW4A4Bf16)
       stave::cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kBf16Split)
+      stave::cpu::kern::linear_bf16_split_avx512(t.w, x.data(), M, y.data());
     else
       stave::cpu::linear(t.w, x.data(), M, y.data());
     benchmark::DoNotOptimize(y.data());
@@ -137,17 +141,21 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
   state.SetLabel(k == Kernel::kRef ? "ref" : stave::cpu::isa_name(stave::cpu::active_isa()));
 }
 
+bool direct_kernel(Kernel k) { return k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split; }
+
 int register_all() {
   const std::pair<Kernel, const char*> kernels[] = {
       {Kernel::kW4A4, "w4a4"},           {Kernel::kRef, "ref"},           {Kernel::kBF16, "bf16"},
-      {Kernel::kF32, "f32"},             {Kernel::kW4A4Int8, "w4a4_int8"}, {Kernel::kW4A4Bf16, "w4a4_bf16"}};
+      {Kernel::kF32, "f32"},             {Kernel::kW4A4Int8, "w4a4_int8"}, {Kernel::kW4A4Bf16, "w4a4_bf16"},
+      {Kernel::kBf16Split, "bf16_split"}};
   // Shape-major (ref reads the W4A4 weight) so each weight is built once for all its M values.
   for (const Shape& s : kShapes)
     for (auto [k, kname] : kernels) {
       auto* b = benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),
                                              [s, k = k](benchmark::State& st) { BM_Linear(st, s, k); });
       b->Arg(1)->Arg(64);
-      if (k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16) b->Arg(8)->Arg(16)->Arg(32);
+      if (k == Kernel::kBF16) b->Arg(32);
+      if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }

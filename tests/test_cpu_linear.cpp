@@ -201,6 +201,10 @@ void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64
 // Whether cpu::linear at this level takes the AMX-BF16 kernel (the dispatch rule under test).
 bool takes_amx_bf16(Isa isa, Kind kind, int64_t M) { return isa == Isa::kAmx && kind == Kind::kBF16 && M >= 16; }
 // Whether it takes the AVX-512-BF16 W4A4 kernel (level avx512; at amx, M ≥ 16 goes to AMX-INT8).
+// Whether it takes the AVX-512-BF16 hi + lo kernel for bf16 weights (level avx512, same bound as AMX-BF16).
+bool takes_bf16_split(Isa isa, Kind kind, int64_t M) {
+  return isa == Isa::kAvx512 && kind == Kind::kBF16 && M >= cpu::kern::kBf16SplitMinRows;
+}
 bool takes_w4a4_bf16(Isa isa, Kind kind, int64_t M) {
   return isa == Isa::kAvx512 && is_w4a4(kind) && M >= cpu::kern::kW4A4Bf16MinRows;
 }
@@ -244,12 +248,14 @@ TEST(CpuLinear, MatchesReferenceEveryFormatAndLevel) {
         const bool amx = takes_amx_bf16(isa, kind, M);
         const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=" + std::to_string(M) +
                                   " N=" + std::to_string(N) + " K=" + std::to_string(K) + (bias ? " +bias" : "");
-        const bool w4a4_bf16 = takes_w4a4_bf16(isa, kind, M);
+        const bool w4a4_bf16 = takes_w4a4_bf16(isa, kind, M), split = takes_bf16_split(isa, kind, M);
         const uint64_t before = cpu::kern::amx_bf16_calls(), before_w4a4 = cpu::kern::w4a4_bf16_calls();
+        const uint64_t before_split = cpu::kern::bf16_split_calls();
         cpu::linear(t.w, x.data(), M, y.data());
         EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << where;
-        check_against_oracles(t, kind, x.data(), M, y, where, amx, w4a4_bf16);
+        EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << where;
+        check_against_oracles(t, kind, x.data(), M, y, where, amx || split, w4a4_bf16);
         ++cases;
       }
     }
@@ -284,12 +290,15 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
       cpu::ScopedIsa scoped(isa);
       std::vector<float> y(70 * 97, NAN);
       const bool amx = takes_amx_bf16(isa, kind, 70), w4a4_bf16 = takes_w4a4_bf16(isa, kind, 70);
+      const bool split = takes_bf16_split(isa, kind, 70);
       const uint64_t before = cpu::kern::amx_bf16_calls(), before_w4a4 = cpu::kern::w4a4_bf16_calls();
+      const uint64_t before_split = cpu::kern::bf16_split_calls();
       cpu::linear(t.w, x.data(), 70, y.data());
       EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << cpu::isa_name(isa) << " " << kind_name(kind);
       EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << cpu::isa_name(isa);
-      check_against_oracles(t, kind, x.data(), 70, y, std::string(cpu::isa_name(isa)) + " " + kind_name(kind), amx,
-                            w4a4_bf16);
+      EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << cpu::isa_name(isa);
+      check_against_oracles(t, kind, x.data(), 70, y, std::string(cpu::isa_name(isa)) + " " + kind_name(kind),
+                            amx || split, w4a4_bf16);
     }
   }
 }
@@ -459,6 +468,40 @@ TEST(CpuLinear, W4A4Bf16TakesOnlyW4A4) {
     cpu::linear(t.w, x.data(), 40, y.data());  // amx: AMX-INT8
     EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - at, isa == Isa::kAvx512 ? 1u : 0u)
         << cpu::isa_name(isa) << ": only level avx512 takes it";
+  }
+}
+
+// The AVX-512-BF16 hi + lo kernel for bf16 weights, directly at every M and through the
+// dispatch, held to the AMX-BF16 bound (same numerics); any K (odd, below 32, Clef sizes).
+TEST(CpuLinear, Bf16SplitDpMatchesReference) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512-BF16 on this CPU (or STAVE_CPU_ISA below avx512)";
+  cpu::ScopedIsa scoped(Isa::kAvx512);
+  struct Case {
+    int64_t M, N, K;
+    bool bias;
+  };
+  const Case cases[] = {{1, 53, 77, true},    {7, 150, 1000, false}, {64, 100, 33, true},  {300, 67, 544, false},
+                        {32, 64, 15, true},   {64, 20, 5120, false}, {33, 40, 4096, true}, {7, 33, 17408, false},
+                        {300, 9, 4096, true}, {40, 130, 257, false}};
+  std::mt19937 rng(31);
+  for (const Case& c : cases) {
+    TestWeight t = make_weight(Kind::kBF16, c.N, c.K, c.bias, rng);
+    std::vector<float> x = random_activation(c.M, c.K, rng);
+    const std::string where = "bf16 M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
+                              std::to_string(c.K) + (c.bias ? " +bias" : "");
+    std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+    uint64_t before = cpu::kern::bf16_split_calls();
+    ASSERT_TRUE(cpu::kern::linear_bf16_split_avx512(t.w, x.data(), c.M, y.data())) << where;
+    EXPECT_EQ(cpu::kern::bf16_split_calls(), before + 1) << where;
+    check_against_oracles(t, Kind::kBF16, x.data(), c.M, y, "direct " + where, true);
+
+    std::fill(y.begin(), y.end(), NAN);
+    const bool expect = c.M >= cpu::kern::kBf16SplitMinRows;
+    before = cpu::kern::bf16_split_calls();
+    cpu::linear(t.w, x.data(), c.M, y.data());
+    ASSERT_EQ(cpu::kern::bf16_split_calls() - before, expect ? 1u : 0u)
+        << "cpu::linear " << (expect ? "did not take" : "took") << " the AVX-512-BF16 hi + lo kernel, " << where;
+    check_against_oracles(t, Kind::kBF16, x.data(), c.M, y, "dispatched " + where, expect);
   }
 }
 

@@ -77,7 +77,7 @@ bool linear_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y)
 uint64_t amx_bf16_calls();
 void count_amx_bf16_call();
 
-// MXFP4 W4A4 in fast precision on AVX-512-BF16 (avx512/linear_w4a4_bf16_avx512.cpp): the
+// MXFP4 W4A4 in fast precision on AVX-512-BF16 (avx512/linear_dpbf16_avx512.cpp): the
 // activation QDQ'd once and kept as bf16, weight strips expanded from MXFP4 to bf16 in the
 // kernel, exact products accumulated in fp32 across all K with vdpbf16ps. Returns false (and
 // does nothing) unless w is MXFP4 with quantize_input. Only call it at level avx512 or above.
@@ -90,6 +90,16 @@ void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, f
 // 2-core EPYC: 1 thread ties at M = 8 and the BF16 kernel wins 1.4× at 16; 2 threads on the
 // loaded machine it lost at 16 and won from 32).
 inline constexpr int64_t kW4A4Bf16MinRows = 32;
+// BF16 weights in fast precision on AVX-512-BF16 (same file and blocking): the activation split
+// into bf16 hi + lo (SplitActivations, as linear_amx_bf16) and both multiplied by the stored
+// weight with vdpbf16ps into one fp32 chain of 2·K exact products per output — the numerics of
+// linear_amx_bf16. Returns false unless w is BF16. Level avx512 or above.
+bool linear_bf16_split_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Rows from which linear_avx512 runs BF16 weights on it (below: fp32 FMA on the widened weight,
+// which needs no split; bench_linear, 9B MLP shapes, 1 thread: 1.1× at M = 32 and 64, 1.2× at 512).
+inline constexpr int64_t kBf16SplitMinRows = 32;
+uint64_t bf16_split_calls();
+void count_bf16_split_call();
 // Calls of linear_w4a4_bf16_avx512 in this process (tests assert the dispatch; baseline flags).
 uint64_t w4a4_bf16_calls();
 void count_w4a4_bf16_call();

@@ -1,4 +1,8 @@
-// MXFP4 W4A4 on AVX-512-BF16 (vdpbf16ps), fast precision. Every Quark MXFP4 value E2M1 · 2^e —
+// Linear layers on AVX-512-BF16 (vdpbf16ps), fast precision: MXFP4 W4A4 and BF16 weights, one
+// blocked driver (gemm below: 64-row weight strips expanded into a 32 KiB panel per 256-column
+// K chunk, a 6 × 64 micro-kernel, OpenMP over strips × row blocks).
+//
+// MXFP4 W4A4. Every Quark MXFP4 value E2M1 · 2^e —
 // the weight's and the MXFP4-QDQ'd activation's — is exactly a bf16 number (E2M1 has 2
 // significant bits, bf16 8, and the same exponent range as fp32), and the product of two bf16
 // numbers is exact in fp32. So the W4A4 product needs no per-block integer dot and rescale:
@@ -13,6 +17,13 @@
 // block sums). vdpbf16ps treats bf16 denormals as zero and flushes denormal results: values
 // below 2^-126 (block scales at the bottom of E8M0's range) are lost, far inside fast
 // precision's bounds. Exact precision never runs this (it uses the reference backend).
+//
+// BF16 weights. bf16 × bf16 is exact, but an activation rounded to bf16 is not (2^-9 per term,
+// outside fast precision's bounds), so the activation is split into hi + lo
+// (split_activations_bf16_avx512, the AMX-BF16 path's split) and each pair of columns costs two
+// vdpbf16ps, W·hi then W·lo, into one fp32 chain of 2·K exact products: the numerics of
+// linear_amx_bf16. Its gain over fp32 FMA on the widened weight is the blocking, not the
+// instruction (two vdpbf16ps per 32 products = one FMA per 16).
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -182,11 +193,15 @@ void micro_rows(int rows, const uint16_t* a, int64_t lda, const uint32_t* panel,
 }
 
 // Tasks: strips of 64 output columns × blocks of activation rows (split only when there are
-// too few strips to keep every thread busy), K walked in chunks of 256 columns.
-// The bf16 activation is written inside the same parallel region (one fork/join less: on a
-// loaded machine each one can cost a scheduler slice).
-void gemm(const LinearWeight& w, const QuantizedActivations& q, uint16_t* xa, float* y) {
-  const int64_t M = q.rows;
+// too few strips to keep every thread busy), K walked in chunks of 256 columns. Op provides
+//   void prepare(int64_t mb);  // activation work item mb < prepare_items (one omp for)
+//   void expand(int64_t n0, int64_t k0, int64_t kc, uint32_t* panel);
+//   void micro(int rows, int64_t m, int64_t k0, const uint32_t* panel, int64_t pairs, float* y,
+//              int64_t ldy, const __mmask16* mask);
+// The activation is prepared inside the same parallel region (one fork/join less: on a loaded
+// machine each one can cost a scheduler slice).
+template <class Op>
+void gemm(const LinearWeight& w, Op& op, int64_t prepare_items, int64_t M, float* y) {
   const int64_t N = w.out, K = w.in;
   const int64_t strips = (N + NS - 1) / NS;
   const int64_t threads = omp_get_max_threads();
@@ -198,7 +213,7 @@ void gemm(const LinearWeight& w, const QuantizedActivations& q, uint16_t* xa, fl
   {
     alignas(64) uint32_t panel[kPanelDwords];  // 32 KiB on the thread's stack
 #pragma omp for schedule(static)
-    for (int64_t mb = 0; mb < M * q.blocks; ++mb) activation_block_bf16(q, mb, xa);
+    for (int64_t i = 0; i < prepare_items; ++i) op.prepare(i);
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t n0 = (t % strips) * NS, cols = std::min(NS, N - n0);
@@ -212,14 +227,95 @@ void gemm(const LinearWeight& w, const QuantizedActivations& q, uint16_t* xa, fl
         for (int64_t j = 0; j < cols; ++j) y[m * N + n0 + j] = w.bias ? w.bias[n0 + j] : 0.0f;
       for (int64_t k0 = 0; k0 < K; k0 += KC) {
         const int64_t kc = std::min(KC, K - k0);
-        expand_panel(w, n0, k0, kc, panel);
+        op.expand(n0, k0, kc, panel);
         for (int64_t m = m0; m < m1; m += MR)
-          micro_rows(static_cast<int>(std::min<int64_t>(MR, m1 - m)), xa + m * K + k0, K, panel, kc / 2,
-                     y + m * N + n0, N, mask);
+          op.micro(static_cast<int>(std::min<int64_t>(MR, m1 - m)), m, k0, panel, (kc + 1) / 2, y + m * N + n0, N,
+                   mask);
       }
     }
   }
 }
+
+struct W4A4Op {
+  const LinearWeight& w;
+  const QuantizedActivations& q;
+  uint16_t* xa;  // [M][K] bf16
+  void prepare(int64_t mb) { activation_block_bf16(q, mb, xa); }
+  void expand(int64_t n0, int64_t k0, int64_t kc, uint32_t* panel) { expand_panel(w, n0, k0, kc, panel); }
+  void micro(int rows, int64_t m, int64_t k0, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
+             const __mmask16* mask) {
+    micro_rows(rows, xa + m * w.in + k0, w.in, panel, pairs, y, ldy, mask);
+  }
+};
+
+// ---- BF16 weights (W16A16): the activation split into bf16 hi + lo --------------------------
+
+// y[R rows][64 columns] += (hi + lo)[R rows][2·pairs] · panelᵀ, hi and lo read from the
+// SplitActivations layout (kernels.h): the pair (2p, 2p + 1) of row r at step s is the dword
+// block(r / 32, s) + part·1024 + ((r % 32) / 16)·512 + p·32 + (r % 16)·2.
+template <int R>
+void micro_split(const SplitActivations& s, int64_t m, int64_t k0, const uint32_t* panel, int64_t pairs, float* y,
+                 int64_t ldy, const __mmask16* mask) {
+  const uint16_t* row[R];
+  for (int i = 0; i < R; ++i) {
+    const int64_t r = m + i;
+    row[i] = s.block(r / 32, k0 / 32) + ((r % 32) / 16) * 512 + (r % 16) * 2;
+  }
+  __m512 c[R][NG];
+  for (int i = 0; i < R; ++i)
+    for (int g = 0; g < NG; ++g) c[i][g] = _mm512_maskz_loadu_ps(mask[g], y + i * ldy + g * 16);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t at = (p / 16) * SplitActivations::kBlock + (p % 16) * 32;
+    __m512bh bv[NG];
+    for (int g = 0; g < NG; ++g) bv[g] = (__m512bh)_mm512_load_si512(panel + (g * KP + p) * 16);
+    for (int i = 0; i < R; ++i) {
+      int32_t hi, lo;
+      std::memcpy(&hi, row[i] + at, 4);
+      std::memcpy(&lo, row[i] + at + 1024, 4);
+      const __m512bh h = (__m512bh)_mm512_set1_epi32(hi), l = (__m512bh)_mm512_set1_epi32(lo);
+      for (int g = 0; g < NG; ++g) c[i][g] = _mm512_dpbf16_ps(c[i][g], h, bv[g]);
+      for (int g = 0; g < NG; ++g) c[i][g] = _mm512_dpbf16_ps(c[i][g], l, bv[g]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int g = 0; g < NG; ++g) _mm512_mask_storeu_ps(y + i * ldy + g * 16, mask[g], c[i][g]);
+}
+
+// Weight rows n0 .. n0 + 64 (rows ≥ N and columns ≥ K as zeros), columns k0 .. k0 + kc, into
+// the panel layout of expand_panel (bf16 already: a masked load and a scatter per 32 columns).
+void expand_panel_bf16(const LinearWeight& w, int64_t n0, int64_t k0, int64_t kc, uint32_t* panel) {
+  const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(16));
+  const uint16_t* data = static_cast<const uint16_t*>(w.data);
+  for (int64_t r = 0; r < NS; ++r) {
+    const int64_t n = n0 + r;
+    uint32_t* base = panel + (r / 16) * KP * 16 + (r % 16);
+    for (int64_t b = 0; b * 32 < kc; ++b) {
+      const int64_t cnt = std::min<int64_t>(32, kc - b * 32);
+      const __mmask32 mk = cnt == 32 ? 0xffffffffu : static_cast<__mmask32>((1u << cnt) - 1u);
+      const __m512i v = n < w.out ? _mm512_maskz_loadu_epi16(mk, data + n * w.in + k0 + b * 32) : _mm512_setzero_si512();
+      _mm512_i32scatter_epi32(base + b * 16 * 16, vindex, v, 4);
+    }
+  }
+}
+
+struct Bf16SplitOp {
+  const LinearWeight& w;
+  const SplitActivations& s;
+  void prepare(int64_t) {}
+  void expand(int64_t n0, int64_t k0, int64_t kc, uint32_t* panel) { expand_panel_bf16(w, n0, k0, kc, panel); }
+  void micro(int rows, int64_t m, int64_t k0, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
+             const __mmask16* mask) {
+    switch (rows) {
+      case 6: micro_split<6>(s, m, k0, panel, pairs, y, ldy, mask); break;
+      case 5: micro_split<5>(s, m, k0, panel, pairs, y, ldy, mask); break;
+      case 4: micro_split<4>(s, m, k0, panel, pairs, y, ldy, mask); break;
+      case 3: micro_split<3>(s, m, k0, panel, pairs, y, ldy, mask); break;
+      case 2: micro_split<2>(s, m, k0, panel, pairs, y, ldy, mask); break;
+      default: micro_split<1>(s, m, k0, panel, pairs, y, ldy, mask); break;
+    }
+  }
+};
 
 }  // namespace
 
@@ -229,7 +325,18 @@ bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, f
   QuantizedActivations q;
   quantize_activations_avx512(x, M, w.in, w.input_scale_mode, 1, q);
   std::unique_ptr<uint16_t[]> xa(new uint16_t[static_cast<size_t>(M * w.in)]);
-  gemm(w, q, xa.get(), y);
+  W4A4Op op{w, q, xa.get()};
+  gemm(w, op, M * q.blocks, M, y);
+  return true;
+}
+
+bool linear_bf16_split_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  if (w.format != WeightFormat::kBF16 || M < 1) return false;
+  count_bf16_split_call();
+  SplitActivations s;
+  split_activations_bf16_avx512(x, M, w.in, s);
+  Bf16SplitOp op{w, s};
+  gemm(w, op, 0, M, y);
   return true;
 }
 
