@@ -13,9 +13,9 @@
 // (kern::kW4A4Bf16MinRows), where the same QDQ'd operands are multiplied exactly as bf16 with
 // vdpbf16ps and all K products are accumulated in one fp32 chain per output (bf16 denormals
 // flushed; avx512/linear_dpbf16_avx512.cpp). The other exception: bf16 weights with
-// M ≥ 16 at level amx (amx/linear_amx.cpp), and with M ≥ 32 at level avx512 (vdpbf16ps, same
-// file as above), run with the activation split into bf16 hi + lo (~16 significant bits,
-// ≤ 2^-16 relative per term; denormals flushed) and one fp32 chain of 2·K terms per output.
+// M ≥ 16 at level amx (amx/linear_amx.cpp) run with the activation split into bf16 hi + lo
+// (~16 significant bits, ≤ 2^-16 relative per term; denormals flushed) and one fp32 chain of
+// 2·K terms per output.
 #pragma once
 #include <cstdint>
 

@@ -1,9 +1,9 @@
 // AVX-512 linear kernels. fp32 / bf16 / f16 / W4A16 weights: widened to fp32 exactly and
-// multiplied with fp32 FMA — except bf16 weights from kBf16SplitMinRows rows, which run on
-// vdpbf16ps with the activation split into bf16 hi + lo (linear_dpbf16_avx512.cpp, the
-// numerics of the AMX-BF16 path). A plain bf16 activation would add a 2^-9 relative error per
-// term, outside fast precision's bounds; at decode (M = 1) the product is bound by weight
-// bandwidth and fp32 FMA keeps the result equal to ref::linear up to summation order.
+// multiplied with fp32 FMA. A bf16-rounded activation on vdpbf16ps would add a 2^-9 relative
+// error per term, outside fast precision's bounds; the hi + lo split that keeps them
+// (linear_bf16_split_avx512) was not consistently faster here (kernels.h), so it is not used.
+// At decode (M = 1) the product is bound by weight bandwidth and fp32 FMA keeps the result
+// equal to ref::linear up to summation order.
 // W4A4: exact-integer 32-block dots with VNNI vpdpbusd, two blocks per 512-bit register, for
 // M < kW4A4Bf16MinRows; from there linear_dpbf16_avx512.cpp (vdpbf16ps on bf16-expanded
 // MXFP4 operands, where every product is exact, so no rounding of the activation is added).
@@ -286,7 +286,6 @@ void linear_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
     linear_w4a4_int8_avx512(w, x, M, y);
     return;
   }
-  if (w.format == WeightFormat::kBF16 && M >= kBf16SplitMinRows && linear_bf16_split_avx512(w, x, M, y)) return;
   float_gemm<Avx512Float>(w, x, M, y);
 }
 

@@ -22,8 +22,9 @@
 // outside fast precision's bounds), so the activation is split into hi + lo
 // (split_activations_bf16_avx512, the AMX-BF16 path's split) and each pair of columns costs two
 // vdpbf16ps, W·hi then W·lo, into one fp32 chain of 2·K exact products: the numerics of
-// linear_amx_bf16. Its gain over fp32 FMA on the widened weight is the blocking, not the
-// instruction (two vdpbf16ps per 32 products = one FMA per 16).
+// linear_amx_bf16. Its gain over fp32 FMA on the widened weight could only be the blocking,
+// not the instruction (two vdpbf16ps per 32 products = one FMA per 16); measured, it was not
+// consistently faster, so the dispatch does not use it (kernels.h).
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

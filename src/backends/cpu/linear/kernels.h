@@ -95,9 +95,10 @@ inline constexpr int64_t kW4A4Bf16MinRows = 32;
 // weight with vdpbf16ps into one fp32 chain of 2·K exact products per output — the numerics of
 // linear_amx_bf16. Returns false unless w is BF16. Level avx512 or above.
 bool linear_bf16_split_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
-// Rows from which linear_avx512 runs BF16 weights on it (below: fp32 FMA on the widened weight,
-// which needs no split; bench_linear, 9B MLP shapes, 1 thread: 1.1× at M = 32 and 64, 1.2× at 512).
-inline constexpr int64_t kBf16SplitMinRows = 32;
+// Not dispatched: on the 2-core EPYC (bench_linear bf16 vs bf16_split, 9B MLP shapes, loaded
+// machine) it was 0.94–1.2× the fp32-FMA kernel from run to run — two vdpbf16ps per 32 products
+// have the same peak as one FMA per 16, so only blocking can win. Kept for benchmarks and for
+// CPUs where vdpbf16ps outruns FMA; tests hold it to the AMX-BF16 bound.
 uint64_t bf16_split_calls();
 void count_bf16_split_call();
 // Calls of linear_w4a4_bf16_avx512 in this process (tests assert the dispatch; baseline flags).
