@@ -3,6 +3,9 @@
 // MXFP4 W4A4, bf16 and fp32 weights through stave::cpu::linear at the active ISA level
 // (STAVE_CPU_ISA lowers it), and ref::linear on the W4A4 weight as the baseline (M = 1 and 64
 // only: at M = 512 the scalar reference takes minutes per iteration on small machines).
+// w4a4_int8 / w4a4_bf16 run the two AVX-512 W4A4 kernels directly (VNNI int8 block dots vs
+// vdpbf16ps on bf16-expanded operands; skipped below level avx512), on the Clef-9B shapes too
+// (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked.
 // Counters: FLOP/s = 2·M·N·K per second; WeightB/s = bytes of stored weight read per second.
 #include <benchmark/benchmark.h>
 
@@ -14,6 +17,7 @@
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/cpu_linear.h"
+#include "backends/cpu/linear/kernels.h"
 #include "ops/reference.h"
 #include "formats/mxfp4.h"
 #include "util/bf16.h"
@@ -35,9 +39,11 @@ constexpr Shape kShapes[] = {
     {"attn_q_proj", 12288, 5120},
     {"attn_kv_proj", 1024, 5120},
     {"attn_o_proj", 5120, 6144},
+    {"9b_mlp_up_4096x12288", 12288, 4096},
+    {"9b_mlp_down_12288x4096", 4096, 12288},
 };
 
-enum class Kernel { kW4A4, kBF16, kF32, kRef };
+enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split };
 
 // Deterministic pseudo-random N(0, ~0.05)-ish values without a slow generator.
 inline float noise(uint64_t i) {
@@ -60,7 +66,9 @@ struct Weight {
 
 Weight& weight_for(const Shape& s, Kernel k) {
   static std::unique_ptr<Weight> cur;
-  const Kernel storage = k == Kernel::kRef ? Kernel::kW4A4 : k;
+  const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 ? Kernel::kW4A4
+                         : k == Kernel::kBf16Split                                          ? Kernel::kBF16
+                                                                                             : k;
   if (cur && cur->shape.out == s.out && cur->shape.in == s.in && cur->kind == storage) return *cur;
   cur.reset();
   cur = std::make_unique<Weight>();
@@ -104,12 +112,23 @@ Weight& weight_for(const Shape& s, Kernel k) {
 
 void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
   const int64_t M = state.range(0);
+  const bool direct = k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split;
+  if (direct && stave::cpu::active_isa() < stave::cpu::Isa::kAvx512) {
+    state.SkipWithError("needs level avx512");
+    return;
+  }
   Weight& t = weight_for(s, k);
   std::vector<float> x(M * s.in), y(M * s.out);
   for (int64_t i = 0; i < M * s.in; ++i) x[i] = noise(i + 12345) * 20.0f;
   for (auto _ : state) {
     if (k == Kernel::kRef)
       stave::ref::linear(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kW4A4Int8)
+      stave::cpu::kern::linear_w4a4_int8_avx512(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kW4A4Bf16)
+      stave::cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kBf16Split)
+      stave::cpu::kern::linear_bf16_split_avx512(t.w, x.data(), M, y.data());
     else
       stave::cpu::linear(t.w, x.data(), M, y.data());
     benchmark::DoNotOptimize(y.data());
@@ -122,15 +141,21 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
   state.SetLabel(k == Kernel::kRef ? "ref" : stave::cpu::isa_name(stave::cpu::active_isa()));
 }
 
+bool direct_kernel(Kernel k) { return k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split; }
+
 int register_all() {
   const std::pair<Kernel, const char*> kernels[] = {
-      {Kernel::kW4A4, "w4a4"}, {Kernel::kRef, "ref"}, {Kernel::kBF16, "bf16"}, {Kernel::kF32, "f32"}};
+      {Kernel::kW4A4, "w4a4"},           {Kernel::kRef, "ref"},           {Kernel::kBF16, "bf16"},
+      {Kernel::kF32, "f32"},             {Kernel::kW4A4Int8, "w4a4_int8"}, {Kernel::kW4A4Bf16, "w4a4_bf16"},
+      {Kernel::kBf16Split, "bf16_split"}};
   // Shape-major (ref reads the W4A4 weight) so each weight is built once for all its M values.
   for (const Shape& s : kShapes)
     for (auto [k, kname] : kernels) {
       auto* b = benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),
                                              [s, k = k](benchmark::State& st) { BM_Linear(st, s, k); });
       b->Arg(1)->Arg(64);
+      if (k == Kernel::kBF16) b->Arg(32);
+      if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }

@@ -1,6 +1,6 @@
 // Peak rates of this CPU, all cores (one OpenMP thread each), so docs/benchmarks.md can say what
 // fraction of peak the linear kernels reach: fp32 FMA (AVX2, AVX-512), int8 multiply-add
-// (AVX2 vpmaddubsw+vpaddw, AVX-512 VNNI vpdpbusd), AMX int8 (tdpbssd) and bf16 (tdpbf16ps), and
+// (AVX2 vpmaddubsw+vpaddw, AVX-512 VNNI vpdpbusd), AVX-512-BF16 vdpbf16ps, AMX int8 (tdpbssd) and bf16 (tdpbf16ps), and
 // read bandwidth from memory (what bounds M = 1). A MAC counts as 2 ops. Each kernel runs
 // independent register chains so throughput, not latency, is measured. Instruction sets the CPU
 // lacks are skipped (state.SkipWithError). Bench files get no ISA flags, so the kernels use
@@ -62,6 +62,17 @@ __attribute__((target("avx512f,avx512vnni"))) int int8_vnni(int64_t iters) {
   __m512i t = a[0];
   for (int i = 1; i < 16; ++i) t = _mm512_add_epi32(t, a[i]);
   return _mm512_reduce_add_epi32(t);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) float bf16_dp(int64_t iters) {
+  __m512 a[16];
+  const __m512bh u = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(-1e-3f));
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_dpbf16_ps(a[i], u, u);
+  __m512 t = a[0];
+  for (int i = 1; i < 16; ++i) t = _mm512_add_ps(t, a[i]);
+  return _mm512_reduce_add_ps(t);
 }
 
 struct alignas(64) TileConfig {
@@ -134,6 +145,9 @@ void BM_Int8MaddubsAvx2(benchmark::State& st) {
 void BM_Int8VnniAvx512(benchmark::State& st) {
   run_all_threads(st, Isa::kAvx512, 2.0 * 64 * 16 * kIters, [] { return int8_vnni(kIters); });
 }
+void BM_Bf16DpAvx512(benchmark::State& st) {  // 32 bf16 MACs per vdpbf16ps
+  run_all_threads(st, Isa::kAvx512, 2.0 * 32 * 16 * kIters, [] { return bf16_dp(kIters); });
+}
 void BM_AmxInt8(benchmark::State& st) {
   const int64_t it = kIters / 16;
   run_all_threads(st, Isa::kAmx, 2.0 * 4 * 16 * 16 * 64 * it, [it] { return amx_loop(it, false); });
@@ -165,6 +179,7 @@ BENCHMARK(BM_Fp32FmaAvx2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Fp32FmaAvx512)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Int8MaddubsAvx2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Int8VnniAvx512)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Bf16DpAvx512)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AmxInt8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AmxBf16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemoryRead)->UseRealTime()->Unit(benchmark::kMillisecond);

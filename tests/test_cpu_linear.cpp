@@ -4,7 +4,8 @@
 // ref::weight_row_f32 for the weight). The activation quantizers of the W4A4 kernels are held
 // bit for bit to mxfp4::quantize_block. The AMX-BF16 kernel (bf16 weights, M ≥ 16, level amx)
 // has its own bound (activation split into bf16 hi + lo), an exact-integer test, and runs its
-// driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX.
+// driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX. The AVX-512-BF16
+// W4A4 kernel is tested directly at every M and through the dispatch (asserted by its counter).
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -141,8 +142,10 @@ void split_reference(float x, uint16_t& hi, uint16_t& lo) {
 //    with K; the second is ~6× the largest accumulation error seen with emulated tiles (6e-7·S), and ~5× below what
 //    an activation that lost its lo half would give (~2^-10·S/√K at K = 3072). Against the
 //    exact sum over x add 2^-16·S; against ref::linear add (K + 2)·u·(S + |b|) more.
+//  - The AVX-512-BF16 W4A4 kernel (w4a4_bf16) multiplies the same QDQ'd operands exactly (as
+//    bf16) but chains all K products per output in fp32 (no exact block sums): K + 48 terms.
 void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64_t M, const std::vector<float>& y,
-                           const std::string& where, bool split_bf16 = false) {
+                           const std::string& where, bool split_bf16 = false, bool w4a4_bf16 = false) {
   const LinearWeight& w = t.w;
   const int64_t K = w.in, N = w.out;
   std::vector<float> yref(static_cast<size_t>(M * N));
@@ -160,7 +163,7 @@ void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64
   }
   std::vector<float> wrow(static_cast<size_t>(K));
   const double u = std::ldexp(1.0, -24);
-  const double chain = is_w4a4(kind) ? K / 32.0 + 48 : K / 8.0 + K / 512.0 + 48;
+  const double chain = w4a4_bf16 ? K + 48.0 : is_w4a4(kind) ? K / 32.0 + 48 : K / 8.0 + K / 512.0 + 48;
   int failures = 0;
   for (int64_t n = 0; n < N && failures < 5; ++n) {
     ref::weight_row_f32(w, n, wrow.data());
@@ -197,6 +200,12 @@ void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64
 
 // Whether cpu::linear at this level takes the AMX-BF16 kernel (the dispatch rule under test).
 bool takes_amx_bf16(Isa isa, Kind kind, int64_t M) { return isa == Isa::kAmx && kind == Kind::kBF16 && M >= 16; }
+// Whether it takes the AVX-512-BF16 W4A4 kernel (level avx512; at amx, M ≥ 16 goes to AMX-INT8).
+// The AVX-512-BF16 hi + lo kernel for bf16 weights is not dispatched (kernels.h says why).
+bool takes_bf16_split(Isa, Kind, int64_t) { return false; }
+bool takes_w4a4_bf16(Isa isa, Kind kind, int64_t M) {
+  return isa == Isa::kAvx512 && is_w4a4(kind) && M >= cpu::kern::kW4A4Bf16MinRows;
+}
 
 TEST(CpuFeatures, ParsesAndClampsLevels) {
   EXPECT_EQ(cpu::parse_isa("generic"), Isa::kGeneric);
@@ -237,10 +246,14 @@ TEST(CpuLinear, MatchesReferenceEveryFormatAndLevel) {
         const bool amx = takes_amx_bf16(isa, kind, M);
         const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=" + std::to_string(M) +
                                   " N=" + std::to_string(N) + " K=" + std::to_string(K) + (bias ? " +bias" : "");
-        const uint64_t before = cpu::kern::amx_bf16_calls();
+        const bool w4a4_bf16 = takes_w4a4_bf16(isa, kind, M), split = takes_bf16_split(isa, kind, M);
+        const uint64_t before = cpu::kern::amx_bf16_calls(), before_w4a4 = cpu::kern::w4a4_bf16_calls();
+        const uint64_t before_split = cpu::kern::bf16_split_calls();
         cpu::linear(t.w, x.data(), M, y.data());
         EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << where;
-        check_against_oracles(t, kind, x.data(), M, y, where, amx);
+        EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << where;
+        EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << where;
+        check_against_oracles(t, kind, x.data(), M, y, where, amx || split, w4a4_bf16);
         ++cases;
       }
     }
@@ -274,11 +287,16 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
     for (Isa isa : levels()) {
       cpu::ScopedIsa scoped(isa);
       std::vector<float> y(70 * 97, NAN);
-      const bool amx = takes_amx_bf16(isa, kind, 70);
-      const uint64_t before = cpu::kern::amx_bf16_calls();
+      const bool amx = takes_amx_bf16(isa, kind, 70), w4a4_bf16 = takes_w4a4_bf16(isa, kind, 70);
+      const bool split = takes_bf16_split(isa, kind, 70);
+      const uint64_t before = cpu::kern::amx_bf16_calls(), before_w4a4 = cpu::kern::w4a4_bf16_calls();
+      const uint64_t before_split = cpu::kern::bf16_split_calls();
       cpu::linear(t.w, x.data(), 70, y.data());
       EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << cpu::isa_name(isa) << " " << kind_name(kind);
-      check_against_oracles(t, kind, x.data(), 70, y, std::string(cpu::isa_name(isa)) + " " + kind_name(kind), amx);
+      EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << cpu::isa_name(isa);
+      EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << cpu::isa_name(isa);
+      check_against_oracles(t, kind, x.data(), 70, y, std::string(cpu::isa_name(isa)) + " " + kind_name(kind),
+                            amx || split, w4a4_bf16);
     }
   }
 }
@@ -362,6 +380,124 @@ TEST(CpuLinear, ActivationQuantizersAreBitExact) {
         }
       for (int64_t i = rows * K; i < q.padded_rows * K; ++i) ASSERT_EQ(q.codes[i], 0) << name << " padding";
     }
+}
+
+// ---- AVX-512-BF16 W4A4 (MXFP4 W4A4, fast precision, level avx512) --------------------------
+
+// The kernel called directly at every M (it is correct for any M; the dispatch uses it from
+// kW4A4Bf16MinRows rows), and cpu::linear at level avx512 asserted to take it exactly then. Random
+// shapes (N not a multiple of the 64-column strips, K not of the 256-column chunks) and the Clef
+// shapes' K (5120 hidden 27B, 4096 hidden 9B, 17408 MLP 27B) with N kept small for the oracle.
+TEST(CpuLinear, W4A4Bf16MatchesReference) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512-BF16 on this CPU (or STAVE_CPU_ISA below avx512)";
+  cpu::ScopedIsa scoped(Isa::kAvx512);
+  struct Case {
+    int64_t M, N, K;
+    Kind kind;
+    bool bias;
+  };
+  const Case cases[] = {
+      {1, 53, 544, Kind::kW4A4Even, true},      {7, 150, 2080, Kind::kW4A4Floor, false},
+      {64, 100, 96, Kind::kW4A4Ceil, true},     {300, 67, 544, Kind::kW4A4Even, false},
+      {16, 64, 32, Kind::kW4A4Even, true},      {1, 40, 17408, Kind::kW4A4Even, false},
+      {7, 33, 17408, Kind::kW4A4Even, true},    {64, 20, 17408, Kind::kW4A4Even, false},
+      {300, 70, 4096, Kind::kW4A4Even, true},   {64, 130, 5120, Kind::kW4A4Even, false},
+      {7, 129, 4096, Kind::kW4A4Even, false},   {1, 65, 5120, Kind::kW4A4Even, true},
+  };
+  std::mt19937 rng(27);
+  for (const Case& c : cases) {
+    TestWeight t = make_weight(c.kind, c.N, c.K, c.bias, rng);
+    std::vector<float> x = random_activation(c.M, c.K, rng);
+    const std::string where = std::string(kind_name(c.kind)) + " M=" + std::to_string(c.M) + " N=" +
+                              std::to_string(c.N) + " K=" + std::to_string(c.K) + (c.bias ? " +bias" : "");
+    std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+    uint64_t before = cpu::kern::w4a4_bf16_calls();
+    ASSERT_TRUE(cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), c.M, y.data())) << where;
+    EXPECT_EQ(cpu::kern::w4a4_bf16_calls(), before + 1) << where;
+    check_against_oracles(t, c.kind, x.data(), c.M, y, "direct " + where, false, true);
+
+    std::fill(y.begin(), y.end(), NAN);
+    const bool expect = c.M >= cpu::kern::kW4A4Bf16MinRows;
+    before = cpu::kern::w4a4_bf16_calls();
+    cpu::linear(t.w, x.data(), c.M, y.data());
+    ASSERT_EQ(cpu::kern::w4a4_bf16_calls() - before, expect ? 1u : 0u)
+        << "cpu::linear " << (expect ? "did not take" : "took") << " the AVX-512-BF16 W4A4 kernel, " << where;
+    check_against_oracles(t, c.kind, x.data(), c.M, y, "dispatched " + where, false, expect);
+  }
+}
+
+// Scale bytes at the ends of E8M0's range (the kernel expands those blocks by fp32
+// multiplication below 2, where the exponent add would leave the normal range): 252 (2^125, the
+// largest the exponent add takes; 253 and up overflow fp32 already for E2M1 = 6), 1 and 0
+// (whose products are denormal or lost, but must not become garbage) on the first block of the
+// rows, with that activation block scaled by 2^-120 so the products stay finite.
+TEST(CpuLinear, W4A4Bf16ExtremeWeightScales) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512-BF16 on this CPU (or STAVE_CPU_ISA below avx512)";
+  std::mt19937 rng(29);
+  const int64_t M = 20, N = 70, K = 320;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+  for (int64_t r = 0; r < N; ++r)
+    t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
+  std::vector<float> x = random_activation(M, K, rng);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < 32; ++k) x[m * K + k] = std::ldexp(x[m * K + k], -120);
+  std::vector<float> y(static_cast<size_t>(M * N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), M, y.data()));
+  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "extreme scales", false, true);
+}
+
+TEST(CpuLinear, W4A4Bf16TakesOnlyW4A4) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512-BF16 on this CPU (or STAVE_CPU_ISA below avx512)";
+  std::mt19937 rng(28);
+  std::vector<float> x = random_activation(40, 64, rng), y(40 * 9, NAN);
+  const uint64_t before = cpu::kern::w4a4_bf16_calls();
+  for (Kind kind : {Kind::kBF16, Kind::kW4A16, Kind::kF32}) {
+    TestWeight t = make_weight(kind, 9, 64, false, rng);
+    EXPECT_FALSE(cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), 40, y.data())) << kind_name(kind);
+    cpu::ScopedIsa scoped(Isa::kAvx512);
+    cpu::linear(t.w, x.data(), 40, y.data());
+  }
+  EXPECT_EQ(cpu::kern::w4a4_bf16_calls(), before);
+  TestWeight t = make_weight(Kind::kW4A4Even, 9, 64, false, rng);
+  static_assert(cpu::kern::kW4A4Bf16MinRows <= 40, "the rows below must reach the kernel at level avx512");
+  for (Isa isa : levels()) {
+    cpu::ScopedIsa scoped(isa);
+    const uint64_t at = cpu::kern::w4a4_bf16_calls();
+    cpu::linear(t.w, x.data(), 40, y.data());  // amx: AMX-INT8
+    EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - at, isa == Isa::kAvx512 ? 1u : 0u)
+        << cpu::isa_name(isa) << ": only level avx512 takes it";
+  }
+}
+
+// The AVX-512-BF16 hi + lo kernel for bf16 weights, called directly at every M and held to the
+// AMX-BF16 bound (same numerics); any K (odd, below 32, Clef sizes). cpu::linear must not take
+// it (not dispatched; kernels.h).
+TEST(CpuLinear, Bf16SplitDpMatchesReference) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512-BF16 on this CPU (or STAVE_CPU_ISA below avx512)";
+  cpu::ScopedIsa scoped(Isa::kAvx512);
+  struct Case {
+    int64_t M, N, K;
+    bool bias;
+  };
+  const Case cases[] = {{1, 53, 77, true},    {7, 150, 1000, false}, {64, 100, 33, true},  {300, 67, 544, false},
+                        {32, 64, 15, true},   {64, 20, 5120, false}, {33, 40, 4096, true}, {7, 33, 17408, false},
+                        {300, 9, 4096, true}, {40, 130, 257, false}};
+  std::mt19937 rng(31);
+  for (const Case& c : cases) {
+    TestWeight t = make_weight(Kind::kBF16, c.N, c.K, c.bias, rng);
+    std::vector<float> x = random_activation(c.M, c.K, rng);
+    const std::string where = "bf16 M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
+                              std::to_string(c.K) + (c.bias ? " +bias" : "");
+    std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+    uint64_t before = cpu::kern::bf16_split_calls();
+    ASSERT_TRUE(cpu::kern::linear_bf16_split_avx512(t.w, x.data(), c.M, y.data())) << where;
+    EXPECT_EQ(cpu::kern::bf16_split_calls(), before + 1) << where;
+    check_against_oracles(t, Kind::kBF16, x.data(), c.M, y, "direct " + where, true);
+
+    before = cpu::kern::bf16_split_calls();
+    cpu::linear(t.w, x.data(), c.M, y.data());
+    ASSERT_EQ(cpu::kern::bf16_split_calls(), before) << "cpu::linear took the hi + lo kernel, " << where;
+  }
 }
 
 // ---- AMX-BF16 (bf16 weights, M >= 16, level amx) ------------------------------------------

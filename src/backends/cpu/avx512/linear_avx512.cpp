@@ -1,9 +1,12 @@
 // AVX-512 linear kernels. fp32 / bf16 / f16 / W4A16 weights: widened to fp32 exactly and
-// multiplied with fp32 FMA. We do not use vdpbf16ps: it would round every activation to bf16
-// (a 2^-9 relative error per term) for a speed-up that matters only when compute-bound, i.e.
-// large M, where the AMX path is the place for it; at decode (M = 1) the product is bound by
-// weight bandwidth and fp32 FMA keeps the result equal to ref::linear up to summation order.
-// W4A4: exact-integer 32-block dots with VNNI vpdpbusd, two blocks per 512-bit register.
+// multiplied with fp32 FMA. A bf16-rounded activation on vdpbf16ps would add a 2^-9 relative
+// error per term, outside fast precision's bounds; the hi + lo split that keeps them
+// (linear_bf16_split_avx512) was not consistently faster here (kernels.h), so it is not used.
+// At decode (M = 1) the product is bound by weight bandwidth and fp32 FMA keeps the result
+// equal to ref::linear up to summation order.
+// W4A4: exact-integer 32-block dots with VNNI vpdpbusd, two blocks per 512-bit register, for
+// M < kW4A4Bf16MinRows; from there linear_dpbf16_avx512.cpp (vdpbf16ps on bf16-expanded
+// MXFP4 operands, where every product is exact, so no rounding of the activation is added).
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -271,11 +274,16 @@ void split_activations_bf16_avx512(const float* x, int64_t M, int64_t K, SplitAc
   }
 }
 
+void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  QuantizedActivations q;
+  quantize_activations_avx512(x, M, w.in, w.input_scale_mode, 1, q);
+  w4a4_gemm<Avx512W4A4>(w, q, y);
+}
+
 void linear_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format == WeightFormat::kMXFP4 && w.quantize_input) {
-    QuantizedActivations q;
-    quantize_activations_avx512(x, M, w.in, w.input_scale_mode, 1, q);
-    w4a4_gemm<Avx512W4A4>(w, q, y);
+    if (M >= kW4A4Bf16MinRows && linear_w4a4_bf16_avx512(w, x, M, y)) return;
+    linear_w4a4_int8_avx512(w, x, M, y);
     return;
   }
   float_gemm<Avx512Float>(w, x, M, y);

@@ -77,6 +77,34 @@ bool linear_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y)
 uint64_t amx_bf16_calls();
 void count_amx_bf16_call();
 
+// MXFP4 W4A4 in fast precision on AVX-512-BF16 (avx512/linear_dpbf16_avx512.cpp): the
+// activation QDQ'd once and kept as bf16, weight strips expanded from MXFP4 to bf16 in the
+// kernel, exact products accumulated in fp32 across all K with vdpbf16ps. Returns false (and
+// does nothing) unless w is MXFP4 with quantize_input. Only call it at level avx512 or above.
+bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+// The VNNI int8 W4A4 kernel (exact integer 32-block dots, per-block rescale); the dispatch in
+// linear_avx512 picks between the two by M (kW4A4Bf16MinRows). Level avx512 or above.
+void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Rows from which linear_avx512 runs W4A4 on the BF16 kernel. Below it the int8 kernel, which
+// uses the packed weight without expanding it, is as fast or faster (bench_linear, 9B MLP shape,
+// 2-core EPYC: 1 thread ties at M = 8 and the BF16 kernel wins 1.4× at 16; 2 threads on the
+// loaded machine it lost at 16 and won from 32).
+inline constexpr int64_t kW4A4Bf16MinRows = 32;
+// BF16 weights in fast precision on AVX-512-BF16 (same file and blocking): the activation split
+// into bf16 hi + lo (SplitActivations, as linear_amx_bf16) and both multiplied by the stored
+// weight with vdpbf16ps into one fp32 chain of 2·K exact products per output — the numerics of
+// linear_amx_bf16. Returns false unless w is BF16. Level avx512 or above.
+bool linear_bf16_split_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Not dispatched: on the 2-core EPYC (bench_linear bf16 vs bf16_split, 9B MLP shapes, loaded
+// machine) it was 0.94–1.2× the fp32-FMA kernel from run to run — two vdpbf16ps per 32 products
+// have the same peak as one FMA per 16, so only blocking can win. Kept for benchmarks and for
+// CPUs where vdpbf16ps outruns FMA; tests hold it to the AMX-BF16 bound.
+uint64_t bf16_split_calls();
+void count_bf16_split_call();
+// Calls of linear_w4a4_bf16_avx512 in this process (tests assert the dispatch; baseline flags).
+uint64_t w4a4_bf16_calls();
+void count_w4a4_bf16_call();
+
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();
 
