@@ -31,7 +31,7 @@ Register reg{{"bench-decode", "Time generation: time to first token and decode t
                     ->check(in_range(0, std::numeric_limits<int>::max()));
                 sub.add_option("--threads", o->threads, "threads (0: all cores)")->capture_default_str()->check(in_range(0, 4096));
                 sub.add_option("--precision", *precision, "exact or fast")->capture_default_str();
-                sub.add_option("--device", o->device, "where the model runs (the language model runs on cpu only for now)")
+                sub.add_option("--device", o->device, "where the model runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();
                 sub.add_option("--seed", o->seed, "seed of the random prompt ids")->capture_default_str();
                 sub.add_option("--json", *json_out, "also write the results as JSON to this file");
