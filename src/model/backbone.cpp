@@ -119,19 +119,26 @@ std::vector<float> Backbone::forward(std::span<const int32_t> ids, std::span<con
 
 Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const int32_t> positions,
                                    std::span<const EmbeddingOverride> overrides) const {
-  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size, half = rope_.half();
+  const int64_t L = static_cast<int64_t>(ids.size());
   if (!positions.empty() && static_cast<int64_t>(positions.size()) != 3 * L)
     throw Error(ErrorKind::kInternal, "M-RoPE positions have " + std::to_string(positions.size()) +
                                           " values, expected 3 × " + std::to_string(L));
+  return rows_in(ids, positions, overrides, 0);
+}
+
+Backbone::Sequence Backbone::rows_in(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                                     std::span<const EmbeddingOverride> overrides, int64_t first) const {
+  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size, half = rope_.half();
   Tensor h = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
   embed_rows(ids, overrides, h.data<float>());
-  rope_rows(positions, 0, L, cos.data<float>(), sin.data<float>());
-  Sequence seq;
-  seq.tokens = L;
-  seq.h = backend_.to_device(h);
-  seq.cos = backend_.to_device(cos);
-  seq.sin = backend_.to_device(sin);
-  return seq;
+  rope_rows(positions, first, L, cos.data<float>(), sin.data<float>());
+  return Sequence{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin)};
+}
+
+void Backbone::final_norm(float* h, int64_t rows) const {
+  if (rows > 0)
+    backend_.rms_norm_zero_centered(h, rows, config_.hidden_size, final_norm_.data<float>(),
+                                    static_cast<float>(config_.rms_norm_eps), h);
 }
 
 void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpInputObserver* mlp_input) const {
@@ -191,8 +198,7 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   if (n_seq == 1) {  // one sequence: the stepped path
     Sequence seq{L, backend_.to_device(hh), backend_.to_device(cos), backend_.to_device(sin)};
     for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
-    backend_.rms_norm_zero_centered(seq.h.data<float>(), L, H, final_norm_.data<float>(),
-                                    static_cast<float>(config_.rms_norm_eps), seq.h.data<float>());
+    final_norm(seq.h.data<float>(), L);
     return seq.h;
   }
   const Tensor h = backend_.to_device(hh);
@@ -210,8 +216,7 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
     for (DecoderLayer::State& s : states) pointers.push_back(&s);
     layer.forward(backend_, h.data<float>(), batch, pointers);
   }
-  backend_.rms_norm_zero_centered(h.data<float>(), L, H, final_norm_.data<float>(),
-                                  static_cast<float>(config_.rms_norm_eps), h.data<float>());
+  final_norm(h.data<float>(), L);
   return h;
 }
 
@@ -241,15 +246,12 @@ std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState&
   if (state.layers.size() != layers_.size())
     throw Error(ErrorKind::kInternal, "sequence state has " + std::to_string(state.layers.size()) +
                                           " layers, the model " + std::to_string(layers_.size()));
-  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size, half = rope_.half();
+  const int64_t L = static_cast<int64_t>(ids.size());
   if (state.tokens + L > config_.max_position_embeddings)
     throw Error(ErrorKind::kRequestTooLarge, "the sequence would reach " + std::to_string(state.tokens + L) +
                                                  " tokens, past the model's max_position_embeddings " +
                                                  std::to_string(config_.max_position_embeddings));
-  Tensor h = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
-  embed_rows(ids, {}, h.data<float>());
-  rope_rows({}, state.tokens, L, cos.data<float>(), sin.data<float>());
-  Sequence seq{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin)};
+  Sequence seq = rows_in(ids, {}, {}, state.tokens);
   for (int64_t l = 0; l < num_layers(); ++l)
     run_layer_from(l, seq.h.data<float>(), L, seq.cos, seq.sin, state.layers[static_cast<size_t>(l)], state.tokens,
                    nullptr);
@@ -294,8 +296,7 @@ std::vector<float> Backbone::decode_batch(std::span<SequenceState* const> states
     layers_[l].forward(backend_, dh.data<float>(), batch, pointers);
   }
   for (SequenceState* s : states) s->tokens += 1;
-  backend_.rms_norm_zero_centered(dh.data<float>(), n, H, final_norm_.data<float>(),
-                                  static_cast<float>(config_.rms_norm_eps), dh.data<float>());
+  final_norm(dh.data<float>(), n);
   backend_.copy_to_host(dh, out.data());
   return out;
 }
@@ -304,8 +305,7 @@ std::vector<float> Backbone::finish(Sequence& seq) const {
   const int64_t H = config_.hidden_size;
   std::vector<float> out(static_cast<size_t>(seq.tokens * H));
   if (seq.tokens == 0) return out;
-  backend_.rms_norm_zero_centered(seq.h.data<float>(), seq.tokens, H, final_norm_.data<float>(),
-                                  static_cast<float>(config_.rms_norm_eps), seq.h.data<float>());
+  final_norm(seq.h.data<float>(), seq.tokens);
   backend_.copy_to_host(seq.h, out.data());
   seq.h = Tensor();
   return out;

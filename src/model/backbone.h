@@ -144,6 +144,12 @@ class Backbone {
   // (one sequence) from token `begin`.
   void run_layer_from(int64_t index, float* h, int64_t L, const Tensor& cos, const Tensor& sin,
                       DecoderLayer::State& state, int64_t begin, const DecoderLayer::MlpInputObserver* mlp_input) const;
+  // The embedding rows and RoPE tables of ids at positions (or text positions from `first`),
+  // in the backend's memory.
+  Sequence rows_in(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                   std::span<const EmbeddingOverride> overrides, int64_t first) const;
+  // h[rows, hidden] ← the final zero-centred RMSNorm of h, in place.
+  void final_norm(float* h, int64_t rows) const;
   // Checks ids against the vocabulary and writes their embedding rows (then the overrides).
   void embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides, float* h) const;
 
