@@ -14,13 +14,18 @@ pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc) # NFC normalize
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
 # FFmpeg (Debian's libav*): video containers (MP4, WebM, MKV) and codecs (H.264, VP8/9, AV1
 # where the Debian build has a decoder), frame conversion to RGB24 (libswscale).
-pkg_check_modules(LIBAV REQUIRED IMPORTED_TARGET libavformat libavcodec libswscale libavutil)
-# Debian's .pc files name the multiarch folder (/usr/include/<triplet>), which is already on the
-# compiler's search path; dropping it keeps every compile command, and so ccache's hits, unchanged.
-get_target_property(_libav_include PkgConfig::LIBAV INTERFACE_INCLUDE_DIRECTORIES)
-if(_libav_include)
-  list(FILTER _libav_include EXCLUDE REGEX "^/usr/include(/[^/]+-linux-gnu[^/]*)?/?$")
-  set_target_properties(PkgConfig::LIBAV PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_libav_include}")
+# -DSTAVE_VIDEO=OFF builds without it (STAVE_LIBAV_LIBS is then empty).
+set(STAVE_LIBAV_LIBS "")
+if(STAVE_VIDEO)
+  pkg_check_modules(LIBAV REQUIRED IMPORTED_TARGET libavformat libavcodec libswscale libavutil)
+  # Debian's .pc files name the multiarch folder (/usr/include/<triplet>), which is already on the
+  # compiler's search path; dropping it keeps every compile command, and so ccache's hits, unchanged.
+  get_target_property(_libav_include PkgConfig::LIBAV INTERFACE_INCLUDE_DIRECTORIES)
+  if(_libav_include)
+    list(FILTER _libav_include EXCLUDE REGEX "^/usr/include(/[^/]+-linux-gnu[^/]*)?/?$")
+    set_target_properties(PkgConfig::LIBAV PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_libav_include}")
+  endif()
+  set(STAVE_LIBAV_LIBS PkgConfig::LIBAV)
 endif()
 
 # Boost.Beast + Boost.Asio (header-only): the event-driven HTTP/1.1 server of stave serve.

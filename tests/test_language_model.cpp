@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 
+#include "backends/registry.h"
 #include "stave/language_model.h"
 #include "test_util.h"
 
@@ -17,10 +19,11 @@ namespace {
 
 using OJson = nlohmann::ordered_json;
 
-std::unique_ptr<LanguageModel> load(const std::string& variant, Precision p) {
+std::unique_ptr<LanguageModel> load(const std::string& variant, Precision p, const std::string& device = "cpu") {
   EngineOptions o;
   o.model = test::fixture("public/model-" + variant);
   o.precision = p;
+  o.device = device;
   o.threads = 1;  // the tiny fixture model gains nothing from threads; spinning ones cost on a busy CI machine
   return LanguageModel::load(o);
 }
@@ -31,9 +34,9 @@ OJson lm_fixture(const std::string& variant) {
 
 // The first `n_windows` reference windows (of 4).
 void check_perplexity(const std::string& variant, Precision p, double token_tol, double mean_rel_tol,
-                      size_t n_windows = 4) {
+                      size_t n_windows = 4, const std::string& device = "cpu") {
   const OJson ref = lm_fixture(variant);
-  const auto lm = load(variant, p);
+  const auto lm = load(variant, p, device);
   ASSERT_EQ(ref["perplexity"].size(), 4u);
   std::vector<std::vector<int32_t>> windows;
   for (size_t w = 0; w < n_windows; ++w) windows.push_back(ref["perplexity"][w]["input_ids"].get<std::vector<int32_t>>());
@@ -58,7 +61,7 @@ void check_perplexity(const std::string& variant, Precision p, double token_tol,
   const double mean_all = total / static_cast<double>(count);
   EXPECT_NEAR(got.mean_nll, mean_all, mean_rel_tol * mean_all);
   EXPECT_DOUBLE_EQ(got.ppl, std::exp(got.mean_nll));
-  std::cout << "[ perplexity " << variant << " " << to_string(p) << " ] max |Δnll| " << max_diff << "\n";
+  std::cout << "[ perplexity " << variant << " " << device << " " << to_string(p) << " ] max |Δnll| " << max_diff << "\n";
 }
 
 TEST(LanguageModel, PerplexityMatchesReferenceBf16Exact) {
@@ -99,9 +102,10 @@ size_t compare_greedy(const std::vector<int32_t>& got, const OJson& chat, double
   return compared;
 }
 
-void check_greedy(const std::string& variant, Precision p, double free_margin, bool via_chat) {
+void check_greedy(const std::string& variant, Precision p, double free_margin, bool via_chat,
+                  const std::string& device = "cpu") {
   const OJson ref = lm_fixture(variant);
-  const auto lm = load(variant, p);
+  const auto lm = load(variant, p, device);
   ASSERT_EQ(lm->eos_token_ids(), std::vector<int32_t>{ref["eos_token_id"].get<int32_t>()});
   GenerationOptions g;
   g.max_tokens = ref["new_tokens"].get<int64_t>();
@@ -119,7 +123,7 @@ void check_greedy(const std::string& variant, Precision p, double free_margin, b
     EXPECT_EQ(streamed, out.text);
     EXPECT_EQ(out.text, lm->detokenize(out.completion_token_ids));
   }
-  std::cout << "[ greedy " << variant << " " << to_string(p) << " ] " << compared << " steps compared\n";
+  std::cout << "[ greedy " << variant << " " << device << " " << to_string(p) << " ] " << compared << " steps compared\n";
   EXPECT_GE(compared, 24u) << "too few steps compared to mean anything";
 }
 
@@ -143,6 +147,42 @@ TEST(LanguageModel, GreedyFastAgreesWhereTheMarginIsClearMxfp4) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-mxfp4.json");
   check_greedy("mxfp4", Precision::kFast, 0.05, false);
 }
+
+// The same fixture checks with the backbone and the LM head on a device backend (the CPU cases
+// are the tests above); the GPU suite runs these (scripts/cuda_device_tests.sh), and they skip
+// where the backend is not built or has no device.
+struct LmDeviceCase {
+  std::string variant, device;
+  Precision precision;
+};
+
+void PrintTo(const LmDeviceCase& c, std::ostream* os) {
+  *os << c.variant << " " << c.device << " " << to_string(c.precision);
+}
+
+class LanguageModelOn : public ::testing::TestWithParam<LmDeviceCase> {};
+
+TEST_P(LanguageModelOn, PerplexityAndGreedyHoldTheReference) {
+  const LmDeviceCase& c = GetParam();
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-" + c.variant + ".json");
+  if (const std::string why = backend_unavailable_reason(c.device); !why.empty()) GTEST_SKIP() << why;
+  if (c.precision == Precision::kExact) {
+    check_perplexity(c.variant, c.precision, 2e-3, 1e-5, 4, c.device);
+    check_greedy(c.variant, c.precision, 1e-4, false, c.device);
+  } else {
+    check_perplexity(c.variant, c.precision, 0.02, 1e-3, 2, c.device);
+    check_greedy(c.variant, c.precision, 0.05, false, c.device);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, LanguageModelOn,
+                         ::testing::Values(LmDeviceCase{"bf16", "cuda", Precision::kExact},
+                                           LmDeviceCase{"mxfp4", "cuda", Precision::kExact},
+                                           LmDeviceCase{"bf16", "cuda", Precision::kFast},
+                                           LmDeviceCase{"mxfp4", "cuda", Precision::kFast}),
+                         [](const ::testing::TestParamInfo<LmDeviceCase>& i) {
+                           return i.param.variant + "_" + i.param.device + "_" + to_string(i.param.precision);
+                         });
 
 // Log-probabilities against the reference's top-5 logits (the fixture has no log-sum-exp, so
 // what can be compared is compared): at each greedy step (up to the first whose margin is below

@@ -11,14 +11,17 @@
 #   TOKENS=512,2048 THREADS=16 REPEAT=2
 set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
+# The folder pack_cuda.sh filled (OUT_DIR/payload); bin.tar.xz is unpacked once beside it.
+payload="$(cd "${PAYLOAD:-$here/payload}" && pwd)" || { echo "PAYLOAD ${PAYLOAD:-$here/payload} is not a folder" >&2; exit 2; }
+if [ ! -d "$payload/bin" ]; then tar -xJf "$payload/bin.tar.xz" -C "$payload" || exit 2; fi
 cd "$here"
 usage() { echo "usage: OUT=RESULTS_DIR LLAMA_BENCH=PATH bash tools/device/cpu_host_bench.sh WORK_DIR" >&2; exit 2; }
 [ $# -eq 1 ] && [ -n "$1" ] || usage
 [ -n "${OUT:-}" ] || { echo "OUT is not set: the folder where results go" >&2; usage; }
 work="$(mkdir -p "$1" && cd "$1" && pwd)" || { echo "cannot create WORK_DIR $1" >&2; exit 2; }
 mkdir -p "$OUT"
-bin="$here/payload/bin"
-export LD_LIBRARY_PATH="$here/payload/lib:${LD_LIBRARY_PATH:-}"
+bin="$payload/bin"
+export LD_LIBRARY_PATH="$payload/lib:${LD_LIBRARY_PATH:-}"
 export PATH="$bin:$PATH"  # jq travels in the payload too
 llama="${LLAMA_BENCH:?set LLAMA_BENCH to a llama-bench binary}"
 models="${MODELS:-flash9b:8:mxfp4 flash9b:8:bf16 c27b:8:mxfp4 c27b:8:bf16}"
@@ -26,7 +29,7 @@ tokens="${TOKENS:-512,2048}"
 threads="${THREADS:-16}"
 repeat="${REPEAT:-2}"
 fx=$work/fx
-if [ ! -d $fx/public ]; then mkdir -p $fx && tar -xJf payload/fixtures.tar.xz -C $fx; fi
+if [ ! -d $fx/public ]; then mkdir -p $fx && tar -xJf "$payload/fixtures.tar.xz" -C $fx; fi
 tok=$fx/public/model-bf16/tokenizer.json
 lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-400 | tee "$OUT/cpu.txt"
 "$bin/bench_peak" --benchmark_min_time=0.2 2>&1 | tee "$OUT/peak.txt" | tail -8

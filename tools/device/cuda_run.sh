@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the device machine from the folder pack_cuda.sh filled: the GPU test suite, then
+# Runs on the device machine, from a checkout with the payload pack_cuda.sh made (PAYLOAD=DIR,
+# default ./payload): the GPU test suite, then
 # `stave synth --preset clef-27b --format mxfp4` on local disk and decision latency at 512,
 # 2048 and 8192 tokens on the H200 (bench_decide). Results and logs under $OUT.
 #   bash tools/device/cuda_run.sh WORK_DIR   (OUT=DIR must be set: where results go)
@@ -12,6 +13,9 @@
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
+# The folder pack_cuda.sh filled (OUT_DIR/payload); bin.tar.xz is unpacked once beside it.
+payload="$(cd "${PAYLOAD:-$here/payload}" && pwd)" || { echo "PAYLOAD ${PAYLOAD:-$here/payload} is not a folder" >&2; exit 2; }
+if [ ! -d "$payload/bin" ]; then tar -xJf "$payload/bin.tar.xz" -C "$payload" || exit 2; fi
 cd "$here"
 usage() { echo "usage: OUT=RESULTS_DIR bash tools/device/cuda_run.sh WORK_DIR" >&2; exit 2; }
 [ $# -eq 1 ] && [ -n "$1" ] || usage
@@ -21,16 +25,16 @@ mkdir -p "$OUT"
 steps="${STEPS:-tests bench torch}"
 layers="${LAYERS:-64}"
 cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
-export LD_LIBRARY_PATH="$here/payload/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$payload/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 echo "cublas: $cublas"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv
 fx=$work/fx
 if [ ! -d $fx/public ]; then
-  mkdir -p $fx && tar -xJf payload/fixtures.tar.xz -C $fx
+  mkdir -p $fx && tar -xJf "$payload/fixtures.tar.xz" -C $fx
   cp $fx/public/model-bf16/model-00001-of-00002.safetensors $fx/public/model-bf16/tokenizer.json $fx/public/model-mxfp4/
 fi
 export STAVE_FIXTURES=$fx
-bin="$here/payload/bin"
+bin="$payload/bin"
 ldd "$bin/stave_cuda_tests" | grep "not found" && echo "MISSING LIBRARIES"
 if [[ " $steps " == *" tests "* ]]; then
   STAVE_PREBUILT="$bin" timeout "${TEST_TIMEOUT:-90}" bash scripts/cuda_device_tests.sh 2>&1 | tee "$OUT/cuda_tests.txt" | grep -v "^\[ *\(RUN\|OK\) *\]"
@@ -55,11 +59,11 @@ if [[ " $steps " == *" bench "* ]]; then
     timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 | tee "$OUT/bench_mxfp4.txt"
   kill $smi
   echo "peak GPU memory used (MiB): $(sort -n "$OUT/gpu_mem.txt" | tail -1)" | tee -a "$OUT/bench_mxfp4.txt"
-  if [ -x "$here/payload/baseline/bench_decide" ]; then
+  if [ -x "$payload/baseline/bench_decide" ]; then
     # The same benchmark on the baseline build (pack_cuda.sh BASELINE_BUILD), in the same run.
-    cat "$here/payload/baseline/commit.txt" 2>/dev/null | tee "$OUT/bench_mxfp4_baseline.txt"
+    cat "$payload/baseline/commit.txt" 2>/dev/null | tee "$OUT/bench_mxfp4_baseline.txt"
     STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
-      timeout "${BENCH_TIMEOUT:-120}" "$here/payload/baseline/bench_decide" --benchmark_counters_tabular=true 2>&1 |
+      timeout "${BENCH_TIMEOUT:-120}" "$payload/baseline/bench_decide" --benchmark_counters_tabular=true 2>&1 |
       tee -a "$OUT/bench_mxfp4_baseline.txt"
   fi
   if [ "${COMPARE_GEMM_ATTENTION:-0}" = 1 ]; then

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Packs what the GPU run needs into OUT_DIR, for a
-# device machine that has CUDA and Python but not stave's build dependencies: the binaries built
-# here with -DSTAVE_CUDA=ON (stave, the test and benchmark binaries, jq), the shared libraries they
-# need that such a machine may lack, and the public fixtures (one xz tarball, the duplicate
-# shard and tokenizer of the MXFP4 model dropped). tools/device/cuda_run.sh unpacks and runs.
+# Packs what the GPU run needs into OUT_DIR/payload, for a device machine that has CUDA and
+# Python but not stave's build dependencies: the binaries built here with -DSTAVE_CUDA=ON
+# (stave, the test and benchmark binaries, jq) and the shared libraries they need that such a
+# machine may lack (one xz tarball, bin.tar.xz), and the public fixtures (another, the
+# duplicate shard and tokenizer of the MXFP4 model dropped). On the device, from a checkout of
+# the same commit, `PAYLOAD=OUT_DIR/payload tools/device/cuda_run.sh` unpacks and runs.
+# Build with -DSTAVE_VIDEO=OFF for the device: FFmpeg's libraries and theirs would not fit the
+# transfer (and the GPU run decodes no video).
 #   bash tools/device/pack_cuda.sh OUT_DIR FIXTURES_DIR   [BUILD=build folder, default ./build]
 #   BASELINE_BUILD=DIR: also pack that (older) build's bench_decide as payload/baseline, so that
 #   cuda_run.sh measures before and after in the same run (e.g. a worktree of the commit before
@@ -23,7 +26,6 @@ mkdir -p "$out"
 keep="$(mktemp)"
 if [ -f "$out/payload/fixtures.tar.xz" ]; then cp "$out/payload/fixtures.tar.xz" "$keep"; fi
 rm -rf "$out" && mkdir -p "$out"
-git -C "$root" ls-files -co --exclude-standard | tar -C "$root" -cf - -T - | tar -C "$out" -xf -
 mkdir -p "$out/payload/bin" "$out/payload/lib"
 for b in "$build/stave" "$build/tests/cuda/stave_cuda_tests" "$build/bench/bench_decide" "$build/bench/bench_peak" \
          "$build/bench/bench_linear" "$build/bench/serve_load" "$build/tests/stave_tests"; do
@@ -42,6 +44,8 @@ for b in "$out"/payload/bin/* "$out"/payload/baseline/bench_decide; do
   ldd "$b" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudart)\.so' \
   | while read -r lib; do cp -L "$lib" "$out/payload/lib/"; done
+tar -C "$out/payload" -cf - bin lib | xz -6 -T2 > "$out/payload/bin.tar.xz"
+rm -rf "$out/payload/bin" "$out/payload/lib"
 work="$(mktemp -d)"
 trap 'rm -rf "$work" "$keep"' EXIT
 if [ -s "$keep" ]; then  # fixtures already packed (REPACK_FIXTURES=1 to redo)
