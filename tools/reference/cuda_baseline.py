@@ -10,12 +10,8 @@ the peak GPU memory. Uses whatever attention / GDN kernels transformers picks on
 
     python3 tools/reference/cuda_baseline.py RELEASE_DIR [TOKENS ...]   (default 512 2048 8192)
 
-FLA_DIR=DIR puts DIR (a folder holding flash-linear-attention's `fla/` package, pure Python +
-Triton, brought to the machine uncommitted) first on sys.path and makes transformers treat fla as
-available, so the Gated DeltaNet runs fla's chunk kernels: the "PyTorch + fla" peer. The first
-line says which kernels ran.
+FLA_DIR=DIR: the "PyTorch + fla" peer (fla_peer.py); a line says which kernels ran.
 """
-import os
 import json
 import statistics
 import sys
@@ -23,14 +19,13 @@ import time
 
 import torch
 
+import fla_peer
+
 
 def main():
     rel = sys.argv[1]
     lengths = [int(t) for t in sys.argv[2:]] or [512, 2048, 8192]
-    if os.environ.get("FLA_DIR"):
-        sys.path.insert(0, os.environ["FLA_DIR"])
-        import transformers.utils.import_utils as iu
-        iu.is_flash_linear_attention_available = lambda: True
+    fla_peer.enable()
     cfg = json.load(open(f"{rel}/config.json"))
     cfg.pop("quantization_config", None)
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
@@ -45,10 +40,7 @@ def main():
             model = Qwen3_5ForConditionalGeneration._from_config(config, torch_dtype=torch.bfloat16)
     model.eval()
     lm = model.model.language_model
-    import transformers.models.qwen3_5.modeling_qwen3_5 as mq
-    gdn = "fla chunk_gated_delta_rule" if getattr(mq, "chunk_gated_delta_rule", None) is not None and \
-        "fla" in getattr(mq.chunk_gated_delta_rule, "__module__", "") else "torch fallback (not fla)"
-    print(f"Gated DeltaNet kernels: {gdn}; attention: {getattr(lm.config, "_attn_implementation", "?")}", flush=True)
+    print(fla_peer.kernels_note(lm.config), flush=True)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, built in {time.time() - t0:.1f} s, "
           f"{sum(p.numel() for p in lm.parameters()) / 1e9:.2f} B params in the language model", flush=True)
     vocab = config.text_config.vocab_size

@@ -1,14 +1,14 @@
 """PyTorch + transformers decode baseline for stave's generation figures (docs/benchmarks.md,
-"Decode: the release as a language model"). Not run yet: written for the next device session.
+"Decode: the release as a language model").
 
 Builds transformers' Qwen3_5ForConditionalGeneration from a stave synth release's config.json,
 BF16 on the GPU with random weights (as tools/reference/cuda_baseline.py does), and times
 greedy `generate` of random prompts: time to first token (generate with max_new_tokens=1:
 prefill + LM head + pick) and decode tokens/s ((N - 1) / (time of N new tokens - time of 1)),
 at batch 1 and at larger batches (tokens/s summed over the batch). Median of 3 after 1 warm-up;
-eos cannot end a run (min_new_tokens = max_new_tokens). Says whether flash-linear-attention
-(`fla`, the Gated DeltaNet kernels transformers uses when installed) is importable: without
-it, transformers falls back to its torch recurrence and the figures are not the fla baseline.
+eos cannot end a run (min_new_tokens = max_new_tokens). FLA_DIR=DIR: the "PyTorch + fla" peer
+(fla_peer.py); a line says which Gated DeltaNet kernels ran (without fla, transformers' torch
+recurrence, which is not the fla baseline).
 
     python3 tools/reference/cuda_generate_baseline.py RELEASE_DIR [PROMPT_TOKENS] [NEW_TOKENS] [BATCHES]
     (defaults: 512, 128, "1,8,32")
@@ -19,6 +19,8 @@ import sys
 import time
 
 import torch
+
+import fla_peer
 
 
 def timed_generate(model, ids, new_tokens):
@@ -44,13 +46,9 @@ def main():
     batches = [int(b) for b in (sys.argv[4] if len(sys.argv) > 4 else "1,8,32").split(",")]
     cfg = json.load(open(f"{rel}/config.json"))
     cfg.pop("quantization_config", None)
+    fla_peer.enable()
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
     import transformers
-    try:
-        import fla  # noqa: F401
-        fla_note = f"fla {getattr(fla, '__version__', '?')} importable"
-    except ImportError:
-        fla_note = "fla NOT importable: torch fallback for the Gated DeltaNet (not the fla baseline)"
     config = Qwen3_5Config.from_dict(cfg)
     torch.manual_seed(0)
     with torch.device("cuda"):
@@ -59,7 +57,8 @@ def main():
         except TypeError:
             model = Qwen3_5ForConditionalGeneration._from_config(config, torch_dtype=torch.bfloat16)
     model.eval()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}, {fla_note}", flush=True)
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}; "
+          f"{fla_peer.kernels_note(model.model.language_model.config)}", flush=True)
     vocab = config.text_config.vocab_size
     for batch in batches:
         ids = torch.randint(0, vocab, (batch, prompt_tokens), device="cuda")
