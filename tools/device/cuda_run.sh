@@ -6,8 +6,10 @@
 #   bash tools/device/cuda_run.sh WORK_DIR   (OUT=DIR must be set: where results go)
 #   WORK_DIR: a scratch folder on the device's local disk (unpacked fixtures, the synth release
 #             and the serve request are kept there between runs on the same machine).
-#   STEPS="tests bench torch" (default) — pick steps; "stages" adds the per-stage profile,
-#   "serve" the server under concurrent load with and without --batch-tokens.
+#   STEPS="tests bench torch" (default) — pick steps; "baseline" runs the baseline build's
+#   bench_decide (pack_cuda.sh BASELINE_BUILD; BASELINE_FILTER narrows it), "stages" adds the
+#   per-stage profile (STAGE_KERNELS="auto gemm": attention choices), "serve" the server under
+#   concurrent load with and without --batch-tokens. FLA_DIR: the torch step's fla peer.
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
@@ -59,13 +61,6 @@ if [[ " $steps " == *" bench "* ]]; then
     timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_counters_tabular=true 2>&1 | tee "$OUT/bench_mxfp4.txt"
   kill $smi
   echo "peak GPU memory used (MiB): $(sort -n "$OUT/gpu_mem.txt" | tail -1)" | tee -a "$OUT/bench_mxfp4.txt"
-  if [ -x "$payload/baseline/bench_decide" ]; then
-    # The same benchmark on the baseline build (pack_cuda.sh BASELINE_BUILD), in the same run.
-    cat "$payload/baseline/commit.txt" 2>/dev/null | tee "$OUT/bench_mxfp4_baseline.txt"
-    STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
-      timeout "${BENCH_TIMEOUT:-120}" "$payload/baseline/bench_decide" --benchmark_counters_tabular=true 2>&1 |
-      tee -a "$OUT/bench_mxfp4_baseline.txt"
-  fi
   if [ "${COMPARE_GEMM_ATTENTION:-0}" = 1 ]; then
     # The same benchmark with attention through the chunked cuBLAS products instead of the flash
     # kernel, in the same run (the before/after ratio of docs/benchmarks.md).
@@ -74,10 +69,21 @@ if [[ " $steps " == *" bench "* ]]; then
       tee "$OUT/bench_mxfp4_gemm_attention.txt"
   fi
 fi
+if [[ " $steps " == *" baseline "* ]]; then
+  # The same benchmark on the baseline build (pack_cuda.sh BASELINE_BUILD) on the same release,
+  # right after `bench` (or in the next call on the same machine): before and after in one run.
+  # BASELINE_FILTER: a --benchmark_filter (e.g. 'Decide/' for the batch-1 rows only).
+  synth_release
+  [ -x "$payload/baseline/bench_decide" ] || { echo "no baseline in $payload (pack_cuda.sh BASELINE_BUILD=DIR)" >&2; exit 2; }
+  cat "$payload/baseline/commit.txt" 2>/dev/null | tee "$OUT/bench_mxfp4_baseline.txt"
+  STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
+    timeout "${BENCH_TIMEOUT:-120}" "$payload/baseline/bench_decide" --benchmark_counters_tabular=true \
+    ${BASELINE_FILTER:+--benchmark_filter=$BASELINE_FILTER} 2>&1 | tee -a "$OUT/bench_mxfp4_baseline.txt"
+fi
 if [[ " $steps " == *" stages "* ]]; then
   synth_release
   # Per-stage profile (synchronizes between stages), automatic (flash) and cuBLAS attention.
-  for kernel in auto gemm; do
+  for kernel in ${STAGE_KERNELS:-auto gemm}; do
     STAVE_CUDA_ATTENTION=$kernel STAVE_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench \
       --model $rel --device cuda --prompt-tokens "${STAGE_TOKENS:-512,2048,8192}" 2>&1 |
       tee "$OUT/stages_$kernel.txt"
@@ -121,6 +127,6 @@ if [[ " $steps " == *" serve "* ]]; then
   done
 fi
 if [[ " $steps " == *" torch "* ]]; then
-  timeout "${TORCH_TIMEOUT:-100}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
+  timeout "${TORCH_TIMEOUT:-200}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
     "$rel" 2>&1 | tail -15 | tee "$OUT/torch.txt"
 fi
