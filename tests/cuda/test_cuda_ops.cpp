@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/cuda/attention_flash_bf16.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device_buffer.h"
 #include "backend_ops_util.h"
@@ -257,6 +258,20 @@ TEST(CudaOps, AttentionCausalFlashBf16) {
       EXPECT_LE(err, 1e-2);
       // Not the fp32 result by accident: bf16 rounding leaves a visible error.
       EXPECT_GT(err, 1e-5);
+      // The 128-row blocks (8 warps), called directly: the same products in the same order per
+      // query row, so the same bits as the 64-row blocks.
+      cuda::DeviceBuffer dq, dk, dv, dout;
+      dq.upload(q.data(), q.size() * sizeof(float));
+      dk.upload(k.data(), k.size() * sizeof(float));
+      dv.upload(v.data(), v.size() * sizeof(float));
+      dout.upload(poisoned(q.size()).data(), q.size() * sizeof(float));
+      cuda::GpuContext ctx(/*exact=*/false);
+      cuda::dev::flash_attention_bf16(ctx.stream(), s, dq.as<float>(), tokens, pos0, dk.as<float>(), dv.as<float>(),
+                                      dout.as<float>(), 128);
+      ctx.synchronize();
+      std::vector<float> got128(q.size());
+      dout.download(got128.data(), got128.size() * sizeof(float));
+      EXPECT_EQ(got128, got) << "128-row blocks";
     }
 }
 

@@ -9,9 +9,10 @@
 // 2⁻⁸·(scale·Σ|q||k|)/√d-ish in practice; of an output about 1e-3 (see the tolerance note in
 // tests/test_backend_ops.cpp). Exact precision never comes here.
 //
-// Shared memory per block: the Q tile [64, D] and one K and one V tile [64, D], bf16, rows padded
-// to D + 8 elements (16 bytes) so that every ldmatrix phase (8 rows × 16 bytes) hits 32 distinct
-// banks. 3 × 64 × 264 × 2 B = 101 KB for D = 256: two blocks per SM. Loads are cp.async from the
+// Shared memory per block: the Q tile [64 or 128, D] and one K and one V tile [64, D], bf16, rows
+// padded to D + 8 elements (16 bytes) so that every ldmatrix phase (8 rows × 16 bytes) hits 32
+// distinct banks. 3 × 64 × 264 × 2 B = 101 KB for D = 256 and 64 query rows: two blocks per SM
+// (135 KB and one block with 128 rows). Loads are cp.async from the
 // bf16 copies and overlap compute as in FlashAttention-2: V of this tile is fetched while
 // S = Q·Kᵀ runs, K of the next tile while O += P·V runs.
 //
@@ -44,15 +45,18 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kRows = 64;  // queries per block (4 warps × 16)
+// Queries per block: 64 (4 warps × 16 rows, two blocks per SM at D = 256) by default, or 128
+// (8 warps, one block per SM: half the K/V traffic per product, as FlashAttention-2 runs head
+// dim 256 on the A100/H100); bench_cuda_attention times both.
 constexpr int kKeys = 64;  // keys per tile
-constexpr int kThreads = 128;
+template <int kRows>
+__host__ __device__ constexpr int threads_for() { return kRows / 16 * 32; }
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
 __host__ __device__ constexpr int row_stride() { return D + 8; }  // bf16 elements per shared row
 
-template <int D>
+template <int D, int kRows>
 constexpr size_t smem_bytes() {
   return static_cast<size_t>(kRows + 2 * kKeys) * row_stride<D>() * sizeof(bf16);
 }
@@ -113,11 +117,12 @@ __global__ void to_bf16_kernel(const float4* __restrict__ x, int64_t n4, uint2* 
 // Grid: (query tiles, query heads). q [tokens, nq·D], k/v [≥ key_end, nkv·D] bf16; out
 // [tokens, nq·D] fp32. Query i sits at position q_pos0 + i and sees keys 0 … q_pos0 + i.
 // scale_log2 = scale · log2(e): the softmax runs in base 2 (exp2f), the same function.
-template <int D>
-__global__ void __launch_bounds__(kThreads, 2)
+template <int D, int kRows>
+__global__ void __launch_bounds__(threads_for<kRows>(), kRows == 64 ? 2 : 1)
     flash_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                       float* __restrict__ out, int tokens, int q_pos0, int nq, int nkv, float scale_log2) {
   constexpr int S = row_stride<D>();
+  constexpr int kThreads = threads_for<kRows>();
   constexpr int kChunks = D / 8;  // 16-byte pieces (8 bf16) per row
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
@@ -272,21 +277,31 @@ void to_bf16(cudaStream_t stream, const float* x, int64_t n, bf16* y) {
   STAVE_CUDA_LAUNCHED();
 }
 
-template <int D>
+template <int D, int kRows>
 void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int64_t tokens, int64_t q_pos0,
             const bf16* k, const bf16* v, float* out) {
-  constexpr size_t smem = smem_bytes<D>();
+  constexpr size_t smem = smem_bytes<D, kRows>();
   static const bool configured = [] {
-    STAVE_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    STAVE_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<D, kRows>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)));
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>((tokens + kRows - 1) / kRows), static_cast<unsigned>(shape.n_q_heads));
-  flash_bf16_kernel<D><<<grid, kThreads, smem, stream>>>(q, k, v, out, static_cast<int>(tokens),
+  flash_bf16_kernel<D, kRows><<<grid, threads_for<kRows>(), smem, stream>>>(q, k, v, out, static_cast<int>(tokens),
                                                           static_cast<int>(q_pos0), static_cast<int>(shape.n_q_heads),
                                                           static_cast<int>(shape.n_kv_heads), shape.scale * kLog2e);
   STAVE_CUDA_LAUNCHED();
+}
+
+template <int kRows>
+void launch_dim(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int64_t tokens, int64_t q_pos0,
+                const bf16* k, const bf16* v, float* out) {
+  switch (shape.head_dim) {
+    case 64: return launch<64, kRows>(stream, shape, q, tokens, q_pos0, k, v, out);
+    case 128: return launch<128, kRows>(stream, shape, q, tokens, q_pos0, k, v, out);
+    default: return launch<256, kRows>(stream, shape, q, tokens, q_pos0, k, v, out);
+  }
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -304,10 +319,12 @@ bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, 
 }
 
 void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, const float* q, int64_t tokens,
-                          int64_t q_pos0, const float* k, const float* v, float* out) {
+                          int64_t q_pos0, const float* k, const float* v, float* out, int block_rows) {
   if (tokens <= 0) return;
   const int64_t d = shape.head_dim, keys = q_pos0 + tokens;
   if (d != 64 && d != 128 && d != 256) throw Error(ErrorKind::kInternal, "bf16 flash attention: unsupported head_dim");
+  if (block_rows != 64 && block_rows != 128)
+    throw Error(ErrorKind::kInternal, "bf16 flash attention: block_rows must be 64 or 128");
   const int64_t nqd = tokens * shape.n_q_heads * d, nkd = keys * shape.n_kv_heads * d;
   // The bf16 copies live in a stream-ordered allocation from the device's pool (kept, not
   // returned to the driver: see CudaBackend's constructor), freed after the kernel in order.
@@ -319,11 +336,10 @@ void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, cons
   to_bf16(stream, q, nqd, qb);
   to_bf16(stream, k, nkd, kb);
   to_bf16(stream, v, nkd, vb);
-  switch (d) {
-    case 64: launch<64>(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
-    case 128: launch<128>(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
-    default: launch<256>(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
-  }
+  if (block_rows == 64)
+    launch_dim<64>(stream, shape, qb, tokens, q_pos0, kb, vb, out);
+  else
+    launch_dim<128>(stream, shape, qb, tokens, q_pos0, kb, vb, out);
   STAVE_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }
 

@@ -21,8 +21,9 @@ bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, 
                                    const float* out, int64_t keys);
 
 // ref::attention_causal's contract: q [tokens, nq·d] at positions q_pos0 …, k and v
-// [≥ q_pos0 + tokens, nkv·d] from position 0, out [tokens, nq·d] fp32.
+// [≥ q_pos0 + tokens, nkv·d] from position 0, out [tokens, nq·d] fp32. block_rows: queries per
+// block, 64 (4 warps; what the backend runs) or 128 (8 warps; benchmarks and tests compare).
 void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, const float* q, int64_t tokens,
-                          int64_t q_pos0, const float* k, const float* v, float* out);
+                          int64_t q_pos0, const float* k, const float* v, float* out, int block_rows = 64);
 
 }  // namespace stave::cuda::dev
