@@ -114,7 +114,7 @@ __global__ void to_bf16_kernel(const float4* __restrict__ x, int64_t n4, uint2* 
   }
 }
 
-// Grid: (query tiles, query heads). q [tokens, nq·D], k/v [≥ key_end, nkv·D] bf16; out
+// Grid: (query heads, query tiles). q [tokens, nq·D], k/v [≥ key_end, nkv·D] bf16; out
 // [tokens, nq·D] fp32. Query i sits at position q_pos0 + i and sees keys 0 … q_pos0 + i.
 // scale_log2 = scale · log2(e): the softmax runs in base 2 (exp2f), the same function.
 template <int D, int kRows>
@@ -129,9 +129,10 @@ __global__ void __launch_bounds__(threads_for<kRows>(), kRows == 64 ? 2 : 1)
   bf16* sK = sQ + kRows * S;
   bf16* sV = sK + kKeys * S;
 
-  // Tiles with more keys (later queries) are started first: a shorter tail.
-  const int tile = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
-  const int head = static_cast<int>(blockIdx.y);
+  // Blocks start in x-then-y order: every head's tile with the most keys (the last queries)
+  // first, the lightest last, so the tail of the grid is short.
+  const int tile = static_cast<int>(gridDim.y) - 1 - static_cast<int>(blockIdx.y);
+  const int head = static_cast<int>(blockIdx.x);
   const int kv_head = head / (nq / nkv);
   const int i0 = tile * kRows;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
@@ -287,7 +288,7 @@ void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>((tokens + kRows - 1) / kRows), static_cast<unsigned>(shape.n_q_heads));
+  const dim3 grid(static_cast<unsigned>(shape.n_q_heads), static_cast<unsigned>((tokens + kRows - 1) / kRows));
   flash_bf16_kernel<D, kRows><<<grid, threads_for<kRows>(), smem, stream>>>(q, k, v, out, static_cast<int>(tokens),
                                                           static_cast<int>(q_pos0), static_cast<int>(shape.n_q_heads),
                                                           static_cast<int>(shape.n_kv_heads), shape.scale * kLog2e);
@@ -312,8 +313,8 @@ bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, 
                                    const float* out, int64_t keys) {
   const int64_t d = shape.head_dim;
   const bool dim_ok = d == 64 || d == 128 || d == 256;
-  // int indexing inside the kernel: positions and per-row offsets must fit.
-  const bool size_ok = keys < (int64_t{1} << 30) && shape.n_q_heads < 65536 && shape.n_kv_heads > 0 &&
+  // int positions inside the kernel; query tiles on the grid's y (at most 65535 of 64 queries).
+  const bool size_ok = keys <= int64_t{65535} * 64 && shape.n_kv_heads > 0 &&
                        shape.n_q_heads % shape.n_kv_heads == 0;
   return dim_ok && size_ok && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out);
 }

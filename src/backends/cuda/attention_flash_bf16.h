@@ -16,7 +16,7 @@ namespace stave::cuda::dev {
 // the earlier paths (3xTF32 flash or chunked cuBLAS, as attention_gemm.cu picks) stay.
 constexpr int64_t kFlashBf16MinTokens = 16;
 
-// head_dim 64, 128 or 256, 16-byte aligned pointers, keys < 2^30.
+// head_dim 64, 128 or 256, 16-byte aligned pointers, keys ≤ 65535 · 64 (query tiles on the grid's y).
 bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, const float* k, const float* v,
                                    const float* out, int64_t keys);
 
