@@ -6,8 +6,7 @@
 #   WORK_DIR: a scratch folder on the device's local disk (unpacked fixtures, the synth release
 #             and the serve request are kept there between runs on the same machine).
 #   STEPS="tests bench torch" (default) — pick steps; "stages" adds the per-stage profile,
-#   "serve" the server under concurrent load with and without --batch-tokens, "attention" the
-#   fast attention kernels side by side at the 27B / 9B shapes (bench_cuda_attention).
+#   "serve" the server under concurrent load with and without --batch-tokens.
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
@@ -121,6 +120,7 @@ if [[ " $steps " == *" torch "* ]]; then
   timeout "${TORCH_TIMEOUT:-100}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
     "$rel" 2>&1 | tail -15 | tee "$OUT/torch.txt"
 fi
+# STEPS=attention: the fast attention kernels side by side at the 27B / 9B shapes.
 if [[ " $steps " == *" attention "* ]]; then
   timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_attention" --benchmark_counters_tabular=true 2>&1 |
     tee "$OUT/bench_attention.txt"
