@@ -345,12 +345,17 @@ TEST_P(BackendOps, LinearEveryFormat) {
 // Tolerances: the reference backend is the oracle (identical); the fast CPU kernels accumulate
 // in fp32 with a polynomial exp; CUDA exact accumulates in fp64 (the delta rule's chunked form
 // differs from its recurrence by the oracle's own rounding), CUDA fast in fp32 on tensor cores.
+// CUDA fast attention of ≥ 16 queries runs on BF16 tensor cores (attention_flash_bf16.cu): q, k,
+// v and p rounded to bf16 (relative error ≤ u = 2⁻⁹ each), fp32 sums. Here |q|, |k| ≤ 2, so a
+// score's error has rms scale·√(d·E[q²]E[k²]·2/3)·u ≈ 1.1·u ≈ 2e-3 (scale = 1/√d-ish), and an
+// output's error Σ p(δs·(v − o) + δp·v + p·δv) is at most a few u for |v| ≤ 1: ~2e-3 on the
+// worst rows (few keys), ≤ 1e-2 with a 2× margin over the largest of some 10⁵ outputs.
 INSTANTIATE_TEST_SUITE_P(
     Devices, BackendOps,
     ::testing::Values(BackendCase{"cpu", Precision::kExact, 0.0, 0.0, 0.0, 0.0},
                       BackendCase{"cpu", Precision::kFast, 3e-6, 5e-5, 1e-5, 1e-4},
                       BackendCase{"cuda", Precision::kExact, 1e-6, 2e-5, 1e-6, 1e-5},
-                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-5, 1e-5, 1e-4}),
+                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-5, 1e-2, 1e-4}),
     case_name);
 
 }  // namespace

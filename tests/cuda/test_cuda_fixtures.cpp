@@ -188,8 +188,9 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// Fast decisions with the automatic attention choice (the fixture model's small grids take the
-// cuBLAS form) and with the flash kernel pinned, as the 27B's attention layers run it.
+// Fast decisions with the automatic attention choice (prefills of ≥ 16 tokens take the BF16
+// flash kernel, shorter ones and the head the older forms), with the 3xTF32 flash kernel pinned,
+// and with the BF16 one pinned (every backbone attention, decode included).
 TEST_P(CudaFixtures, FastDecisionsAgreeWithExactCpu) {
   STAVE_REQUIRE_GPU();
   STAVE_REQUIRE_FIXTURE("public/cases");
@@ -198,7 +199,7 @@ TEST_P(CudaFixtures, FastDecisionsAgreeWithExactCpu) {
   eo.model = model_dir(variant);
   eo.precision = Precision::kExact;
   auto cpu = Engine::load(eo);
-  for (const char* kernel : {"auto", "flash"}) {
+  for (const char* kernel : {"auto", "flash", "bf16"}) {
     SCOPED_TRACE(kernel);
     const ScopedEnv env("STAVE_CUDA_ATTENTION", kernel);
     eo.precision = Precision::kFast;

@@ -130,3 +130,8 @@ if [[ " $steps " == *" torch "* ]]; then
   timeout "${TORCH_TIMEOUT:-200}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
     "$rel" 2>&1 | tail -15 | tee "$OUT/torch.txt"
 fi
+# STEPS=attention: the fast attention kernels side by side at the 27B / 9B shapes.
+if [[ " $steps " == *" attention "* ]]; then
+  timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_attention" --benchmark_counters_tabular=true 2>&1 |
+    tee "$OUT/bench_attention.txt"
+fi

@@ -3,13 +3,14 @@
 // P·v. Fast precision runs in fp32 (SGEMM, no TF32); exact precision in fp64 (DGEMM, inputs
 // widened exactly), as the exact linear layers do. The score buffer is bounded: queries are
 // taken in chunks sized to a byte budget, so a long state never needs an L×L matrix at once.
-// Also where fast attention picks this form or the flash kernel (attention_flash.cu).
+// Also where fast attention picks this form or a flash kernel (attention_flash.cu, attention_flash_bf16.cu).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "backends/cuda/attention_flash_bf16.h"
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
 
@@ -20,8 +21,9 @@ AttentionKernel attention_kernel_from_env() {
   if (!e || !*e || std::string_view(e) == "auto") return AttentionKernel::kAuto;
   if (std::string_view(e) == "flash") return AttentionKernel::kFlash;
   if (std::string_view(e) == "gemm") return AttentionKernel::kGemm;
+  if (std::string_view(e) == "bf16") return AttentionKernel::kFlashBf16;
   throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'auto', 'flash' or 'gemm'");
+              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'auto', 'flash', 'gemm' or 'bf16'");
 }
 
 namespace dev {
@@ -145,9 +147,21 @@ bool use_flash(const GpuContext& ctx, const AttentionShape& shape, int64_t queri
   switch (ctx.attention_kernel()) {
     case AttentionKernel::kFlash: return true;
     case AttentionKernel::kGemm: return false;
-    case AttentionKernel::kAuto: break;
+    case AttentionKernel::kAuto:
+    case AttentionKernel::kFlashBf16: break;
   }
   return flash_attention_pays(shape, queries);
+}
+
+// Causal only: pinned, every token count; automatic, from kFlashBf16MinTokens queries on.
+bool use_flash_bf16(const GpuContext& ctx, int64_t queries) {
+  switch (ctx.attention_kernel()) {
+    case AttentionKernel::kFlashBf16: return true;
+    case AttentionKernel::kAuto: return queries >= kFlashBf16MinTokens;
+    case AttentionKernel::kFlash:
+    case AttentionKernel::kGemm: return false;
+  }
+  return false;
 }
 
 }  // namespace
@@ -159,6 +173,10 @@ void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float*
   if (d <= 0 || nkv <= 0 || nq % nkv != 0)
     throw Error(ErrorKind::kInvalidModel, "attention: n_q_heads must be a multiple of n_kv_heads");
   if (!ctx.exact()) {
+    if (use_flash_bf16(ctx, tokens) && flash_attention_bf16_supports(shape, q, k, v, out, q_pos0 + tokens)) {
+      flash_attention_bf16(ctx.stream(), shape, q, tokens, q_pos0, k, v, out);
+      return;
+    }
     if (use_flash(ctx, shape, tokens) && flash_attention_supports(shape, q, k, v, out, q_pos0 + tokens))
       flash_attention(ctx.stream(), shape, q, tokens, q_pos0, k, v, q_pos0 + tokens, /*causal=*/true, out);
     else

@@ -1,0 +1,29 @@
+// Fast-precision causal attention on BF16 tensor cores (attention_flash_bf16.cu): q, k and v are
+// rounded to bf16 once (a conversion pass into a stream-ordered scratch), the products run as
+// mma.sync m16n8k16 bf16 with fp32 accumulation, softmax online in fp32, out in fp32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/attention.h"
+
+namespace stave::cuda::dev {
+
+// Fewest queries for which AttentionKernel::kAuto takes this kernel: below it (decode, a short
+// extension of a long state) one block per 64 queries and head leaves most of the GPU idle and
+// the earlier paths (3xTF32 flash or chunked cuBLAS, as attention_gemm.cu picks) stay.
+constexpr int64_t kFlashBf16MinTokens = 16;
+
+// head_dim 64, 128 or 256, 16-byte aligned pointers, keys ≤ 65535 · 64 (query tiles on the grid's y).
+bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                                   const float* out, int64_t keys);
+
+// ref::attention_causal's contract: q [tokens, nq·d] at positions q_pos0 …, k and v
+// [≥ q_pos0 + tokens, nkv·d] from position 0, out [tokens, nq·d] fp32. block_rows: queries per
+// block, 64 (4 warps; what the backend runs) or 128 (8 warps; benchmarks and tests compare).
+void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, const float* q, int64_t tokens,
+                          int64_t q_pos0, const float* k, const float* v, float* out, int block_rows = 64);
+
+}  // namespace stave::cuda::dev
