@@ -1,0 +1,468 @@
+// The gated delta rule, chunk form (Yang et al., "Gated Delta Networks"; the WY / UT transform
+// as flash-linear-attention's chunk_gated_delta_rule splits it), products on BF16 tensor cores
+// (nvcuda::wmma 16×16×16, fp32 accumulation). Fast precision, d_k = d_v = 128, chunk C = 64.
+//
+// Per v head h (k head h / (n_v/n_k)), chunk of rows t0 … t0+len−1 (len ≤ 64, never crossing a
+// sequence), q̂, k̂ the L2-normalised q (· d_k^{-1/2}) and k, G the within-chunk cumulative sum
+// of g, and S the [d_k, d_v] state at the chunk's start:
+//   1. qk_norm:  q̂, k̂ → BF16 [tokens, n_k, 128].
+//   2. wu:       per (chunk, head): A = strictly-lower (β k̂) k̂ᵀ ⊙ exp(Gᵢ − Gⱼ),
+//                T = (I + A)⁻¹ (fp32 forward substitution, one column per thread),
+//                W = T (β k̂ ⊙ exp(G)), U = T (β v)  → fp32 scratch [chunk, n_v, 64, 128].
+//   3. state:    per (sequence, head, 32 state columns), the chunks in order:
+//                S_c = S (BF16 scratch); v_new = U − W S;  S ← exp(G_last) S + (k̂ ⊙ exp(G_last − G))ᵀ v_new.
+//                The final S goes back to the caller's state.
+//   4. out:      per (chunk, head): O = (q̂ ⊙ exp(G)) S_c + (q̂ k̂ᵀ ⊙ causal(incl. diagonal) ⊙ exp(Gᵢ − Gⱼ)) v_new.
+// Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
+// read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row.
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gated_delta_chunk.h"
+#include "stave/errors.h"
+
+namespace stave::cuda::dev {
+namespace {
+
+using bf16 = __nv_bfloat16;
+namespace wmma = nvcuda::wmma;
+
+constexpr int kC = 64;    // chunk
+constexpr int kD = 128;   // d_k = d_v
+constexpr int kBV = 32;   // state columns per block of the sequential pass
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Where chunk ci's rows are: from the table (packed sequences: t0[nc], len[nc], then the
+// sequences' first chunks [sequences + 1]) or, without one, chunks of 64 from row 0.
+__device__ inline void chunk_rows(const int* table, int nc, int64_t tokens, int ci, int64_t& t0, int& len) {
+  if (table) {
+    t0 = table[ci];
+    len = table[nc + ci];
+  } else {
+    t0 = static_cast<int64_t>(ci) * kC;
+    len = static_cast<int>(tokens - t0 < kC ? tokens - t0 : kC);
+  }
+}
+
+// 1. One warp per (token, k head) of q (first tokens·n_k warps) or k: x · rsqrt(Σx² + 1e-6) (· scale for q).
+__global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, int64_t tokens, int n_k, float q_scale,
+                               bf16* qn, bf16* kn) {
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= 2 * tokens * n_k) return;
+  const bool is_k = warp >= tokens * n_k;
+  const int64_t th = is_k ? warp - tokens * n_k : warp;
+  const int64_t t = th / n_k, h = th % n_k;
+  const float* x = (is_k ? k : q) + t * stride + h * kD;
+  float v[kD / 32];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kD / 32; ++i) {
+    v[i] = x[lane + 32 * i];
+    ss += v[i] * v[i];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = (is_k ? 1.0f : q_scale) / sqrtf(ss + 1e-6f);
+  bf16* y = (is_k ? kn : qn) + th * kD;
+#pragma unroll
+  for (int i = 0; i < kD / 32; ++i) y[lane + 32 * i] = __float2bfloat16(v[i] * inv);
+}
+
+// 2. W and U per (chunk = blockIdx.x, v head = blockIdx.y); 128 threads. Also writes G.
+constexpr int kWuThreads = 128;
+constexpr size_t kWuSmem = 2 * kC * kD * sizeof(bf16) + 2 * kC * kC * sizeof(float) + kC * kC * sizeof(bf16) +
+                           2 * kC * sizeof(float);
+
+__global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const float* v, int64_t stride,
+                                                        const float* g, const float* beta, int64_t tokens,
+                                                        const int* table, int nc, int n_k, int n_v, float* gcum,
+                                                        float* W, float* U) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Ks = reinterpret_cast<bf16*>(smem);               // [64][128] k̂, then β k̂ exp(G)
+  bf16* Vs = Ks + kC * kD;                                 // [64][128] β v
+  float* Af = reinterpret_cast<float*>(Vs + kC * kD);     // [64][64] k̂k̂ᵀ, then A
+  float* Tf = Af + kC * kC;                                // [64][64] (I + A)⁻¹
+  bf16* Tb = reinterpret_cast<bf16*>(Tf + kC * kC);       // [64][64]
+  float* gc = reinterpret_cast<float*>(Tb + kC * kC);     // [64] G
+  float* bt = gc + kC;                                     // [64] β
+  const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  int64_t t0;
+  int len;
+  chunk_rows(table, nc, tokens, ci, t0, len);
+  const int64_t slot = static_cast<int64_t>(ci) * n_v + h;  // this (chunk, head)'s scratch
+
+  if (tid < kC) {
+    bt[tid] = tid < len ? beta[(t0 + tid) * n_v + h] : 0.0f;
+    gc[tid] = tid < len ? g[(t0 + tid) * n_v + h] : 0.0f;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float run = 0.0f;
+    for (int i = 0; i < kC; ++i) gc[i] = run += gc[i];
+  }
+  for (int e = tid; e < kC * kD; e += kWuThreads) {
+    const int r = e / kD, a = e % kD;
+    Ks[e] = r < len ? kn[((t0 + r) * n_k + kh) * kD + a] : __float2bfloat16(0.0f);
+  }
+  __syncthreads();
+  if (tid < kC) gcum[slot * kC + tid] = gc[tid];
+  for (int e = tid; e < kC * kD; e += kWuThreads) {
+    const int r = e / kD, a = e % kD;
+    Vs[e] = __float2bfloat16(r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f);
+  }
+  // k̂ k̂ᵀ, the tiles on and below the diagonal.
+  for (int tile = warp; tile < 16; tile += kWuThreads / 32) {
+    const int ti = tile / 4, tj = tile % 4;
+    if (tj > ti) continue;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragBT b;
+      wmma::load_matrix_sync(a, Ks + ti * 16 * kD + kk * 16, kD);
+      wmma::load_matrix_sync(b, Ks + tj * 16 * kD + kk * 16, kD);
+      wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(Af + ti * 16 * kC + tj * 16, acc, kC, wmma::mem_row_major);
+  }
+  __syncthreads();
+  for (int e = tid; e < kC * kC; e += kWuThreads) {
+    const int i = e / kC, j = e % kC;
+    Af[e] = j < i ? bt[i] * Af[e] * __expf(gc[i] - gc[j]) : 0.0f;
+  }
+  __syncthreads();
+  // T = (I + A)⁻¹, unit lower triangular: thread c computes column c row by row,
+  // T[i][c] = [i == c] − Σ_{c ≤ j < i} A[i][j] T[j][c].
+  if (tid < kC) {
+    const int c = tid;
+    for (int i = 0; i < kC; ++i) {
+      float acc = i == c ? 1.0f : 0.0f;
+      for (int j = c; j < i; ++j) acc -= Af[i * kC + j] * Tf[j * kC + c];
+      Tf[i * kC + c] = acc;
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < kC * kC; e += kWuThreads) Tb[e] = __float2bfloat16(Tf[e]);
+  for (int e = tid; e < kC * kD; e += kWuThreads) {
+    const int r = e / kD;
+    Ks[e] = __float2bfloat16(__bfloat162float(Ks[e]) * bt[r] * __expf(gc[r]));
+  }
+  __syncthreads();
+  // W = T (β k̂ exp(G)), U = T (β v): 4 × 8 output tiles; T's blocks above the diagonal are 0.
+  float* Wc = W + slot * kC * kD;
+  float* Uc = U + slot * kC * kD;
+  for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kWuThreads / 32) {
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    FragC w, u;
+    wmma::fill_fragment(w, 0.0f);
+    wmma::fill_fragment(u, 0.0f);
+    for (int kk = 0; kk <= ti; ++kk) {
+      FragA a;
+      FragB b;
+      wmma::load_matrix_sync(a, Tb + ti * 16 * kC + kk * 16, kC);
+      wmma::load_matrix_sync(b, Ks + kk * 16 * kD + tn * 16, kD);
+      wmma::mma_sync(w, a, b, w);
+      wmma::load_matrix_sync(b, Vs + kk * 16 * kD + tn * 16, kD);
+      wmma::mma_sync(u, a, b, u);
+    }
+    wmma::store_matrix_sync(Wc + ti * 16 * kD + tn * 16, w, kD, wmma::mem_row_major);
+    wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
+  }
+}
+
+// 3. The sequential pass: block (v head, 32 state columns, sequence); 128 threads.
+constexpr int kStateThreads = 128;
+constexpr size_t kStateSmem = kD * kBV * sizeof(float) + kD * kBV * sizeof(bf16) + 2 * kC * kD * sizeof(bf16) +
+                              kC * kBV * sizeof(float) + kC * kBV * sizeof(bf16) + kC * sizeof(float);
+
+__global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, const float* gcum, const float* W,
+                                                              const float* U, int64_t tokens, const int* table, int nc,
+                                                              int n_k, int n_v, float* states, bf16* Sc,
+                                                              bf16* vnew) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  float* S = reinterpret_cast<float*>(smem);               // [128][32] fp32 state columns
+  bf16* Sb = reinterpret_cast<bf16*>(S + kD * kBV);        // [128][32]
+  bf16* Wb = Sb + kD * kBV;                                // [64][128]
+  bf16* Kd = Wb + kC * kD;                                 // [64][128] k̂ exp(G_last − G)
+  float* Vn = reinterpret_cast<float*>(Kd + kC * kD);      // [64][32] v_new
+  bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kBV);       // [64][32]
+  float* gc = reinterpret_cast<float*>(Vb + kC * kBV);     // [64]
+  const int h = blockIdx.x, col0 = blockIdx.y * kBV, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;
+  for (int e = tid; e < kD * kBV; e += kStateThreads) S[e] = st[(e / kBV) * kD + col0 + e % kBV];
+  const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
+  for (int ci = c_begin; ci < c_end; ++ci) {
+    int64_t t0;
+    int len;
+    chunk_rows(table, nc, tokens, ci, t0, len);
+    const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+    __syncthreads();  // the previous chunk's readers of S, gc, Kd are done
+    bf16* sc = Sc + slot * kD * kD;
+    for (int e = tid; e < kD * kBV; e += kStateThreads) {
+      const bf16 x = __float2bfloat16(S[e]);
+      Sb[e] = x;
+      sc[(e / kBV) * kD + col0 + e % kBV] = x;
+    }
+    if (tid < kC) gc[tid] = gcum[slot * kC + tid];
+    const float* w = W + slot * kC * kD;
+    for (int e = tid; e < kC * kD; e += kStateThreads) Wb[e] = __float2bfloat16(w[e]);
+    const float* u = U + slot * kC * kD;
+    for (int e = tid; e < kC * kBV; e += kStateThreads) Vn[e] = u[(e / kBV) * kD + col0 + e % kBV];
+    __syncthreads();
+    const float g_last = gc[len - 1];
+    for (int e = tid; e < kC * kD; e += kStateThreads) {
+      const int r = e / kD, a = e % kD;
+      Kd[e] = r < len ? __float2bfloat16(__bfloat162float(kn[((t0 + r) * n_k + kh) * kD + a]) * __expf(g_last - gc[r]))
+                      : __float2bfloat16(0.0f);
+    }
+    // v_new = U − W S_c: 4 × 2 tiles, K = 128.
+    for (int tile = warp; tile < (kC / 16) * (kBV / 16); tile += kStateThreads / 32) {
+      const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
+      FragC ws, un;
+      wmma::fill_fragment(ws, 0.0f);
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        FragA a;
+        FragB bb;
+        wmma::load_matrix_sync(a, Wb + ti * 16 * kD + kk * 16, kD);
+        wmma::load_matrix_sync(bb, Sb + kk * 16 * kBV + tn * 16, kBV);
+        wmma::mma_sync(ws, a, bb, ws);
+      }
+      wmma::load_matrix_sync(un, Vn + ti * 16 * kBV + tn * 16, kBV, wmma::mem_row_major);
+      for (int i = 0; i < un.num_elements; ++i) un.x[i] -= ws.x[i];
+      wmma::store_matrix_sync(Vn + ti * 16 * kBV + tn * 16, un, kBV, wmma::mem_row_major);
+    }
+    __syncthreads();
+    bf16* vn = vnew + slot * kC * kD;
+    for (int e = tid; e < kC * kBV; e += kStateThreads) {
+      const bf16 x = __float2bfloat16(Vn[e]);
+      Vb[e] = x;
+      vn[(e / kBV) * kD + col0 + e % kBV] = x;
+    }
+    __syncthreads();
+    // S ← exp(G_last) S + Kdᵀ v_new: 8 × 2 tiles, K = 64 (Kdᵀ read column-major from Kd).
+    const float decay = __expf(g_last);
+    for (int tile = warp; tile < (kD / 16) * (kBV / 16); tile += kStateThreads / 32) {
+      const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
+      FragC acc;
+      wmma::load_matrix_sync(acc, S + ti * 16 * kBV + tn * 16, kBV, wmma::mem_row_major);
+      for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= decay;
+      for (int kk = 0; kk < kC / 16; ++kk) {
+        FragAT a;
+        FragB bb;
+        wmma::load_matrix_sync(a, Kd + kk * 16 * kD + ti * 16, kD);
+        wmma::load_matrix_sync(bb, Vb + kk * 16 * kBV + tn * 16, kBV);
+        wmma::mma_sync(acc, a, bb, acc);
+      }
+      wmma::store_matrix_sync(S + ti * 16 * kBV + tn * 16, acc, kBV, wmma::mem_row_major);
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[e];
+}
+
+// 4. Output per (chunk = blockIdx.x, v head = blockIdx.y); 256 threads.
+constexpr int kOutThreads = 256;
+constexpr size_t kOutSmem = 2 * kC * kD * sizeof(bf16) + kC * kC * sizeof(float) + kC * kC * sizeof(bf16) +
+                            kD * kD * sizeof(bf16) + kC * sizeof(float);
+
+__global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const float* gcum,
+                                                          const bf16* Sc, const bf16* vnew, int64_t tokens,
+                                                          const int* table, int nc, int n_k, int n_v, float* out) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem);              // [64][128] q̂, then q̂ exp(G)
+  bf16* KV = Qs + kC * kD;                                // [64][128] k̂, then v_new
+  float* O = reinterpret_cast<float*>(smem);              // [64][128] fp32 over Qs and KV, at the end
+  float* QK = reinterpret_cast<float*>(KV + kC * kD);     // [64][64]
+  bf16* P = reinterpret_cast<bf16*>(QK + kC * kC);        // [64][64]
+  bf16* Ss = P + kC * kC;                                  // [128][128] S_c
+  float* gc = reinterpret_cast<float*>(Ss + kD * kD);     // [64]
+  const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  int64_t t0;
+  int len;
+  chunk_rows(table, nc, tokens, ci, t0, len);
+  const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+  if (tid < kC) gc[tid] = gcum[slot * kC + tid];
+  for (int e = tid; e < kC * kD; e += kOutThreads) {
+    const int r = e / kD, a = e % kD;
+    const int64_t src = ((t0 + r) * n_k + kh) * kD + a;
+    Qs[e] = r < len ? qn[src] : __float2bfloat16(0.0f);
+    KV[e] = r < len ? kn[src] : __float2bfloat16(0.0f);
+  }
+  const bf16* sc = Sc + slot * kD * kD;
+  for (int e = tid; e < kD * kD; e += kOutThreads) Ss[e] = sc[e];
+  __syncthreads();
+  for (int tile = warp; tile < 16; tile += kOutThreads / 32) {
+    const int ti = tile / 4, tj = tile % 4;
+    if (tj > ti) continue;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragBT b;
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kD + kk * 16, kD);
+      wmma::load_matrix_sync(b, KV + tj * 16 * kD + kk * 16, kD);
+      wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(QK + ti * 16 * kC + tj * 16, acc, kC, wmma::mem_row_major);
+  }
+  __syncthreads();
+  for (int e = tid; e < kC * kC; e += kOutThreads) {
+    const int i = e / kC, j = e % kC;
+    P[e] = __float2bfloat16(j <= i ? QK[e] * __expf(gc[i] - gc[j]) : 0.0f);
+  }
+  const bf16* vn = vnew + slot * kC * kD;
+  for (int e = tid; e < kC * kD; e += kOutThreads) {
+    Qs[e] = __float2bfloat16(__bfloat162float(Qs[e]) * __expf(gc[e / kD]));
+    KV[e] = vn[e];
+  }
+  __syncthreads();
+  // O = (q̂ exp(G)) S_c + P v_new: 4 × 8 tiles, 4 per warp; P's blocks above the diagonal are 0.
+  constexpr int kPerWarp = (kC / 16) * (kD / 16) / (kOutThreads / 32);
+  FragC acc[kPerWarp];
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int tile = warp + j * (kOutThreads / 32);
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    wmma::fill_fragment(acc[j], 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragB b;
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kD + kk * 16, kD);
+      wmma::load_matrix_sync(b, Ss + kk * 16 * kD + tn * 16, kD);
+      wmma::mma_sync(acc[j], a, b, acc[j]);
+    }
+    for (int kk = 0; kk <= ti; ++kk) {
+      FragA a;
+      FragB b;
+      wmma::load_matrix_sync(a, P + ti * 16 * kC + kk * 16, kC);
+      wmma::load_matrix_sync(b, KV + kk * 16 * kD + tn * 16, kD);
+      wmma::mma_sync(acc[j], a, b, acc[j]);
+    }
+  }
+  __syncthreads();  // O overwrites Qs and KV
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int tile = warp + j * (kOutThreads / 32);
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    wmma::store_matrix_sync(O + ti * 16 * kD + tn * 16, acc[j], kD, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
+  for (int e = tid; e < len * kD; e += kOutThreads)
+    out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[e];
+}
+
+// One stream-ordered allocation carved into the scratch arrays (256-byte aligned each).
+class Scratch {
+ public:
+  Scratch(size_t bytes, cudaStream_t s) : s_(s) { STAVE_CUDA_CHECK(cudaMallocAsync(&base_, bytes, s)); }
+  ~Scratch() { cudaFreeAsync(base_, s_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class T>
+  T* take(size_t count) {
+    T* p = reinterpret_cast<T*>(static_cast<unsigned char*>(base_) + used_);
+    used_ += round_up(count * sizeof(T));
+    return p;
+  }
+  static size_t round_up(size_t b) { return (b + 255) / 256 * 256; }
+
+ private:
+  void* base_ = nullptr;
+  size_t used_ = 0;
+  cudaStream_t s_;
+};
+
+template <class Kernel>
+void allow_smem(Kernel k, size_t bytes) {
+  STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+}  // namespace
+
+bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
+  return dims.d_k == kD && dims.d_v == kD && dims.n_k_heads > 0 && dims.n_v_heads % dims.n_k_heads == 0 &&
+         tokens > sequences;
+}
+
+void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput& in, std::span<const int64_t> starts,
+                              float* states, float* out, cudaStream_t s) {
+  const int64_t T = in.tokens;
+  if (T <= 0) return;
+  if (dims.d_k != kD || dims.d_v != kD || dims.n_k_heads <= 0 || dims.n_v_heads % dims.n_k_heads != 0)
+    throw Error(ErrorKind::kInternal, "chunked gated delta rule: needs d_k = d_v = 128 and n_v a multiple of n_k");
+  const int64_t n_seq = static_cast<int64_t>(starts.size()) - 1;
+  if (n_seq < 1 || n_seq > 65535 || starts.front() != 0 || starts.back() != T || T >= (int64_t{1} << 31))
+    throw Error(ErrorKind::kInternal, "chunked gated delta rule: bad sequence offsets for " + std::to_string(T) +
+                                          " tokens");
+  const int nk = static_cast<int>(dims.n_k_heads), nv = static_cast<int>(dims.n_v_heads);
+  // Chunks of 64 from each sequence's first row; the table only for several sequences.
+  std::vector<int> t0s, lens, first{0};
+  for (int64_t b = 0; b < n_seq; ++b) {
+    if (starts[b + 1] < starts[b])
+      throw Error(ErrorKind::kInternal, "chunked gated delta rule: sequence offsets go down");
+    for (int64_t t = starts[b]; t < starts[b + 1]; t += kC) {
+      t0s.push_back(static_cast<int>(t));
+      lens.push_back(static_cast<int>(std::min<int64_t>(kC, starts[b + 1] - t)));
+    }
+    first.push_back(static_cast<int>(t0s.size()));
+  }
+  const int nc = static_cast<int>(t0s.size());
+  const size_t per_chunk = static_cast<size_t>(nc) * nv;
+  const size_t qk = static_cast<size_t>(T) * nk * kD;
+  Scratch scratch(Scratch::round_up(2 * qk * sizeof(bf16)) * 2 + Scratch::round_up(per_chunk * kC * sizeof(float)) +
+                      2 * Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
+                      Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
+                      Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
+                      Scratch::round_up((2 * nc + n_seq + 1) * sizeof(int)),
+                  s);
+  bf16* qn = scratch.take<bf16>(qk);
+  bf16* kn = scratch.take<bf16>(qk);
+  float* gcum = scratch.take<float>(per_chunk * kC);
+  float* W = scratch.take<float>(per_chunk * kC * kD);
+  float* U = scratch.take<float>(per_chunk * kC * kD);
+  bf16* Sc = scratch.take<bf16>(per_chunk * kD * kD);
+  bf16* vnew = scratch.take<bf16>(per_chunk * kC * kD);
+  int* table = nullptr;
+  if (n_seq > 1) {
+    std::vector<int> host = t0s;
+    host.insert(host.end(), lens.begin(), lens.end());
+    host.insert(host.end(), first.begin(), first.end());
+    table = scratch.take<int>(host.size());
+    // From pageable memory: staged before the call returns, so `host` may go.
+    STAVE_CUDA_CHECK(cudaMemcpyAsync(table, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice, s));
+  }
+
+  const int64_t warps = 2 * T * nk;
+  qk_norm_kernel<<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, s>>>(
+      in.q, in.k, in.stride, T, nk, 1.0f / std::sqrt(static_cast<float>(kD)), qn, kn);
+  STAVE_CUDA_LAUNCHED();
+  allow_smem(wu_kernel, kWuSmem);
+  wu_kernel<<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk, nv, gcum,
+                                                       W, U);
+  STAVE_CUDA_LAUNCHED();
+  allow_smem(state_kernel, kStateSmem);
+  state_kernel<<<dim3(nv, kD / kBV, static_cast<unsigned>(n_seq)), kStateThreads, kStateSmem, s>>>(
+      kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
+  STAVE_CUDA_LAUNCHED();
+  allow_smem(out_kernel, kOutSmem);
+  out_kernel<<<dim3(nc, nv), kOutThreads, kOutSmem, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk, nv, out);
+  STAVE_CUDA_LAUNCHED();
+}
+
+}  // namespace stave::cuda::dev
