@@ -85,13 +85,14 @@ void BM_GatedDelta(benchmark::State& state, const Model& m, bool chunked) {
 
 const bool registered = [] {
   for (const Model& m : kModels)
-    for (bool chunked : {true, false})
-      benchmark::RegisterBenchmark(std::string("gated_delta_") + m.name + (chunked ? "_chunk_bf16" : "_recurrent_fp32"),
-                                   [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, chunked); })
+    for (bool chunked : {true, false}) {
+      const std::string name = std::string("gated_delta_") + m.name + (chunked ? "_chunk_bf16" : "_recurrent_fp32");
+      benchmark::RegisterBenchmark(name.c_str(), [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, chunked); })
           ->Arg(2048)
           ->Arg(8192)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
+    }
   return true;
 }();
 

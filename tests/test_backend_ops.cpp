@@ -358,15 +358,17 @@ TEST_P(BackendOps, LinearEveryFormat) {
 // in fp32 with a polynomial exp; CUDA exact accumulates in fp64 (the delta rule's chunked form
 // differs from its recurrence by the oracle's own rounding), CUDA fast in fp32 on tensor cores.
 // CUDA fast's delta rule at d_k = d_v = 128 runs the chunk form on BF16 tensor cores: its
-// operands (q̂, k̂, (I + A)⁻¹, the chunk states S_c and v_new) are rounded to BF16, 2⁻⁹ relative
-// each, about five roundings in a chain, so up to ~6·2⁻⁹ ≈ 1.2e-2 of the terms' size if they all
-// lined up (fp32 sums of random-signed errors land far below); 2e-2 bounds it.
+// operands (q̂, k̂, (I + A)⁻¹, W, the chunk states S_c and v_new) are rounded to BF16, 2⁻⁹ relative
+// each. The errors have random signs and the fp32 sums average them: a host model of the
+// kernels with exact BF16 rounding lands at ~2e-4 (outputs) and ~1e-3 (states, which sum 64
+// rounded updates per chunk) on these cases. 5e-3 leaves 5× room and still fails a kernel that
+// drops the diagonal of the intra-chunk term (1.4e-2 to 2.3e-2 in that model).
 INSTANTIATE_TEST_SUITE_P(
     Devices, BackendOps,
     ::testing::Values(BackendCase{"cpu", Precision::kExact, 0.0, 0.0, 0.0, 0.0},
                       BackendCase{"cpu", Precision::kFast, 3e-6, 5e-5, 1e-5, 1e-4},
                       BackendCase{"cuda", Precision::kExact, 1e-6, 2e-5, 1e-6, 1e-5},
-                      BackendCase{"cuda", Precision::kFast, 2e-6, 2e-2, 1e-5, 1e-4}),
+                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-3, 1e-5, 1e-4}),
     case_name);
 
 }  // namespace

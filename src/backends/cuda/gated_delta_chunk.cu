@@ -8,7 +8,7 @@
 //   1. qk_norm:  q̂, k̂ → BF16 [tokens, n_k, 128].
 //   2. wu:       per (chunk, head): A = strictly-lower (β k̂) k̂ᵀ ⊙ exp(Gᵢ − Gⱼ),
 //                T = (I + A)⁻¹ (fp32 forward substitution, one column per thread),
-//                W = T (β k̂ ⊙ exp(G)), U = T (β v)  → fp32 scratch [chunk, n_v, 64, 128].
+//                W = T (β k̂ ⊙ exp(G)) (BF16), U = T (β v) (fp32) → scratch [chunk, n_v, 64, 128].
 //   3. state:    per (sequence, head, 32 state columns), the chunks in order:
 //                S_c = S (BF16 scratch); v_new = U − W S;  S ← exp(G_last) S + (k̂ ⊙ exp(G_last − G))ᵀ v_new.
 //                The final S goes back to the caller's state.
@@ -16,6 +16,7 @@
 // Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row.
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 #include <algorithm>
@@ -88,7 +89,7 @@ constexpr size_t kWuSmem = 2 * kC * kD * sizeof(bf16) + 2 * kC * kC * sizeof(flo
 __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const float* v, int64_t stride,
                                                         const float* g, const float* beta, int64_t tokens,
                                                         const int* table, int nc, int n_k, int n_v, float* gcum,
-                                                        float* W, float* U) {
+                                                        bf16* W, float* U) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Ks = reinterpret_cast<bf16*>(smem);               // [64][128] k̂, then β k̂ exp(G)
   bf16* Vs = Ks + kC * kD;                                 // [64][128] β v
@@ -144,15 +145,21 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
     Af[e] = j < i ? bt[i] * Af[e] * __expf(gc[i] - gc[j]) : 0.0f;
   }
   __syncthreads();
-  // T = (I + A)⁻¹, unit lower triangular: thread c computes column c row by row,
-  // T[i][c] = [i == c] − Σ_{c ≤ j < i} A[i][j] T[j][c].
+  // T = (I + A)⁻¹, unit lower triangular: thread c computes column c row by row in registers,
+  // T[i][c] = [i == c] − Σ_{j < i} A[i][j] T[j][c] (rows above c come out 0). Fully unrolled:
+  // every thread reads the same A[i][j] (a broadcast), four partial sums per row.
   if (tid < kC) {
     const int c = tid;
+    float t[kC];
+#pragma unroll
     for (int i = 0; i < kC; ++i) {
-      float acc = i == c ? 1.0f : 0.0f;
-      for (int j = c; j < i; ++j) acc -= Af[i * kC + j] * Tf[j * kC + c];
-      Tf[i * kC + c] = acc;
+      float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < i; ++j) p[j % 4] += Af[i * kC + j] * t[j];
+      t[i] = (i == c ? 1.0f : 0.0f) - ((p[0] + p[1]) + (p[2] + p[3]));
     }
+#pragma unroll
+    for (int i = 0; i < kC; ++i) Tf[i * kC + c] = t[i];
   }
   __syncthreads();
   for (int e = tid; e < kC * kC; e += kWuThreads) Tb[e] = __float2bfloat16(Tf[e]);
@@ -162,7 +169,8 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   }
   __syncthreads();
   // W = T (β k̂ exp(G)), U = T (β v): 4 × 8 output tiles; T's blocks above the diagonal are 0.
-  float* Wc = W + slot * kC * kD;
+  // U goes to memory as fp32, W through fp32 staging (over Af and Tf, free now) as BF16.
+  float* Wf = Af;  // [64][128]
   float* Uc = U + slot * kC * kD;
   for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kWuThreads / 32) {
     const int ti = tile / (kD / 16), tn = tile % (kD / 16);
@@ -178,57 +186,90 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
       wmma::load_matrix_sync(b, Vs + kk * 16 * kD + tn * 16, kD);
       wmma::mma_sync(u, a, b, u);
     }
-    wmma::store_matrix_sync(Wc + ti * 16 * kD + tn * 16, w, kD, wmma::mem_row_major);
+    wmma::store_matrix_sync(Wf + ti * 16 * kD + tn * 16, w, kD, wmma::mem_row_major);
     wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
   }
+  __syncthreads();
+  __nv_bfloat162* Wc = reinterpret_cast<__nv_bfloat162*>(W + slot * kC * kD);
+  for (int e = tid; e < kC * kD / 2; e += kWuThreads) Wc[e] = __floats2bfloat162_rn(Wf[2 * e], Wf[2 * e + 1]);
 }
 
-// 3. The sequential pass: block (v head, 32 state columns, sequence); 128 threads.
+// 3. The sequential pass: block (v head, 32 state columns, sequence); 128 threads. Chunk i+1's
+// W and U slice are copied into shared memory (cp.async) while chunk i's state update runs,
+// its k̂ rows and G once that update is done, so the chain of chunks waits on memory once.
+// The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
+// so k̂ is copied as stored.
 constexpr int kStateThreads = 128;
 constexpr size_t kStateSmem = kD * kBV * sizeof(float) + kD * kBV * sizeof(bf16) + 2 * kC * kD * sizeof(bf16) +
-                              kC * kBV * sizeof(float) + kC * kBV * sizeof(bf16) + kC * sizeof(float);
+                              2 * kC * kBV * sizeof(float) + kC * kBV * sizeof(bf16) + kC * sizeof(float);
 
-__global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, const float* gcum, const float* W,
+// 16-byte asynchronous copy global → shared (both 16-byte aligned).
+__device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_async(dst, src, 16); }
+
+// Starts chunk ci's W (BF16 [64][128]) and the block's U columns (fp32 [64][32]).
+__device__ inline void fetch_wu(const bf16* W, const float* U, int64_t slot, int col0, bf16* Wb, float* Ub, int tid) {
+  const bf16* w = W + slot * kC * kD;
+  for (int e = tid; e < kC * kD / 8; e += kStateThreads) copy16(Wb + 8 * e, w + 8 * e);
+  const float* u = U + slot * kC * kD + col0;
+  for (int e = tid; e < kC * kBV / 4; e += kStateThreads) {
+    const int r = e / (kBV / 4), c = e % (kBV / 4);
+    copy16(Ub + r * kBV + 4 * c, u + r * kD + 4 * c);
+  }
+  __pipeline_commit();
+}
+
+// Starts chunk ci's k̂ rows (BF16 [64][128], zero past len) and G.
+__device__ inline void fetch_kg(const bf16* kn, const float* gcum, int64_t slot, int64_t t0, int len, int n_k,
+                                int kh, bf16* Kb, float* gc, int tid) {
+  for (int e = tid; e < kC * kD / 8; e += kStateThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    if (r < len)
+      copy16(Kb + r * kD + 8 * c, kn + ((t0 + r) * n_k + kh) * kD + 8 * c);
+    else
+      *reinterpret_cast<uint4*>(Kb + r * kD + 8 * c) = make_uint4(0, 0, 0, 0);
+  }
+  if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
+  __pipeline_commit();
+}
+
+__global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, const float* gcum, const bf16* W,
                                                               const float* U, int64_t tokens, const int* table, int nc,
                                                               int n_k, int n_v, float* states, bf16* Sc,
                                                               bf16* vnew) {
   extern __shared__ __align__(128) unsigned char smem[];
   float* S = reinterpret_cast<float*>(smem);               // [128][32] fp32 state columns
   bf16* Sb = reinterpret_cast<bf16*>(S + kD * kBV);        // [128][32]
-  bf16* Wb = Sb + kD * kBV;                                // [64][128]
-  bf16* Kd = Wb + kC * kD;                                 // [64][128] k̂ exp(G_last − G)
-  float* Vn = reinterpret_cast<float*>(Kd + kC * kD);      // [64][32] v_new
-  bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kBV);       // [64][32]
+  bf16* Wb = Sb + kD * kBV;                                // [64][128] W
+  bf16* Kb = Wb + kC * kD;                                 // [64][128] k̂
+  float* Ub = reinterpret_cast<float*>(Kb + kC * kD);      // [64][32] U columns
+  float* Vn = Ub + kC * kBV;                               // [64][32] v_new
+  bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kBV);       // [64][32] exp(G_last − G) ⊙ v_new
   float* gc = reinterpret_cast<float*>(Vb + kC * kBV);     // [64]
   const int h = blockIdx.x, col0 = blockIdx.y * kBV, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
   float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;
   for (int e = tid; e < kD * kBV; e += kStateThreads) S[e] = st[(e / kBV) * kD + col0 + e % kBV];
   const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
+  int64_t t0 = 0;
+  int len = 0;
+  if (c_begin < c_end) {
+    chunk_rows(table, nc, tokens, c_begin, t0, len);
+    const int64_t slot = static_cast<int64_t>(c_begin) * n_v + h;
+    fetch_wu(W, U, slot, col0, Wb, Ub, tid);
+    fetch_kg(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);
+  }
   for (int ci = c_begin; ci < c_end; ++ci) {
-    int64_t t0;
-    int len;
-    chunk_rows(table, nc, tokens, ci, t0, len);
     const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
-    __syncthreads();  // the previous chunk's readers of S, gc, Kd are done
+    __pipeline_wait_prior(0);
+    __syncthreads();  // chunk ci's W, U, k̂, G and the state S are in place
+    const float g_last = gc[len - 1];
     bf16* sc = Sc + slot * kD * kD;
     for (int e = tid; e < kD * kBV; e += kStateThreads) {
       const bf16 x = __float2bfloat16(S[e]);
       Sb[e] = x;
       sc[(e / kBV) * kD + col0 + e % kBV] = x;
     }
-    if (tid < kC) gc[tid] = gcum[slot * kC + tid];
-    const float* w = W + slot * kC * kD;
-    for (int e = tid; e < kC * kD; e += kStateThreads) Wb[e] = __float2bfloat16(w[e]);
-    const float* u = U + slot * kC * kD;
-    for (int e = tid; e < kC * kBV; e += kStateThreads) Vn[e] = u[(e / kBV) * kD + col0 + e % kBV];
     __syncthreads();
-    const float g_last = gc[len - 1];
-    for (int e = tid; e < kC * kD; e += kStateThreads) {
-      const int r = e / kD, a = e % kD;
-      Kd[e] = r < len ? __float2bfloat16(__bfloat162float(kn[((t0 + r) * n_k + kh) * kD + a]) * __expf(g_last - gc[r]))
-                      : __float2bfloat16(0.0f);
-    }
     // v_new = U − W S_c: 4 × 2 tiles, K = 128.
     for (int tile = warp; tile < (kC / 16) * (kBV / 16); tile += kStateThreads / 32) {
       const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
@@ -241,19 +282,25 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
         wmma::load_matrix_sync(bb, Sb + kk * 16 * kBV + tn * 16, kBV);
         wmma::mma_sync(ws, a, bb, ws);
       }
-      wmma::load_matrix_sync(un, Vn + ti * 16 * kBV + tn * 16, kBV, wmma::mem_row_major);
+      wmma::load_matrix_sync(un, Ub + ti * 16 * kBV + tn * 16, kBV, wmma::mem_row_major);
       for (int i = 0; i < un.num_elements; ++i) un.x[i] -= ws.x[i];
       wmma::store_matrix_sync(Vn + ti * 16 * kBV + tn * 16, un, kBV, wmma::mem_row_major);
     }
-    __syncthreads();
+    __syncthreads();  // W and U are read: the next chunk's may come
+    int64_t next_t0 = 0;
+    int next_len = 0;
+    if (ci + 1 < c_end) {
+      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
+      fetch_wu(W, U, slot + n_v, col0, Wb, Ub, tid);
+    }
     bf16* vn = vnew + slot * kC * kD;
     for (int e = tid; e < kC * kBV; e += kStateThreads) {
-      const bf16 x = __float2bfloat16(Vn[e]);
-      Vb[e] = x;
-      vn[(e / kBV) * kD + col0 + e % kBV] = x;
+      const int r = e / kBV;
+      vn[r * kD + col0 + e % kBV] = __float2bfloat16(Vn[e]);
+      Vb[e] = __float2bfloat16(Vn[e] * __expf(g_last - gc[r]));
     }
     __syncthreads();
-    // S ← exp(G_last) S + Kdᵀ v_new: 8 × 2 tiles, K = 64 (Kdᵀ read column-major from Kd).
+    // S ← exp(G_last) S + k̂ᵀ Vb: 8 × 2 tiles, K = 64 (k̂ᵀ read column-major from Kb).
     const float decay = __expf(g_last);
     for (int tile = warp; tile < (kD / 16) * (kBV / 16); tile += kStateThreads / 32) {
       const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
@@ -263,12 +310,16 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
       for (int kk = 0; kk < kC / 16; ++kk) {
         FragAT a;
         FragB bb;
-        wmma::load_matrix_sync(a, Kd + kk * 16 * kD + ti * 16, kD);
+        wmma::load_matrix_sync(a, Kb + kk * 16 * kD + ti * 16, kD);
         wmma::load_matrix_sync(bb, Vb + kk * 16 * kBV + tn * 16, kBV);
         wmma::mma_sync(acc, a, bb, acc);
       }
       wmma::store_matrix_sync(S + ti * 16 * kBV + tn * 16, acc, kBV, wmma::mem_row_major);
     }
+    __syncthreads();  // k̂ and G are read: the next chunk's may come
+    if (ci + 1 < c_end) fetch_kg(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kb, gc, tid);
+    t0 = next_t0;
+    len = next_len;
   }
   __syncthreads();
   for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[e];
@@ -297,14 +348,21 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   chunk_rows(table, nc, tokens, ci, t0, len);
   const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
   if (tid < kC) gc[tid] = gcum[slot * kC + tid];
-  for (int e = tid; e < kC * kD; e += kOutThreads) {
-    const int r = e / kD, a = e % kD;
-    const int64_t src = ((t0 + r) * n_k + kh) * kD + a;
-    Qs[e] = r < len ? qn[src] : __float2bfloat16(0.0f);
-    KV[e] = r < len ? kn[src] : __float2bfloat16(0.0f);
+  for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    if (r < len) {
+      const int64_t src = ((t0 + r) * n_k + kh) * kD + 8 * c;
+      copy16(Qs + 8 * e, qn + src);
+      copy16(KV + 8 * e, kn + src);
+    } else {
+      *reinterpret_cast<uint4*>(Qs + 8 * e) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(KV + 8 * e) = make_uint4(0, 0, 0, 0);
+    }
   }
   const bf16* sc = Sc + slot * kD * kD;
-  for (int e = tid; e < kD * kD; e += kOutThreads) Ss[e] = sc[e];
+  for (int e = tid; e < kD * kD / 8; e += kOutThreads) copy16(Ss + 8 * e, sc + 8 * e);
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
   __syncthreads();
   for (int tile = warp; tile < 16; tile += kOutThreads / 32) {
     const int ti = tile / 4, tj = tile % 4;
@@ -326,10 +384,11 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     P[e] = __float2bfloat16(j <= i ? QK[e] * __expf(gc[i] - gc[j]) : 0.0f);
   }
   const bf16* vn = vnew + slot * kC * kD;
-  for (int e = tid; e < kC * kD; e += kOutThreads) {
+  for (int e = tid; e < kC * kD / 8; e += kOutThreads) copy16(KV + 8 * e, vn + 8 * e);
+  __pipeline_commit();
+  for (int e = tid; e < kC * kD; e += kOutThreads)
     Qs[e] = __float2bfloat16(__bfloat162float(Qs[e]) * __expf(gc[e / kD]));
-    KV[e] = vn[e];
-  }
+  __pipeline_wait_prior(0);
   __syncthreads();
   // O = (q̂ exp(G)) S_c + P v_new: 4 × 8 tiles, 4 per warp; P's blocks above the diagonal are 0.
   constexpr int kPerWarp = (kC / 16) * (kD / 16) / (kOutThreads / 32);
@@ -426,7 +485,8 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
   const size_t qk = static_cast<size_t>(T) * nk * kD;
   Scratch scratch(Scratch::round_up(2 * qk * sizeof(bf16)) * 2 + Scratch::round_up(per_chunk * kC * sizeof(float)) +
-                      2 * Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
+                      Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
+                      Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
                       Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up((2 * nc + n_seq + 1) * sizeof(int)),
@@ -434,7 +494,7 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   bf16* qn = scratch.take<bf16>(qk);
   bf16* kn = scratch.take<bf16>(qk);
   float* gcum = scratch.take<float>(per_chunk * kC);
-  float* W = scratch.take<float>(per_chunk * kC * kD);
+  bf16* W = scratch.take<bf16>(per_chunk * kC * kD);
   float* U = scratch.take<float>(per_chunk * kC * kD);
   bf16* Sc = scratch.take<bf16>(per_chunk * kD * kD);
   bf16* vnew = scratch.take<bf16>(per_chunk * kC * kD);
