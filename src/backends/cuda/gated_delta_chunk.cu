@@ -200,8 +200,13 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
 // The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
 // so k̂ is copied as stored.
 constexpr int kStateThreads = 128;
-constexpr size_t kStateSmem = kD * kBV * sizeof(float) + kD * kBV * sizeof(bf16) + 2 * kC * kD * sizeof(bf16) +
-                              2 * kC * kBV * sizeof(float) + kC * kBV * sizeof(bf16) + kC * sizeof(float);
+// Shared-memory rows are padded (by 16 bytes for BF16, 16 for fp32) so that the 16 rows a
+// tile load reads fall on different banks.
+constexpr int kLdW = kD + 8;    // Wb, Kb: BF16 [64][136]
+constexpr int kLdSb = kBV + 8;  // Sb, Vb: BF16 [·][40]
+constexpr int kLdF = kBV + 4;   // S, Ub, Vn: fp32 [·][36]
+constexpr size_t kStateSmem = kD * kLdF * sizeof(float) + kD * kLdSb * sizeof(bf16) + 2 * kC * kLdW * sizeof(bf16) +
+                              2 * kC * kLdF * sizeof(float) + kC * kLdSb * sizeof(bf16) + kC * sizeof(float);
 
 // 16-byte asynchronous copy global → shared (both 16-byte aligned).
 __device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_async(dst, src, 16); }
@@ -209,11 +214,14 @@ __device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_as
 // Starts chunk ci's W (BF16 [64][128]) and the block's U columns (fp32 [64][32]).
 __device__ inline void fetch_wu(const bf16* W, const float* U, int64_t slot, int col0, bf16* Wb, float* Ub, int tid) {
   const bf16* w = W + slot * kC * kD;
-  for (int e = tid; e < kC * kD / 8; e += kStateThreads) copy16(Wb + 8 * e, w + 8 * e);
+  for (int e = tid; e < kC * kD / 8; e += kStateThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
+  }
   const float* u = U + slot * kC * kD + col0;
   for (int e = tid; e < kC * kBV / 4; e += kStateThreads) {
     const int r = e / (kBV / 4), c = e % (kBV / 4);
-    copy16(Ub + r * kBV + 4 * c, u + r * kD + 4 * c);
+    copy16(Ub + r * kLdF + 4 * c, u + r * kD + 4 * c);
   }
   __pipeline_commit();
 }
@@ -224,9 +232,9 @@ __device__ inline void fetch_kg(const bf16* kn, const float* gcum, int64_t slot,
   for (int e = tid; e < kC * kD / 8; e += kStateThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
     if (r < len)
-      copy16(Kb + r * kD + 8 * c, kn + ((t0 + r) * n_k + kh) * kD + 8 * c);
+      copy16(Kb + r * kLdW + 8 * c, kn + ((t0 + r) * n_k + kh) * kD + 8 * c);
     else
-      *reinterpret_cast<uint4*>(Kb + r * kD + 8 * c) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(Kb + r * kLdW + 8 * c) = make_uint4(0, 0, 0, 0);
   }
   if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
   __pipeline_commit();
@@ -237,18 +245,18 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
                                                               int n_k, int n_v, float* states, bf16* Sc,
                                                               bf16* vnew) {
   extern __shared__ __align__(128) unsigned char smem[];
-  float* S = reinterpret_cast<float*>(smem);               // [128][32] fp32 state columns
-  bf16* Sb = reinterpret_cast<bf16*>(S + kD * kBV);        // [128][32]
-  bf16* Wb = Sb + kD * kBV;                                // [64][128] W
-  bf16* Kb = Wb + kC * kD;                                 // [64][128] k̂
-  float* Ub = reinterpret_cast<float*>(Kb + kC * kD);      // [64][32] U columns
-  float* Vn = Ub + kC * kBV;                               // [64][32] v_new
-  bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kBV);       // [64][32] exp(G_last − G) ⊙ v_new
-  float* gc = reinterpret_cast<float*>(Vb + kC * kBV);     // [64]
+  float* S = reinterpret_cast<float*>(smem);               // [128][kLdF] fp32 state columns
+  bf16* Sb = reinterpret_cast<bf16*>(S + kD * kLdF);       // [128][kLdSb]
+  bf16* Wb = Sb + kD * kLdSb;                              // [64][kLdW] W
+  bf16* Kb = Wb + kC * kLdW;                               // [64][kLdW] k̂
+  float* Ub = reinterpret_cast<float*>(Kb + kC * kLdW);    // [64][kLdF] U columns
+  float* Vn = Ub + kC * kLdF;                              // [64][kLdF] v_new
+  bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kLdF);      // [64][kLdSb] exp(G_last − G) ⊙ v_new
+  float* gc = reinterpret_cast<float*>(Vb + kC * kLdSb);   // [64]
   const int h = blockIdx.x, col0 = blockIdx.y * kBV, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
   float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;
-  for (int e = tid; e < kD * kBV; e += kStateThreads) S[e] = st[(e / kBV) * kD + col0 + e % kBV];
+  for (int e = tid; e < kD * kBV; e += kStateThreads) S[(e / kBV) * kLdF + e % kBV] = st[(e / kBV) * kD + col0 + e % kBV];
   const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
   int64_t t0 = 0;
   int len = 0;
@@ -265,9 +273,10 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     const float g_last = gc[len - 1];
     bf16* sc = Sc + slot * kD * kD;
     for (int e = tid; e < kD * kBV; e += kStateThreads) {
-      const bf16 x = __float2bfloat16(S[e]);
-      Sb[e] = x;
-      sc[(e / kBV) * kD + col0 + e % kBV] = x;
+      const int a = e / kBV, c = e % kBV;
+      const bf16 x = __float2bfloat16(S[a * kLdF + c]);
+      Sb[a * kLdSb + c] = x;
+      sc[a * kD + col0 + c] = x;
     }
     __syncthreads();
     // v_new = U − W S_c: 4 × 2 tiles, K = 128.
@@ -278,13 +287,13 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
       for (int kk = 0; kk < kD / 16; ++kk) {
         FragA a;
         FragB bb;
-        wmma::load_matrix_sync(a, Wb + ti * 16 * kD + kk * 16, kD);
-        wmma::load_matrix_sync(bb, Sb + kk * 16 * kBV + tn * 16, kBV);
+        wmma::load_matrix_sync(a, Wb + ti * 16 * kLdW + kk * 16, kLdW);
+        wmma::load_matrix_sync(bb, Sb + kk * 16 * kLdSb + tn * 16, kLdSb);
         wmma::mma_sync(ws, a, bb, ws);
       }
-      wmma::load_matrix_sync(un, Ub + ti * 16 * kBV + tn * 16, kBV, wmma::mem_row_major);
+      wmma::load_matrix_sync(un, Ub + ti * 16 * kLdF + tn * 16, kLdF, wmma::mem_row_major);
       for (int i = 0; i < un.num_elements; ++i) un.x[i] -= ws.x[i];
-      wmma::store_matrix_sync(Vn + ti * 16 * kBV + tn * 16, un, kBV, wmma::mem_row_major);
+      wmma::store_matrix_sync(Vn + ti * 16 * kLdF + tn * 16, un, kLdF, wmma::mem_row_major);
     }
     __syncthreads();  // W and U are read: the next chunk's may come
     int64_t next_t0 = 0;
@@ -295,9 +304,10 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     }
     bf16* vn = vnew + slot * kC * kD;
     for (int e = tid; e < kC * kBV; e += kStateThreads) {
-      const int r = e / kBV;
-      vn[r * kD + col0 + e % kBV] = __float2bfloat16(Vn[e]);
-      Vb[e] = __float2bfloat16(Vn[e] * __expf(g_last - gc[r]));
+      const int r = e / kBV, c = e % kBV;
+      const float x = Vn[r * kLdF + c];
+      vn[r * kD + col0 + c] = __float2bfloat16(x);
+      Vb[r * kLdSb + c] = __float2bfloat16(x * __expf(g_last - gc[r]));
     }
     __syncthreads();
     // S ← exp(G_last) S + k̂ᵀ Vb: 8 × 2 tiles, K = 64 (k̂ᵀ read column-major from Kb).
@@ -305,16 +315,16 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     for (int tile = warp; tile < (kD / 16) * (kBV / 16); tile += kStateThreads / 32) {
       const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
       FragC acc;
-      wmma::load_matrix_sync(acc, S + ti * 16 * kBV + tn * 16, kBV, wmma::mem_row_major);
+      wmma::load_matrix_sync(acc, S + ti * 16 * kLdF + tn * 16, kLdF, wmma::mem_row_major);
       for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= decay;
       for (int kk = 0; kk < kC / 16; ++kk) {
         FragAT a;
         FragB bb;
-        wmma::load_matrix_sync(a, Kb + kk * 16 * kD + ti * 16, kD);
-        wmma::load_matrix_sync(bb, Vb + kk * 16 * kBV + tn * 16, kBV);
+        wmma::load_matrix_sync(a, Kb + kk * 16 * kLdW + ti * 16, kLdW);
+        wmma::load_matrix_sync(bb, Vb + kk * 16 * kLdSb + tn * 16, kLdSb);
         wmma::mma_sync(acc, a, bb, acc);
       }
-      wmma::store_matrix_sync(S + ti * 16 * kBV + tn * 16, acc, kBV, wmma::mem_row_major);
+      wmma::store_matrix_sync(S + ti * 16 * kLdF + tn * 16, acc, kLdF, wmma::mem_row_major);
     }
     __syncthreads();  // k̂ and G are read: the next chunk's may come
     if (ci + 1 < c_end) fetch_kg(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kb, gc, tid);
@@ -322,7 +332,7 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     len = next_len;
   }
   __syncthreads();
-  for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[e];
+  for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[(e / kBV) * kLdF + e % kBV];
 }
 
 // 4. Output per (chunk = blockIdx.x, v head = blockIdx.y); 256 threads.
