@@ -14,7 +14,11 @@
 //                The final S goes back to the caller's state.
 //   4. out:      per (chunk, head): O = (q̂ ⊙ exp(G)) S_c + (q̂ k̂ᵀ ⊙ causal(incl. diagonal) ⊙ exp(Gᵢ − Gⱼ)) v_new.
 // Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
-// read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row.
+// read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
+// 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
+// 48 heads, ~670 MB at 8192, from the stream-ordered pool.
+// Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 84 registers, 78,336 B shared;
+// state 80 registers, 87,296 B; out 76 registers, 96,512 B (two blocks per SM each).
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <mma.h>
@@ -81,22 +85,49 @@ __global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, i
   for (int i = 0; i < kD / 32; ++i) y[lane + 32 * i] = __float2bfloat16(v[i] * inv);
 }
 
+// Shared-memory rows are padded (BF16 by 8, fp32 by 4 elements: 16 bytes) so that the 16 rows a
+// tile load reads fall on different banks.
+constexpr int kLdB = kD + 8;  // BF16 [64 or 128][128] tiles
+constexpr int kLdT = kC + 8;  // BF16 [64][64]
+constexpr int kLdA = kC + 4;  // fp32 [64][64]
+constexpr int kLdO = kD + 4;  // fp32 [64][128]
+constexpr int kLdF = kBV + 4; // fp32 [·][32] (the sequential pass)
+
+// 16-byte asynchronous copy global → shared (both 16-byte aligned).
+__device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_async(dst, src, 16); }
+
+// Starts the copy of the k̂ (or q̂) rows t0 … t0+len−1 of k head kh into dst [64][kLdB]; rows
+// past len are zeroed. The caller commits and waits.
+template <int kThreads>
+__device__ inline void fetch_rows(const bf16* x, int64_t t0, int len, int n_k, int kh, bf16* dst, int tid) {
+  for (int e = tid; e < kC * kD / 8; e += kThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    if (r < len)
+      copy16(dst + r * kLdB + 8 * c, x + ((t0 + r) * n_k + kh) * kD + 8 * c);
+    else
+      *reinterpret_cast<uint4*>(dst + r * kLdB + 8 * c) = make_uint4(0, 0, 0, 0);
+  }
+}
+
 // 2. W and U per (chunk = blockIdx.x, v head = blockIdx.y); 128 threads. Also writes G.
 constexpr int kWuThreads = 128;
-constexpr size_t kWuSmem = 2 * kC * kD * sizeof(bf16) + 2 * kC * kC * sizeof(float) + kC * kC * sizeof(bf16) +
-                           2 * kC * sizeof(float);
+constexpr size_t kWuSmem = 3 * kC * kLdB * sizeof(bf16) /* Ks, Vs, Af (fp32 [64][68] is as big) */ +
+                           kC * kC * sizeof(float) + kC * kLdT * sizeof(bf16) + 2 * kC * sizeof(float);
+static_assert(kC * kLdA * sizeof(float) == kC * kLdB * sizeof(bf16), "Af takes a BF16 tile's room");
+static_assert(kC * kLdO * sizeof(float) <= kC * kLdA * sizeof(float) + kC * kC * sizeof(float),
+              "W's fp32 staging fits over Af and Tf");
 
 __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const float* v, int64_t stride,
                                                         const float* g, const float* beta, int64_t tokens,
                                                         const int* table, int nc, int n_k, int n_v, float* gcum,
                                                         bf16* W, float* U) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* Ks = reinterpret_cast<bf16*>(smem);               // [64][128] k̂, then β k̂ exp(G)
-  bf16* Vs = Ks + kC * kD;                                 // [64][128] β v
-  float* Af = reinterpret_cast<float*>(Vs + kC * kD);     // [64][64] k̂k̂ᵀ, then A
-  float* Tf = Af + kC * kC;                                // [64][64] (I + A)⁻¹
-  bf16* Tb = reinterpret_cast<bf16*>(Tf + kC * kC);       // [64][64]
-  float* gc = reinterpret_cast<float*>(Tb + kC * kC);     // [64] G
+  bf16* Ks = reinterpret_cast<bf16*>(smem);               // [64][kLdB] k̂, then β k̂ exp(G)
+  bf16* Vs = Ks + kC * kLdB;                               // [64][kLdB] β v
+  float* Af = reinterpret_cast<float*>(Vs + kC * kLdB);   // [64][kLdA] k̂k̂ᵀ, then A
+  float* Tf = Af + kC * kLdA;                              // [64][64] (I + A)⁻¹
+  bf16* Tb = reinterpret_cast<bf16*>(Tf + kC * kC);       // [64][kLdT]
+  float* gc = reinterpret_cast<float*>(Tb + kC * kLdT);   // [64] G
   float* bt = gc + kC;                                     // [64] β
   const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
@@ -105,6 +136,8 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   chunk_rows(table, nc, tokens, ci, t0, len);
   const int64_t slot = static_cast<int64_t>(ci) * n_v + h;  // this (chunk, head)'s scratch
 
+  fetch_rows<kWuThreads>(kn, t0, len, n_k, kh, Ks, tid);
+  __pipeline_commit();
   if (tid < kC) {
     bt[tid] = tid < len ? beta[(t0 + tid) * n_v + h] : 0.0f;
     gc[tid] = tid < len ? g[(t0 + tid) * n_v + h] : 0.0f;
@@ -116,14 +149,12 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   }
   for (int e = tid; e < kC * kD; e += kWuThreads) {
     const int r = e / kD, a = e % kD;
-    Ks[e] = r < len ? kn[((t0 + r) * n_k + kh) * kD + a] : __float2bfloat16(0.0f);
+    Vs[r * kLdB + a] =
+        __float2bfloat16(r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f);
   }
+  __pipeline_wait_prior(0);
   __syncthreads();
   if (tid < kC) gcum[slot * kC + tid] = gc[tid];
-  for (int e = tid; e < kC * kD; e += kWuThreads) {
-    const int r = e / kD, a = e % kD;
-    Vs[e] = __float2bfloat16(r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f);
-  }
   // k̂ k̂ᵀ, the tiles on and below the diagonal.
   for (int tile = warp; tile < 16; tile += kWuThreads / 32) {
     const int ti = tile / 4, tj = tile % 4;
@@ -133,16 +164,16 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
     for (int kk = 0; kk < kD / 16; ++kk) {
       FragA a;
       FragBT b;
-      wmma::load_matrix_sync(a, Ks + ti * 16 * kD + kk * 16, kD);
-      wmma::load_matrix_sync(b, Ks + tj * 16 * kD + kk * 16, kD);
+      wmma::load_matrix_sync(a, Ks + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, Ks + tj * 16 * kLdB + kk * 16, kLdB);
       wmma::mma_sync(acc, a, b, acc);
     }
-    wmma::store_matrix_sync(Af + ti * 16 * kC + tj * 16, acc, kC, wmma::mem_row_major);
+    wmma::store_matrix_sync(Af + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
   }
   __syncthreads();
   for (int e = tid; e < kC * kC; e += kWuThreads) {
     const int i = e / kC, j = e % kC;
-    Af[e] = j < i ? bt[i] * Af[e] * __expf(gc[i] - gc[j]) : 0.0f;
+    Af[i * kLdA + j] = j < i ? bt[i] * Af[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
   }
   __syncthreads();
   // T = (I + A)⁻¹, unit lower triangular: thread c computes column c row by row in registers,
@@ -155,22 +186,23 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
     for (int i = 0; i < kC; ++i) {
       float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int j = 0; j < i; ++j) p[j % 4] += Af[i * kC + j] * t[j];
+      for (int j = 0; j < i; ++j) p[j % 4] += Af[i * kLdA + j] * t[j];
       t[i] = (i == c ? 1.0f : 0.0f) - ((p[0] + p[1]) + (p[2] + p[3]));
     }
 #pragma unroll
     for (int i = 0; i < kC; ++i) Tf[i * kC + c] = t[i];
   }
   __syncthreads();
-  for (int e = tid; e < kC * kC; e += kWuThreads) Tb[e] = __float2bfloat16(Tf[e]);
+  for (int e = tid; e < kC * kC; e += kWuThreads) Tb[(e / kC) * kLdT + e % kC] = __float2bfloat16(Tf[e]);
   for (int e = tid; e < kC * kD; e += kWuThreads) {
-    const int r = e / kD;
-    Ks[e] = __float2bfloat16(__bfloat162float(Ks[e]) * bt[r] * __expf(gc[r]));
+    const int r = e / kD, a = e % kD;
+    bf16& x = Ks[r * kLdB + a];
+    x = __float2bfloat16(__bfloat162float(x) * bt[r] * __expf(gc[r]));
   }
   __syncthreads();
   // W = T (β k̂ exp(G)), U = T (β v): 4 × 8 output tiles; T's blocks above the diagonal are 0.
   // U goes to memory as fp32, W through fp32 staging (over Af and Tf, free now) as BF16.
-  float* Wf = Af;  // [64][128]
+  float* Wf = Af;  // [64][kLdO]
   float* Uc = U + slot * kC * kD;
   for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kWuThreads / 32) {
     const int ti = tile / (kD / 16), tn = tile % (kD / 16);
@@ -180,18 +212,21 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
     for (int kk = 0; kk <= ti; ++kk) {
       FragA a;
       FragB b;
-      wmma::load_matrix_sync(a, Tb + ti * 16 * kC + kk * 16, kC);
-      wmma::load_matrix_sync(b, Ks + kk * 16 * kD + tn * 16, kD);
+      wmma::load_matrix_sync(a, Tb + ti * 16 * kLdT + kk * 16, kLdT);
+      wmma::load_matrix_sync(b, Ks + kk * 16 * kLdB + tn * 16, kLdB);
       wmma::mma_sync(w, a, b, w);
-      wmma::load_matrix_sync(b, Vs + kk * 16 * kD + tn * 16, kD);
+      wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
       wmma::mma_sync(u, a, b, u);
     }
-    wmma::store_matrix_sync(Wf + ti * 16 * kD + tn * 16, w, kD, wmma::mem_row_major);
+    wmma::store_matrix_sync(Wf + ti * 16 * kLdO + tn * 16, w, kLdO, wmma::mem_row_major);
     wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
   }
   __syncthreads();
   __nv_bfloat162* Wc = reinterpret_cast<__nv_bfloat162*>(W + slot * kC * kD);
-  for (int e = tid; e < kC * kD / 2; e += kWuThreads) Wc[e] = __floats2bfloat162_rn(Wf[2 * e], Wf[2 * e + 1]);
+  for (int e = tid; e < kC * kD / 2; e += kWuThreads) {
+    const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
+    Wc[e] = __floats2bfloat162_rn(Wf[r * kLdO + a], Wf[r * kLdO + a + 1]);
+  }
 }
 
 // 3. The sequential pass: block (v head, 32 state columns, sequence); 128 threads. Chunk i+1's
@@ -200,16 +235,11 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
 // The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
 // so k̂ is copied as stored.
 constexpr int kStateThreads = 128;
-// Shared-memory rows are padded (by 16 bytes for BF16, 16 for fp32) so that the 16 rows a
-// tile load reads fall on different banks.
+// Padded shared-memory rows, as kLdB and kLdF above.
 constexpr int kLdW = kD + 8;    // Wb, Kb: BF16 [64][136]
 constexpr int kLdSb = kBV + 8;  // Sb, Vb: BF16 [·][40]
-constexpr int kLdF = kBV + 4;   // S, Ub, Vn: fp32 [·][36]
 constexpr size_t kStateSmem = kD * kLdF * sizeof(float) + kD * kLdSb * sizeof(bf16) + 2 * kC * kLdW * sizeof(bf16) +
                               2 * kC * kLdF * sizeof(float) + kC * kLdSb * sizeof(bf16) + kC * sizeof(float);
-
-// 16-byte asynchronous copy global → shared (both 16-byte aligned).
-__device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_async(dst, src, 16); }
 
 // Starts chunk ci's W (BF16 [64][128]) and the block's U columns (fp32 [64][32]).
 __device__ inline void fetch_wu(const bf16* W, const float* U, int64_t slot, int col0, bf16* Wb, float* Ub, int tid) {
@@ -337,41 +367,36 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
 
 // 4. Output per (chunk = blockIdx.x, v head = blockIdx.y); 256 threads.
 constexpr int kOutThreads = 256;
-constexpr size_t kOutSmem = 2 * kC * kD * sizeof(bf16) + kC * kC * sizeof(float) + kC * kC * sizeof(bf16) +
-                            kD * kD * sizeof(bf16) + kC * sizeof(float);
+constexpr size_t kOutSmem = 2 * kC * kLdB * sizeof(bf16) + kC * kLdA * sizeof(float) + kC * kLdT * sizeof(bf16) +
+                            kD * kLdB * sizeof(bf16) + kC * sizeof(float);
+static_assert(kC * kLdO * sizeof(float) <= 2 * kC * kLdB * sizeof(bf16), "O's staging fits over Qs and KV");
 
 __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const float* gcum,
                                                           const bf16* Sc, const bf16* vnew, int64_t tokens,
                                                           const int* table, int nc, int n_k, int n_v, float* out) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* Qs = reinterpret_cast<bf16*>(smem);              // [64][128] q̂, then q̂ exp(G)
-  bf16* KV = Qs + kC * kD;                                // [64][128] k̂, then v_new
-  float* O = reinterpret_cast<float*>(smem);              // [64][128] fp32 over Qs and KV, at the end
-  float* QK = reinterpret_cast<float*>(KV + kC * kD);     // [64][64]
-  bf16* P = reinterpret_cast<bf16*>(QK + kC * kC);        // [64][64]
-  bf16* Ss = P + kC * kC;                                  // [128][128] S_c
-  float* gc = reinterpret_cast<float*>(Ss + kD * kD);     // [64]
+  bf16* Qs = reinterpret_cast<bf16*>(smem);              // [64][kLdB] q̂, then q̂ exp(G)
+  bf16* KV = Qs + kC * kLdB;                              // [64][kLdB] k̂, then v_new
+  float* O = reinterpret_cast<float*>(smem);              // [64][kLdO] fp32 over Qs and KV, at the end
+  float* QK = reinterpret_cast<float*>(KV + kC * kLdB);   // [64][kLdA]
+  bf16* P = reinterpret_cast<bf16*>(QK + kC * kLdA);      // [64][kLdT]
+  bf16* Ss = P + kC * kLdT;                                // [128][kLdB] S_c
+  float* gc = reinterpret_cast<float*>(Ss + kD * kLdB);   // [64]
   const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
   int64_t t0;
   int len;
   chunk_rows(table, nc, tokens, ci, t0, len);
   const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
-  if (tid < kC) gc[tid] = gcum[slot * kC + tid];
-  for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
-    const int r = e / (kD / 8), c = e % (kD / 8);
-    if (r < len) {
-      const int64_t src = ((t0 + r) * n_k + kh) * kD + 8 * c;
-      copy16(Qs + 8 * e, qn + src);
-      copy16(KV + 8 * e, kn + src);
-    } else {
-      *reinterpret_cast<uint4*>(Qs + 8 * e) = make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint4*>(KV + 8 * e) = make_uint4(0, 0, 0, 0);
-    }
-  }
+  fetch_rows<kOutThreads>(qn, t0, len, n_k, kh, Qs, tid);
+  fetch_rows<kOutThreads>(kn, t0, len, n_k, kh, KV, tid);
   const bf16* sc = Sc + slot * kD * kD;
-  for (int e = tid; e < kD * kD / 8; e += kOutThreads) copy16(Ss + 8 * e, sc + 8 * e);
+  for (int e = tid; e < kD * kD / 8; e += kOutThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Ss + r * kLdB + 8 * c, sc + r * kD + 8 * c);
+  }
   __pipeline_commit();
+  if (tid < kC) gc[tid] = gcum[slot * kC + tid];
   __pipeline_wait_prior(0);
   __syncthreads();
   for (int tile = warp; tile < 16; tile += kOutThreads / 32) {
@@ -382,22 +407,28 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     for (int kk = 0; kk < kD / 16; ++kk) {
       FragA a;
       FragBT b;
-      wmma::load_matrix_sync(a, Qs + ti * 16 * kD + kk * 16, kD);
-      wmma::load_matrix_sync(b, KV + tj * 16 * kD + kk * 16, kD);
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, KV + tj * 16 * kLdB + kk * 16, kLdB);
       wmma::mma_sync(acc, a, b, acc);
     }
-    wmma::store_matrix_sync(QK + ti * 16 * kC + tj * 16, acc, kC, wmma::mem_row_major);
+    wmma::store_matrix_sync(QK + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
   }
   __syncthreads();
+  const bf16* vn = vnew + slot * kC * kD;
+  for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(KV + r * kLdB + 8 * c, vn + r * kD + 8 * c);
+  }
+  __pipeline_commit();
   for (int e = tid; e < kC * kC; e += kOutThreads) {
     const int i = e / kC, j = e % kC;
-    P[e] = __float2bfloat16(j <= i ? QK[e] * __expf(gc[i] - gc[j]) : 0.0f);
+    P[i * kLdT + j] = __float2bfloat16(j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f);
   }
-  const bf16* vn = vnew + slot * kC * kD;
-  for (int e = tid; e < kC * kD / 8; e += kOutThreads) copy16(KV + 8 * e, vn + 8 * e);
-  __pipeline_commit();
-  for (int e = tid; e < kC * kD; e += kOutThreads)
-    Qs[e] = __float2bfloat16(__bfloat162float(Qs[e]) * __expf(gc[e / kD]));
+  for (int e = tid; e < kC * kD; e += kOutThreads) {
+    const int r = e / kD, a = e % kD;
+    bf16& x = Qs[r * kLdB + a];
+    x = __float2bfloat16(__bfloat162float(x) * __expf(gc[r]));
+  }
   __pipeline_wait_prior(0);
   __syncthreads();
   // O = (q̂ exp(G)) S_c + P v_new: 4 × 8 tiles, 4 per warp; P's blocks above the diagonal are 0.
@@ -411,15 +442,15 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     for (int kk = 0; kk < kD / 16; ++kk) {
       FragA a;
       FragB b;
-      wmma::load_matrix_sync(a, Qs + ti * 16 * kD + kk * 16, kD);
-      wmma::load_matrix_sync(b, Ss + kk * 16 * kD + tn * 16, kD);
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, Ss + kk * 16 * kLdB + tn * 16, kLdB);
       wmma::mma_sync(acc[j], a, b, acc[j]);
     }
     for (int kk = 0; kk <= ti; ++kk) {
       FragA a;
       FragB b;
-      wmma::load_matrix_sync(a, P + ti * 16 * kC + kk * 16, kC);
-      wmma::load_matrix_sync(b, KV + kk * 16 * kD + tn * 16, kD);
+      wmma::load_matrix_sync(a, P + ti * 16 * kLdT + kk * 16, kLdT);
+      wmma::load_matrix_sync(b, KV + kk * 16 * kLdB + tn * 16, kLdB);
       wmma::mma_sync(acc[j], a, b, acc[j]);
     }
   }
@@ -428,12 +459,12 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   for (int j = 0; j < kPerWarp; ++j) {
     const int tile = warp + j * (kOutThreads / 32);
     const int ti = tile / (kD / 16), tn = tile % (kD / 16);
-    wmma::store_matrix_sync(O + ti * 16 * kD + tn * 16, acc[j], kD, wmma::mem_row_major);
+    wmma::store_matrix_sync(O + ti * 16 * kLdO + tn * 16, acc[j], kLdO, wmma::mem_row_major);
   }
   __syncthreads();
   const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
   for (int e = tid; e < len * kD; e += kOutThreads)
-    out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[e];
+    out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[(e / kD) * kLdO + e % kD];
 }
 
 // One stream-ordered allocation carved into the scratch arrays (256-byte aligned each).
