@@ -229,12 +229,12 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   }
 }
 
-// 3. The sequential pass: block (v head, 32 state columns, sequence); 128 threads. Chunk i+1's
+// 3. The sequential pass: block (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
 // W and U slice are copied into shared memory (cp.async) while chunk i's state update runs,
 // its k̂ rows and G once that update is done, so the chain of chunks waits on memory once.
 // The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
 // so k̂ is copied as stored.
-constexpr int kStateThreads = 128;
+constexpr int kStateThreads = 256;  // 8 warps: one v_new tile, two state tiles each
 // Padded shared-memory rows, as kLdB and kLdF above.
 constexpr int kLdW = kD + 8;    // Wb, Kb: BF16 [64][136]
 constexpr int kLdSb = kBV + 8;  // Sb, Vb: BF16 [·][40]
