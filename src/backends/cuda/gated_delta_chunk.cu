@@ -25,7 +25,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -496,6 +498,11 @@ void allow_smem(Kernel k, size_t bytes) {
 }  // namespace
 
 bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
+  const char* e = std::getenv("STAVE_CUDA_DELTA");
+  if (e && *e && std::string_view(e) != "auto") {
+    if (std::string_view(e) == "recurrent") return false;
+    throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_DELTA is '") + e + "': expected 'auto' or 'recurrent'");
+  }
   return dims.d_k == kD && dims.d_v == kD && dims.n_k_heads > 0 && dims.n_v_heads % dims.n_k_heads == 0 &&
          tokens > sequences;
 }
