@@ -532,7 +532,7 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   const int nc = static_cast<int>(t0s.size());
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
   const size_t qk = static_cast<size_t>(T) * nk * kD;
-  Scratch scratch(Scratch::round_up(2 * qk * sizeof(bf16)) * 2 + Scratch::round_up(per_chunk * kC * sizeof(float)) +
+  Scratch scratch(2 * Scratch::round_up(qk * sizeof(bf16)) + Scratch::round_up(per_chunk * kC * sizeof(float)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
                       Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
