@@ -217,10 +217,8 @@ TEST_P(BackendOps, GatedDeltaRuleBothForms) {
 
 // Several sequences in one call, each with its own state: equal to each sequence alone (one
 // token by the recurrence, more by the chunked form, as the model calls them).
-TEST_P(BackendOps, GatedDeltaRulePackedSequencesStayApart) {
-  std::mt19937 rng(8);
-  const GatedDeltaDims dims{2, 4, 32, 40};
-  const std::vector<int64_t> lengths{5, 1, 0, 70, 64};
+void expect_packed_sequences_stay_apart(const test::HostOps& o, double tol, std::mt19937& rng, GatedDeltaDims dims,
+                                        const std::vector<int64_t>& lengths) {
   std::vector<int64_t> starts{0};
   for (int64_t L : lengths) starts.push_back(starts.back() + L);
   DeltaCase all(rng, dims, starts.back());
@@ -243,9 +241,23 @@ TEST_P(BackendOps, GatedDeltaRulePackedSequencesStayApart) {
     else
       ref::gated_delta_rule_chunked(dims, one, s_ref.data() + b * S, out);
   }
-  ops().gated_delta_rule(test::HostOps::DeltaForm::kChunked, dims, all.in, all.row, starts, states.data(), got.data());
-  EXPECT_LE(scaled_diff(got, want), GetParam().delta_rule);
-  EXPECT_LE(scaled_diff(states, s_ref), GetParam().delta_rule);
+  o.gated_delta_rule(test::HostOps::DeltaForm::kChunked, dims, all.in, all.row, starts, states.data(), got.data());
+  EXPECT_LE(scaled_diff(got, want), tol);
+  EXPECT_LE(scaled_diff(states, s_ref), tol);
+}
+
+TEST_P(BackendOps, GatedDeltaRulePackedSequencesStayApart) {
+  std::mt19937 rng(8);
+  expect_packed_sequences_stay_apart(ops(), GetParam().delta_rule, rng, GatedDeltaDims{2, 4, 32, 40}, {5, 1, 0, 70, 64});
+}
+
+// The model's head dim (128, n_v > n_k): CUDA fast runs its tensor-core chunk kernels here —
+// sequences of one token, one shorter than a chunk, exactly one chunk, and several chunks with
+// a partial last one, side by side.
+TEST_P(BackendOps, GatedDeltaRulePackedSequencesAtHeadDim128) {
+  std::mt19937 rng(10);
+  expect_packed_sequences_stay_apart(ops(), GetParam().delta_rule, rng, GatedDeltaDims{2, 6, 128, 128},
+                                     {5, 1, 0, 130, 64, 33});
 }
 
 TEST_P(BackendOps, Rope) {
@@ -350,12 +362,18 @@ TEST_P(BackendOps, LinearEveryFormat) {
 // score's error has rms scale·√(d·E[q²]E[k²]·2/3)·u ≈ 1.1·u ≈ 2e-3 (scale = 1/√d-ish), and an
 // output's error Σ p(δs·(v − o) + δp·v + p·δv) is at most a few u for |v| ≤ 1: ~2e-3 on the
 // worst rows (few keys), ≤ 1e-2 with a 2× margin over the largest of some 10⁵ outputs.
+// CUDA fast's delta rule at d_k = d_v = 128 runs the chunk form on BF16 tensor cores: its
+// operands (q̂, k̂, (I + A)⁻¹, W, the chunk states S_c and v_new) are rounded to BF16, 2⁻⁹ relative
+// each. The errors have random signs and the fp32 sums average them: a host model of the
+// kernels with exact BF16 rounding lands at ~2e-4 (outputs) and ~1e-3 (states, which sum 64
+// rounded updates per chunk) on these cases. 5e-3 leaves 5× room and still fails a kernel that
+// drops the diagonal of the intra-chunk term (1.4e-2 to 2.3e-2 in that model).
 INSTANTIATE_TEST_SUITE_P(
     Devices, BackendOps,
     ::testing::Values(BackendCase{"cpu", Precision::kExact, 0.0, 0.0, 0.0, 0.0},
                       BackendCase{"cpu", Precision::kFast, 3e-6, 5e-5, 1e-5, 1e-4},
                       BackendCase{"cuda", Precision::kExact, 1e-6, 2e-5, 1e-6, 1e-5},
-                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-5, 1e-2, 1e-4}),
+                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-3, 1e-2, 1e-4}),
     case_name);
 
 }  // namespace

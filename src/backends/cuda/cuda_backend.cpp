@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cuda/device_ops.h"
+#include "backends/cuda/gated_delta_chunk.h"
 #include "stave/errors.h"
 
 namespace stave::cuda {
@@ -226,12 +227,19 @@ void CudaBackend::gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaI
                                    float* out) const {
   if (in.tokens <= 0) return;
   std::lock_guard lock(mutex_);
+  // Fast precision: the chunk form on tensor cores where it takes the shapes (gated_delta_chunk.h).
+  if (precision_ == Precision::kFast && dev::gated_delta_chunk_applies(dims, in.tokens, 1)) {
+    const int64_t starts[2] = {0, in.tokens};
+    return dev::gated_delta_rule_chunked(dims, in, starts, state, out, ctx_->stream());
+  }
   dev::gated_delta_rule(dims, in, state, out, *qk_, precision_ == Precision::kExact, ctx_->stream());
 }
 
 void CudaBackend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const GatedDeltaInput& in, float* state,
                                              float* out) const {
-  gated_delta_rule(dims, in, state, out);
+  if (in.tokens <= 0) return;
+  std::lock_guard lock(mutex_);
+  dev::gated_delta_rule(dims, in, state, out, *qk_, precision_ == Precision::kExact, ctx_->stream());
 }
 
 void CudaBackend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
@@ -256,8 +264,11 @@ void CudaBackend::gated_delta_rule_packed(const GatedDeltaDims& dims, const Gate
   const size_t bytes = starts.size() * sizeof(int64_t);
   starts_->reserve(bytes);
   STAVE_CUDA_CHECK(cudaMemcpyAsync(starts_->as<void>(), starts.data(), bytes, cudaMemcpyHostToDevice, ctx_->stream()));
-  dev::gated_delta_rule(dims, in, as_f32(block), out, *qk_, precision_ == Precision::kExact, s, starts_->as<int64_t>(),
-                        n_seq);
+  if (precision_ == Precision::kFast && dev::gated_delta_chunk_applies(dims, in.tokens, n_seq))
+    dev::gated_delta_rule_chunked(dims, in, starts, as_f32(block), out, s);
+  else
+    dev::gated_delta_rule(dims, in, as_f32(block), out, *qk_, precision_ == Precision::kExact, s,
+                          starts_->as<int64_t>(), n_seq);
   for (int64_t b = 0; b < n_seq; ++b)
     STAVE_CUDA_CHECK(cudaMemcpyAsync(states[b], as_f32(block) + b * dims.state_floats(), state_bytes,
                                      cudaMemcpyDeviceToDevice, s));

@@ -1,0 +1,101 @@
+// The gated delta rule of one Gated DeltaNet layer on the CUDA backend, fast precision, one
+// sequence (prefill): Backend::gated_delta_rule (the BF16 tensor-core chunk form,
+// src/backends/cuda/gated_delta_chunk.cu) beside Backend::gated_delta_rule_recurrent (the
+// per-token fp32 recurrence it replaces), on Clef-27B (n_k 16, n_v 48, d 128) and Clef-9B
+// (n_k 16, n_v 32) shapes at 2048 and 8192 tokens. Skips without a GPU.
+// Counters: ms_per_call (wall time per call, synchronised); TFLOP/s = the chunk form's useful
+// matmul FLOPs (per token and v head d·(5·64 + 6·d): k̂k̂ᵀ, W and U, W·S, Kᵀv_new, q̂k̂ᵀ, q̂·S,
+// P·v_new) per second, the same count for both kernels so the two compare directly.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/registry.h"
+#include "ops/backend.h"
+#include "ops/gated_delta_net.h"
+
+namespace {
+
+using stave::Backend;
+using stave::GatedDeltaDims;
+using stave::GatedDeltaInput;
+using stave::Tensor;
+
+struct Model {
+  const char* name;
+  GatedDeltaDims dims;
+};
+constexpr Model kModels[] = {{"27b", {16, 48, 128, 128}}, {"9b", {16, 32, 128, 128}}};
+
+std::vector<float> uniform(std::mt19937& rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+void BM_GatedDelta(benchmark::State& state, const Model& m, bool chunked) {
+  const std::string why = stave::backend_unavailable_reason("cuda");
+  if (!why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  const auto be = stave::make_backend("cuda", stave::Precision::kFast);
+  const GatedDeltaDims d = m.dims;
+  const int64_t T = state.range(0);
+  const int64_t stride = 2 * d.n_k_heads * d.d_k + d.n_v_heads * d.d_v;  // the conv output row [q | k | v]
+  std::mt19937 rng(1);
+  auto up = [&](const std::vector<float>& v) {
+    Tensor t = be->empty({static_cast<int64_t>(v.size())});
+    be->copy_from_host(v.data(), t);
+    return t;
+  };
+  const Tensor row = up(uniform(rng, T * stride, -1.0f, 1.0f));
+  const Tensor g = up(uniform(rng, T * d.n_v_heads, -0.5f, 0.0f));
+  const Tensor beta = up(uniform(rng, T * d.n_v_heads, 0.0f, 1.0f));
+  const Tensor st = up(std::vector<float>(static_cast<size_t>(d.state_floats()), 0.0f));
+  const Tensor out = be->empty({T * d.n_v_heads * d.d_v});
+  GatedDeltaInput in;
+  in.tokens = T;
+  in.q = row.data<float>();
+  in.k = in.q + d.n_k_heads * d.d_k;
+  in.v = in.q + 2 * d.n_k_heads * d.d_k;
+  in.stride = stride;
+  in.g = g.data<float>();
+  in.beta = beta.data<float>();
+  auto call = [&] {
+    if (chunked)
+      be->gated_delta_rule(d, in, st.data<float>(), out.data<float>());
+    else
+      be->gated_delta_rule_recurrent(d, in, st.data<float>(), out.data<float>());
+    be->synchronize();
+  };
+  call();  // warm-up: kernel loading, scratch pools
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) call();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double calls = static_cast<double>(state.iterations());
+  const double flops = static_cast<double>(T) * d.n_v_heads * d.d_k * (5.0 * stave::kGatedDeltaChunk + 6.0 * d.d_v);
+  state.counters["ms_per_call"] = 1e3 * seconds / calls;
+  state.counters["TFLOP/s"] = flops * calls / seconds * 1e-12;
+}
+
+const bool registered = [] {
+  for (const Model& m : kModels)
+    for (bool chunked : {true, false}) {
+      const std::string name = std::string("gated_delta_") + m.name + (chunked ? "_chunk_bf16" : "_recurrent_fp32");
+      benchmark::RegisterBenchmark(name.c_str(), [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, chunked); })
+          ->Arg(2048)
+          ->Arg(8192)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,576 @@
+// The gated delta rule, chunk form (Yang et al., "Gated Delta Networks"; the WY / UT transform
+// as flash-linear-attention's chunk_gated_delta_rule splits it), products on BF16 tensor cores
+// (nvcuda::wmma 16×16×16, fp32 accumulation). Fast precision, d_k = d_v = 128, chunk C = 64.
+//
+// Per v head h (k head h / (n_v/n_k)), chunk of rows t0 … t0+len−1 (len ≤ 64, never crossing a
+// sequence), q̂, k̂ the L2-normalised q (· d_k^{-1/2}) and k, G the within-chunk cumulative sum
+// of g, and S the [d_k, d_v] state at the chunk's start:
+//   1. qk_norm:  q̂, k̂ → BF16 [tokens, n_k, 128].
+//   2. wu:       per (chunk, head): A = strictly-lower (β k̂) k̂ᵀ ⊙ exp(Gᵢ − Gⱼ),
+//                T = (I + A)⁻¹ (fp32 forward substitution, one column per thread),
+//                W = T (β k̂ ⊙ exp(G)) (BF16), U = T (β v) (fp32) → scratch [chunk, n_v, 64, 128].
+//   3. state:    per (sequence, head, 32 state columns), the chunks in order:
+//                S_c = S (BF16 scratch); v_new = U − W S;  S ← exp(G_last) S + (k̂ ⊙ exp(G_last − G))ᵀ v_new.
+//                The final S goes back to the caller's state.
+//   4. out:      per (chunk, head): O = (q̂ ⊙ exp(G)) S_c + (q̂ k̂ᵀ ⊙ causal(incl. diagonal) ⊙ exp(Gᵢ − Gⱼ)) v_new.
+// Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
+// read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
+// 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
+// 48 heads, ~670 MB at 8192, from the stream-ordered pool.
+// Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 84 registers, 78,336 B shared;
+// state 80 registers, 87,296 B; out 76 registers, 96,512 B (two blocks per SM each).
+#include <cuda_bf16.h>
+#include <cuda_pipeline.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gated_delta_chunk.h"
+#include "stave/errors.h"
+
+namespace stave::cuda::dev {
+namespace {
+
+using bf16 = __nv_bfloat16;
+namespace wmma = nvcuda::wmma;
+
+constexpr int kC = 64;    // chunk
+constexpr int kD = 128;   // d_k = d_v
+constexpr int kBV = 32;   // state columns per block of the sequential pass
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Where chunk ci's rows are: from the table (packed sequences: t0[nc], len[nc], then the
+// sequences' first chunks [sequences + 1]) or, without one, chunks of 64 from row 0.
+__device__ inline void chunk_rows(const int* table, int nc, int64_t tokens, int ci, int64_t& t0, int& len) {
+  if (table) {
+    t0 = table[ci];
+    len = table[nc + ci];
+  } else {
+    t0 = static_cast<int64_t>(ci) * kC;
+    len = static_cast<int>(tokens - t0 < kC ? tokens - t0 : kC);
+  }
+}
+
+// 1. One warp per (token, k head) of q (first tokens·n_k warps) or k: x · rsqrt(Σx² + 1e-6) (· scale for q).
+__global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, int64_t tokens, int n_k, float q_scale,
+                               bf16* qn, bf16* kn) {
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= 2 * tokens * n_k) return;
+  const bool is_k = warp >= tokens * n_k;
+  const int64_t th = is_k ? warp - tokens * n_k : warp;
+  const int64_t t = th / n_k, h = th % n_k;
+  const float* x = (is_k ? k : q) + t * stride + h * kD;
+  float v[kD / 32];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kD / 32; ++i) {
+    v[i] = x[lane + 32 * i];
+    ss += v[i] * v[i];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = (is_k ? 1.0f : q_scale) / sqrtf(ss + 1e-6f);
+  bf16* y = (is_k ? kn : qn) + th * kD;
+#pragma unroll
+  for (int i = 0; i < kD / 32; ++i) y[lane + 32 * i] = __float2bfloat16(v[i] * inv);
+}
+
+// Shared-memory rows are padded (BF16 by 8, fp32 by 4 elements: 16 bytes) so that the 16 rows a
+// tile load reads fall on different banks.
+constexpr int kLdB = kD + 8;  // BF16 [64 or 128][128] tiles
+constexpr int kLdT = kC + 8;  // BF16 [64][64]
+constexpr int kLdA = kC + 4;  // fp32 [64][64]
+constexpr int kLdO = kD + 4;  // fp32 [64][128]
+constexpr int kLdF = kBV + 4; // fp32 [·][32] (the sequential pass)
+
+// 16-byte asynchronous copy global → shared (both 16-byte aligned).
+__device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_async(dst, src, 16); }
+
+// Starts the copy of the k̂ (or q̂) rows t0 … t0+len−1 of k head kh into dst [64][kLdB]; rows
+// past len are zeroed. The caller commits and waits.
+template <int kThreads>
+__device__ inline void fetch_rows(const bf16* x, int64_t t0, int len, int n_k, int kh, bf16* dst, int tid) {
+  for (int e = tid; e < kC * kD / 8; e += kThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    if (r < len)
+      copy16(dst + r * kLdB + 8 * c, x + ((t0 + r) * n_k + kh) * kD + 8 * c);
+    else
+      *reinterpret_cast<uint4*>(dst + r * kLdB + 8 * c) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// 2. W and U per (chunk = blockIdx.x, v head = blockIdx.y); 128 threads. Also writes G.
+constexpr int kWuThreads = 128;
+constexpr size_t kWuSmem = 3 * kC * kLdB * sizeof(bf16) /* Ks, Vs, Af (fp32 [64][68] is as big) */ +
+                           kC * kC * sizeof(float) + kC * kLdT * sizeof(bf16) + 2 * kC * sizeof(float);
+static_assert(kC * kLdA * sizeof(float) == kC * kLdB * sizeof(bf16), "Af takes a BF16 tile's room");
+static_assert(kC * kLdO * sizeof(float) <= kC * kLdA * sizeof(float) + kC * kC * sizeof(float),
+              "W's fp32 staging fits over Af and Tf");
+
+__global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const float* v, int64_t stride,
+                                                        const float* g, const float* beta, int64_t tokens,
+                                                        const int* table, int nc, int n_k, int n_v, float* gcum,
+                                                        bf16* W, float* U) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Ks = reinterpret_cast<bf16*>(smem);               // [64][kLdB] k̂, then β k̂ exp(G)
+  bf16* Vs = Ks + kC * kLdB;                               // [64][kLdB] β v
+  float* Af = reinterpret_cast<float*>(Vs + kC * kLdB);   // [64][kLdA] k̂k̂ᵀ, then A
+  float* Tf = Af + kC * kLdA;                              // [64][64] (I + A)⁻¹
+  bf16* Tb = reinterpret_cast<bf16*>(Tf + kC * kC);       // [64][kLdT]
+  float* gc = reinterpret_cast<float*>(Tb + kC * kLdT);   // [64] G
+  float* bt = gc + kC;                                     // [64] β
+  const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  int64_t t0;
+  int len;
+  chunk_rows(table, nc, tokens, ci, t0, len);
+  const int64_t slot = static_cast<int64_t>(ci) * n_v + h;  // this (chunk, head)'s scratch
+
+  fetch_rows<kWuThreads>(kn, t0, len, n_k, kh, Ks, tid);
+  __pipeline_commit();
+  if (tid < kC) {
+    bt[tid] = tid < len ? beta[(t0 + tid) * n_v + h] : 0.0f;
+    gc[tid] = tid < len ? g[(t0 + tid) * n_v + h] : 0.0f;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float run = 0.0f;
+    for (int i = 0; i < kC; ++i) gc[i] = run += gc[i];
+  }
+  for (int e = tid; e < kC * kD; e += kWuThreads) {
+    const int r = e / kD, a = e % kD;
+    Vs[r * kLdB + a] =
+        __float2bfloat16(r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f);
+  }
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  if (tid < kC) gcum[slot * kC + tid] = gc[tid];
+  // k̂ k̂ᵀ, the tiles on and below the diagonal.
+  for (int tile = warp; tile < 16; tile += kWuThreads / 32) {
+    const int ti = tile / 4, tj = tile % 4;
+    if (tj > ti) continue;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragBT b;
+      wmma::load_matrix_sync(a, Ks + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, Ks + tj * 16 * kLdB + kk * 16, kLdB);
+      wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(Af + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
+  }
+  __syncthreads();
+  for (int e = tid; e < kC * kC; e += kWuThreads) {
+    const int i = e / kC, j = e % kC;
+    Af[i * kLdA + j] = j < i ? bt[i] * Af[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
+  }
+  __syncthreads();
+  // T = (I + A)⁻¹, unit lower triangular: thread c computes column c row by row in registers,
+  // T[i][c] = [i == c] − Σ_{j < i} A[i][j] T[j][c] (rows above c come out 0). Fully unrolled:
+  // every thread reads the same A[i][j] (a broadcast), four partial sums per row.
+  if (tid < kC) {
+    const int c = tid;
+    float t[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < i; ++j) p[j % 4] += Af[i * kLdA + j] * t[j];
+      t[i] = (i == c ? 1.0f : 0.0f) - ((p[0] + p[1]) + (p[2] + p[3]));
+    }
+#pragma unroll
+    for (int i = 0; i < kC; ++i) Tf[i * kC + c] = t[i];
+  }
+  __syncthreads();
+  for (int e = tid; e < kC * kC; e += kWuThreads) Tb[(e / kC) * kLdT + e % kC] = __float2bfloat16(Tf[e]);
+  for (int e = tid; e < kC * kD; e += kWuThreads) {
+    const int r = e / kD, a = e % kD;
+    bf16& x = Ks[r * kLdB + a];
+    x = __float2bfloat16(__bfloat162float(x) * bt[r] * __expf(gc[r]));
+  }
+  __syncthreads();
+  // W = T (β k̂ exp(G)), U = T (β v): 4 × 8 output tiles; T's blocks above the diagonal are 0.
+  // U goes to memory as fp32, W through fp32 staging (over Af and Tf, free now) as BF16.
+  float* Wf = Af;  // [64][kLdO]
+  float* Uc = U + slot * kC * kD;
+  for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kWuThreads / 32) {
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    FragC w, u;
+    wmma::fill_fragment(w, 0.0f);
+    wmma::fill_fragment(u, 0.0f);
+    for (int kk = 0; kk <= ti; ++kk) {
+      FragA a;
+      FragB b;
+      wmma::load_matrix_sync(a, Tb + ti * 16 * kLdT + kk * 16, kLdT);
+      wmma::load_matrix_sync(b, Ks + kk * 16 * kLdB + tn * 16, kLdB);
+      wmma::mma_sync(w, a, b, w);
+      wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
+      wmma::mma_sync(u, a, b, u);
+    }
+    wmma::store_matrix_sync(Wf + ti * 16 * kLdO + tn * 16, w, kLdO, wmma::mem_row_major);
+    wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
+  }
+  __syncthreads();
+  __nv_bfloat162* Wc = reinterpret_cast<__nv_bfloat162*>(W + slot * kC * kD);
+  for (int e = tid; e < kC * kD / 2; e += kWuThreads) {
+    const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
+    Wc[e] = __floats2bfloat162_rn(Wf[r * kLdO + a], Wf[r * kLdO + a + 1]);
+  }
+}
+
+// 3. The sequential pass: block (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
+// W and U slice are copied into shared memory (cp.async) while chunk i's state update runs,
+// its k̂ rows and G once that update is done, so the chain of chunks waits on memory once.
+// The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
+// so k̂ is copied as stored.
+constexpr int kStateThreads = 256;  // 8 warps: one v_new tile, two state tiles each
+// Padded shared-memory rows, as kLdB and kLdF above.
+constexpr int kLdW = kD + 8;    // Wb, Kb: BF16 [64][136]
+constexpr int kLdSb = kBV + 8;  // Sb, Vb: BF16 [·][40]
+constexpr size_t kStateSmem = kD * kLdF * sizeof(float) + kD * kLdSb * sizeof(bf16) + 2 * kC * kLdW * sizeof(bf16) +
+                              2 * kC * kLdF * sizeof(float) + kC * kLdSb * sizeof(bf16) + kC * sizeof(float);
+
+// Starts chunk ci's W (BF16 [64][128]) and the block's U columns (fp32 [64][32]).
+__device__ inline void fetch_wu(const bf16* W, const float* U, int64_t slot, int col0, bf16* Wb, float* Ub, int tid) {
+  const bf16* w = W + slot * kC * kD;
+  for (int e = tid; e < kC * kD / 8; e += kStateThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
+  }
+  const float* u = U + slot * kC * kD + col0;
+  for (int e = tid; e < kC * kBV / 4; e += kStateThreads) {
+    const int r = e / (kBV / 4), c = e % (kBV / 4);
+    copy16(Ub + r * kLdF + 4 * c, u + r * kD + 4 * c);
+  }
+  __pipeline_commit();
+}
+
+// Starts chunk ci's k̂ rows (BF16 [64][128], zero past len) and G.
+__device__ inline void fetch_kg(const bf16* kn, const float* gcum, int64_t slot, int64_t t0, int len, int n_k,
+                                int kh, bf16* Kb, float* gc, int tid) {
+  for (int e = tid; e < kC * kD / 8; e += kStateThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    if (r < len)
+      copy16(Kb + r * kLdW + 8 * c, kn + ((t0 + r) * n_k + kh) * kD + 8 * c);
+    else
+      *reinterpret_cast<uint4*>(Kb + r * kLdW + 8 * c) = make_uint4(0, 0, 0, 0);
+  }
+  if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
+  __pipeline_commit();
+}
+
+__global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, const float* gcum, const bf16* W,
+                                                              const float* U, int64_t tokens, const int* table, int nc,
+                                                              int n_k, int n_v, float* states, bf16* Sc,
+                                                              bf16* vnew) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  float* S = reinterpret_cast<float*>(smem);               // [128][kLdF] fp32 state columns
+  bf16* Sb = reinterpret_cast<bf16*>(S + kD * kLdF);       // [128][kLdSb]
+  bf16* Wb = Sb + kD * kLdSb;                              // [64][kLdW] W
+  bf16* Kb = Wb + kC * kLdW;                               // [64][kLdW] k̂
+  float* Ub = reinterpret_cast<float*>(Kb + kC * kLdW);    // [64][kLdF] U columns
+  float* Vn = Ub + kC * kLdF;                              // [64][kLdF] v_new
+  bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kLdF);      // [64][kLdSb] exp(G_last − G) ⊙ v_new
+  float* gc = reinterpret_cast<float*>(Vb + kC * kLdSb);   // [64]
+  const int h = blockIdx.x, col0 = blockIdx.y * kBV, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;
+  for (int e = tid; e < kD * kBV; e += kStateThreads) S[(e / kBV) * kLdF + e % kBV] = st[(e / kBV) * kD + col0 + e % kBV];
+  const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
+  int64_t t0 = 0;
+  int len = 0;
+  if (c_begin < c_end) {
+    chunk_rows(table, nc, tokens, c_begin, t0, len);
+    const int64_t slot = static_cast<int64_t>(c_begin) * n_v + h;
+    fetch_wu(W, U, slot, col0, Wb, Ub, tid);
+    fetch_kg(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);
+  }
+  for (int ci = c_begin; ci < c_end; ++ci) {
+    const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+    __pipeline_wait_prior(0);
+    __syncthreads();  // chunk ci's W, U, k̂, G and the state S are in place
+    const float g_last = gc[len - 1];
+    bf16* sc = Sc + slot * kD * kD;
+    for (int e = tid; e < kD * kBV; e += kStateThreads) {
+      const int a = e / kBV, c = e % kBV;
+      const bf16 x = __float2bfloat16(S[a * kLdF + c]);
+      Sb[a * kLdSb + c] = x;
+      sc[a * kD + col0 + c] = x;
+    }
+    __syncthreads();
+    // v_new = U − W S_c: 4 × 2 tiles, K = 128.
+    for (int tile = warp; tile < (kC / 16) * (kBV / 16); tile += kStateThreads / 32) {
+      const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
+      FragC ws, un;
+      wmma::fill_fragment(ws, 0.0f);
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        FragA a;
+        FragB bb;
+        wmma::load_matrix_sync(a, Wb + ti * 16 * kLdW + kk * 16, kLdW);
+        wmma::load_matrix_sync(bb, Sb + kk * 16 * kLdSb + tn * 16, kLdSb);
+        wmma::mma_sync(ws, a, bb, ws);
+      }
+      wmma::load_matrix_sync(un, Ub + ti * 16 * kLdF + tn * 16, kLdF, wmma::mem_row_major);
+      for (int i = 0; i < un.num_elements; ++i) un.x[i] -= ws.x[i];
+      wmma::store_matrix_sync(Vn + ti * 16 * kLdF + tn * 16, un, kLdF, wmma::mem_row_major);
+    }
+    __syncthreads();  // W and U are read: the next chunk's may come
+    int64_t next_t0 = 0;
+    int next_len = 0;
+    if (ci + 1 < c_end) {
+      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
+      fetch_wu(W, U, slot + n_v, col0, Wb, Ub, tid);
+    }
+    bf16* vn = vnew + slot * kC * kD;
+    for (int e = tid; e < kC * kBV; e += kStateThreads) {
+      const int r = e / kBV, c = e % kBV;
+      const float x = Vn[r * kLdF + c];
+      vn[r * kD + col0 + c] = __float2bfloat16(x);
+      Vb[r * kLdSb + c] = __float2bfloat16(x * __expf(g_last - gc[r]));
+    }
+    __syncthreads();
+    // S ← exp(G_last) S + k̂ᵀ Vb: 8 × 2 tiles, K = 64 (k̂ᵀ read column-major from Kb).
+    const float decay = __expf(g_last);
+    for (int tile = warp; tile < (kD / 16) * (kBV / 16); tile += kStateThreads / 32) {
+      const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
+      FragC acc;
+      wmma::load_matrix_sync(acc, S + ti * 16 * kLdF + tn * 16, kLdF, wmma::mem_row_major);
+      for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= decay;
+      for (int kk = 0; kk < kC / 16; ++kk) {
+        FragAT a;
+        FragB bb;
+        wmma::load_matrix_sync(a, Kb + kk * 16 * kLdW + ti * 16, kLdW);
+        wmma::load_matrix_sync(bb, Vb + kk * 16 * kLdSb + tn * 16, kLdSb);
+        wmma::mma_sync(acc, a, bb, acc);
+      }
+      wmma::store_matrix_sync(S + ti * 16 * kLdF + tn * 16, acc, kLdF, wmma::mem_row_major);
+    }
+    __syncthreads();  // k̂ and G are read: the next chunk's may come
+    if (ci + 1 < c_end) fetch_kg(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kb, gc, tid);
+    t0 = next_t0;
+    len = next_len;
+  }
+  __syncthreads();
+  for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[(e / kBV) * kLdF + e % kBV];
+}
+
+// 4. Output per (chunk = blockIdx.x, v head = blockIdx.y); 256 threads.
+constexpr int kOutThreads = 256;
+constexpr size_t kOutSmem = 2 * kC * kLdB * sizeof(bf16) + kC * kLdA * sizeof(float) + kC * kLdT * sizeof(bf16) +
+                            kD * kLdB * sizeof(bf16) + kC * sizeof(float);
+static_assert(kC * kLdO * sizeof(float) <= 2 * kC * kLdB * sizeof(bf16), "O's staging fits over Qs and KV");
+
+__global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const float* gcum,
+                                                          const bf16* Sc, const bf16* vnew, int64_t tokens,
+                                                          const int* table, int nc, int n_k, int n_v, float* out) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem);              // [64][kLdB] q̂, then q̂ exp(G)
+  bf16* KV = Qs + kC * kLdB;                              // [64][kLdB] k̂, then v_new
+  float* O = reinterpret_cast<float*>(smem);              // [64][kLdO] fp32 over Qs and KV, at the end
+  float* QK = reinterpret_cast<float*>(KV + kC * kLdB);   // [64][kLdA]
+  bf16* P = reinterpret_cast<bf16*>(QK + kC * kLdA);      // [64][kLdT]
+  bf16* Ss = P + kC * kLdT;                                // [128][kLdB] S_c
+  float* gc = reinterpret_cast<float*>(Ss + kD * kLdB);   // [64]
+  const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  int64_t t0;
+  int len;
+  chunk_rows(table, nc, tokens, ci, t0, len);
+  const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+  fetch_rows<kOutThreads>(qn, t0, len, n_k, kh, Qs, tid);
+  fetch_rows<kOutThreads>(kn, t0, len, n_k, kh, KV, tid);
+  const bf16* sc = Sc + slot * kD * kD;
+  for (int e = tid; e < kD * kD / 8; e += kOutThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Ss + r * kLdB + 8 * c, sc + r * kD + 8 * c);
+  }
+  __pipeline_commit();
+  if (tid < kC) gc[tid] = gcum[slot * kC + tid];
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  for (int tile = warp; tile < 16; tile += kOutThreads / 32) {
+    const int ti = tile / 4, tj = tile % 4;
+    if (tj > ti) continue;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragBT b;
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, KV + tj * 16 * kLdB + kk * 16, kLdB);
+      wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(QK + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const bf16* vn = vnew + slot * kC * kD;
+  for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(KV + r * kLdB + 8 * c, vn + r * kD + 8 * c);
+  }
+  __pipeline_commit();
+  for (int e = tid; e < kC * kC; e += kOutThreads) {
+    const int i = e / kC, j = e % kC;
+    P[i * kLdT + j] = __float2bfloat16(j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f);
+  }
+  for (int e = tid; e < kC * kD; e += kOutThreads) {
+    const int r = e / kD, a = e % kD;
+    bf16& x = Qs[r * kLdB + a];
+    x = __float2bfloat16(__bfloat162float(x) * __expf(gc[r]));
+  }
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  // O = (q̂ exp(G)) S_c + P v_new: 4 × 8 tiles, 4 per warp; P's blocks above the diagonal are 0.
+  constexpr int kPerWarp = (kC / 16) * (kD / 16) / (kOutThreads / 32);
+  FragC acc[kPerWarp];
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int tile = warp + j * (kOutThreads / 32);
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    wmma::fill_fragment(acc[j], 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragB b;
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, Ss + kk * 16 * kLdB + tn * 16, kLdB);
+      wmma::mma_sync(acc[j], a, b, acc[j]);
+    }
+    for (int kk = 0; kk <= ti; ++kk) {
+      FragA a;
+      FragB b;
+      wmma::load_matrix_sync(a, P + ti * 16 * kLdT + kk * 16, kLdT);
+      wmma::load_matrix_sync(b, KV + kk * 16 * kLdB + tn * 16, kLdB);
+      wmma::mma_sync(acc[j], a, b, acc[j]);
+    }
+  }
+  __syncthreads();  // O overwrites Qs and KV
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int tile = warp + j * (kOutThreads / 32);
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    wmma::store_matrix_sync(O + ti * 16 * kLdO + tn * 16, acc[j], kLdO, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
+  for (int e = tid; e < len * kD; e += kOutThreads)
+    out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[(e / kD) * kLdO + e % kD];
+}
+
+// One stream-ordered allocation carved into the scratch arrays (256-byte aligned each).
+class Scratch {
+ public:
+  Scratch(size_t bytes, cudaStream_t s) : s_(s) { STAVE_CUDA_CHECK(cudaMallocAsync(&base_, bytes, s)); }
+  ~Scratch() { cudaFreeAsync(base_, s_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class T>
+  T* take(size_t count) {
+    T* p = reinterpret_cast<T*>(static_cast<unsigned char*>(base_) + used_);
+    used_ += round_up(count * sizeof(T));
+    return p;
+  }
+  static size_t round_up(size_t b) { return (b + 255) / 256 * 256; }
+
+ private:
+  void* base_ = nullptr;
+  size_t used_ = 0;
+  cudaStream_t s_;
+};
+
+template <class Kernel>
+void allow_smem(Kernel k, size_t bytes) {
+  STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+}  // namespace
+
+bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
+  const char* e = std::getenv("STAVE_CUDA_DELTA");
+  if (e && *e && std::string_view(e) != "auto") {
+    if (std::string_view(e) == "recurrent") return false;
+    throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_DELTA is '") + e + "': expected 'auto' or 'recurrent'");
+  }
+  return dims.d_k == kD && dims.d_v == kD && dims.n_k_heads > 0 && dims.n_v_heads % dims.n_k_heads == 0 &&
+         tokens > sequences;
+}
+
+void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput& in, std::span<const int64_t> starts,
+                              float* states, float* out, cudaStream_t s) {
+  const int64_t T = in.tokens;
+  if (T <= 0) return;
+  if (dims.d_k != kD || dims.d_v != kD || dims.n_k_heads <= 0 || dims.n_v_heads % dims.n_k_heads != 0)
+    throw Error(ErrorKind::kInternal, "chunked gated delta rule: needs d_k = d_v = 128 and n_v a multiple of n_k");
+  const int64_t n_seq = static_cast<int64_t>(starts.size()) - 1;
+  if (n_seq < 1 || n_seq > 65535 || starts.front() != 0 || starts.back() != T || T >= (int64_t{1} << 31))
+    throw Error(ErrorKind::kInternal, "chunked gated delta rule: bad sequence offsets for " + std::to_string(T) +
+                                          " tokens");
+  const int nk = static_cast<int>(dims.n_k_heads), nv = static_cast<int>(dims.n_v_heads);
+  // Chunks of 64 from each sequence's first row; the table only for several sequences.
+  std::vector<int> t0s, lens, first{0};
+  for (int64_t b = 0; b < n_seq; ++b) {
+    if (starts[b + 1] < starts[b])
+      throw Error(ErrorKind::kInternal, "chunked gated delta rule: sequence offsets go down");
+    for (int64_t t = starts[b]; t < starts[b + 1]; t += kC) {
+      t0s.push_back(static_cast<int>(t));
+      lens.push_back(static_cast<int>(std::min<int64_t>(kC, starts[b + 1] - t)));
+    }
+    first.push_back(static_cast<int>(t0s.size()));
+  }
+  const int nc = static_cast<int>(t0s.size());
+  const size_t per_chunk = static_cast<size_t>(nc) * nv;
+  const size_t qk = static_cast<size_t>(T) * nk * kD;
+  Scratch scratch(2 * Scratch::round_up(qk * sizeof(bf16)) + Scratch::round_up(per_chunk * kC * sizeof(float)) +
+                      Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
+                      Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
+                      Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
+                      Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
+                      Scratch::round_up((2 * nc + n_seq + 1) * sizeof(int)),
+                  s);
+  bf16* qn = scratch.take<bf16>(qk);
+  bf16* kn = scratch.take<bf16>(qk);
+  float* gcum = scratch.take<float>(per_chunk * kC);
+  bf16* W = scratch.take<bf16>(per_chunk * kC * kD);
+  float* U = scratch.take<float>(per_chunk * kC * kD);
+  bf16* Sc = scratch.take<bf16>(per_chunk * kD * kD);
+  bf16* vnew = scratch.take<bf16>(per_chunk * kC * kD);
+  int* table = nullptr;
+  if (n_seq > 1) {
+    std::vector<int> host = t0s;
+    host.insert(host.end(), lens.begin(), lens.end());
+    host.insert(host.end(), first.begin(), first.end());
+    table = scratch.take<int>(host.size());
+    // From pageable memory: staged before the call returns, so `host` may go.
+    STAVE_CUDA_CHECK(cudaMemcpyAsync(table, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice, s));
+  }
+
+  const int64_t warps = 2 * T * nk;
+  qk_norm_kernel<<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, s>>>(
+      in.q, in.k, in.stride, T, nk, 1.0f / std::sqrt(static_cast<float>(kD)), qn, kn);
+  STAVE_CUDA_LAUNCHED();
+  allow_smem(wu_kernel, kWuSmem);
+  wu_kernel<<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk, nv, gcum,
+                                                       W, U);
+  STAVE_CUDA_LAUNCHED();
+  allow_smem(state_kernel, kStateSmem);
+  state_kernel<<<dim3(nv, kD / kBV, static_cast<unsigned>(n_seq)), kStateThreads, kStateSmem, s>>>(
+      kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
+  STAVE_CUDA_LAUNCHED();
+  allow_smem(out_kernel, kOutSmem);
+  out_kernel<<<dim3(nc, nv), kOutThreads, kOutSmem, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk, nv, out);
+  STAVE_CUDA_LAUNCHED();
+}
+
+}  // namespace stave::cuda::dev

@@ -1,0 +1,26 @@
+// The gated delta rule in its chunked WY / UT-transform form on BF16 tensor cores (fast
+// precision, prefill): what ref::gated_delta_rule_chunked computes, for d_k = d_v = 128.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+#include "ops/gated_delta_net.h"
+
+namespace stave::cuda::dev {
+
+// Whether the chunk kernels take these shapes (d_k = d_v = 128, n_v a multiple of n_k) and the
+// call is worth it (more tokens than sequences: all-one-token calls, i.e. decode, keep the
+// recurrence). STAVE_CUDA_DELTA=recurrent pins the recurrence (for A/B runs); unset or "auto"
+// lets the shapes decide; anything else is an Error.
+bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences);
+
+// in.tokens rows split into sequences by host `starts` (sequences + 1 offsets, starts[0] = 0,
+// last = in.tokens); sequence b's state is the b-th [n_v, d_k, d_v] block of `states` (fp32,
+// device), read and written back. out: [tokens, n_v·d_v] (device). Scratch comes from the
+// device's stream-ordered pool (cudaMallocAsync on `s`).
+void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput& in, std::span<const int64_t> starts,
+                              float* states, float* out, cudaStream_t s);
+
+}  // namespace stave::cuda::dev
