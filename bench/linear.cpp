@@ -12,7 +12,8 @@
 // Clef-27B shapes at M = 512, 2048, 8192 (cuda_*; GPU time by CUDA events): cuda_bf16 (weights
 // expanded to BF16, cuBLAS BF16) and cuda_fp8 (weights expanded to FP8 E4M3, activations
 // quantized to E4M3, cuBLASLt FP8) count the expansion and the activation quantization;
-// cuda_bf16_gemm / cuda_fp8_gemm time the product alone on the operands the full call left.
+// cuda_bf16_gemm / cuda_fp8_gemm time the product alone on the operands the full call left;
+// cuda_fp8_epilogue is cuda_fp8 with the row scales applied by a kernel after the GEMM.
 // Only those: --benchmark_filter=cuda_
 #include <benchmark/benchmark.h>
 
@@ -182,7 +183,7 @@ const int registered = register_all();
 #ifdef STAVE_BENCH_CUDA
 // --- the GPU's MXFP4 W4A4 linear layers (fast precision) ---
 
-enum class GpuKernel { kBf16, kFp8, kBf16Gemm, kFp8Gemm };
+enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm };
 
 struct GpuState {
   stave::cuda::GpuContext ctx{/*exact=*/false};
@@ -229,8 +230,10 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   }
   const int64_t M = state.range(0);
   GpuState& g = gpu_for(s, M);
-  const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Gemm;
-  g.ctx.set_linear_path(fp8 ? cu::LinearPath::kFp8 : cu::LinearPath::kBf16);
+  const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm;
+  g.ctx.set_linear_path(!fp8 ? cu::LinearPath::kBf16
+                        : k == GpuKernel::kFp8Epilogue ? cu::LinearPath::kFp8EpilogueScales
+                                                       : cu::LinearPath::kFp8);
   if (fp8 && !cu::dev::linear_fp8_applies(g.ctx, *g.w)) {
     state.SkipWithError("FP8 path does not apply to this weight");
     return;
@@ -243,6 +246,7 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
     else if (k == GpuKernel::kFp8Gemm) cu::dev::linear_fp8_gemm_only(g.ctx, *g.w, M, y);
     else full();
   };
+  const cu::LinearFp8Stats st0 = cu::linear_fp8_stats();
   full();  // scratch sized and filled, plans made
   once();
   g.ctx.synchronize();
@@ -263,15 +267,19 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   cudaEventDestroy(stop);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * s.out * s.in, benchmark::Counter::kIsIterationInvariantRate);
   const cu::LinearFp8Stats st = cu::linear_fp8_stats();
-  state.counters["rounded_act_blocks"] = static_cast<double>(st.activation_blocks_rounded);
+  state.counters["rounded_act_blocks"] =
+      static_cast<double>(st.activation_blocks_rounded - st0.activation_blocks_rounded);
   state.counters["weights_bf16_fallback"] = static_cast<double>(st.weights_out_of_range);
-  state.SetLabel(!fp8 ? "bf16" : (st.gemms_scaled_in_gemm > 0 ? "fp8, scales in GEMM" : "fp8, scales after GEMM"));
+  state.SetLabel(!fp8 ? "bf16"
+                 : st.gemms_scaled_in_gemm > st0.gemms_scaled_in_gemm ? "fp8, scales in GEMM"
+                                                                      : "fp8, scales after GEMM");
 }
 
 int register_gpu() {
   const Shape clef[] = {kShapes[0], kShapes[1], kShapes[2], kShapes[3], kShapes[4], kShapes[5]};
   const std::pair<GpuKernel, const char*> kernels[] = {{GpuKernel::kBf16, "cuda_bf16"},
                                                        {GpuKernel::kFp8, "cuda_fp8"},
+                                                       {GpuKernel::kFp8Epilogue, "cuda_fp8_epilogue"},
                                                        {GpuKernel::kBf16Gemm, "cuda_bf16_gemm"},
                                                        {GpuKernel::kFp8Gemm, "cuda_fp8_gemm"}};
   for (const Shape& s : clef)
