@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -339,9 +340,10 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
   cudaStream_t s = ctx.stream();
   Fp8Gemm& g = ctx.fp8_gemm();
   const Fp8Plan& p = g.plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8);
-  // Scales in the GEMM: straight into y when no padding rows; otherwise (and for the unscaled
-  // GEMM) into scratch, then copied or scaled into y.
-  const bool direct = p.in_gemm && op.Mp == M;
+  // Scales in the GEMM: straight into y when there are no padding rows and y has the 256-byte
+  // alignment cuBLASLt's heuristic assumes by default; otherwise (and for the unscaled GEMM)
+  // into scratch, then copied or scaled into y.
+  const bool direct = p.in_gemm && op.Mp == M && reinterpret_cast<uintptr_t>(y) % 256 == 0;
   float* d = y;
   if (!direct) {
     ctx.scratch_y().reserve(static_cast<size_t>(op.Mp * N) * sizeof(float));
