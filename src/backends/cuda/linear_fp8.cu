@@ -216,10 +216,21 @@ struct Fp8Gemm {
     const size_t ws = kWorkspaceBytes;
     STAVE_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // Without split-K where cuBLASLt has such an algorithm, so that a row's sums depend less on
+    // how many rows share the call (FP8 sums carry fewer bits than fp32: another order moves
+    // them by ~1e-4, enough to flip the next layer's MXFP4 rounding between a packed prefill
+    // and the same sequence alone). The tile shape may still differ with M.
+    const uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;
+    (void)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_split,
+                                               sizeof(no_split));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+      (void)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &any, sizeof(any));
+      st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+    }
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;
     p.algo = result.algo;
