@@ -6,8 +6,7 @@
 #   WORK_DIR: a scratch folder on the device's local disk (unpacked fixtures, the synth release
 #             and the serve request are kept there between runs on the same machine).
 #   STEPS="tests bench torch" (default) — pick steps; "stages" adds the per-stage profile,
-#   "serve" the server under concurrent load with and without --batch-tokens, "linear" the
-#   linear layers alone on the 27B shapes (bench_linear's cuda_* cases: BF16 vs FP8 products).
+#   "serve" the server under concurrent load with and without --batch-tokens.
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
@@ -116,10 +115,6 @@ if [[ " $steps " == *" serve "* ]]; then
       --seconds "${SERVE_SECONDS:-30}" --request "$work/serve_request.json" --server-pid $sp 2>&1 | tee -a "$OUT/serve.txt"
     kill -TERM $sp; wait $sp
   done
-fi
-if [[ " $steps " == *" linear "* ]]; then
-  "$bin/bench_linear" --benchmark_filter='^cuda_' --benchmark_out="$OUT/linear.json" \
-    --benchmark_out_format=json 2>&1 | tee "$OUT/linear.txt"
 fi
 if [[ " $steps " == *" torch "* ]]; then
   timeout "${TORCH_TIMEOUT:-100}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
