@@ -169,6 +169,7 @@ struct Fp8Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool in_gemm = false;
+  bool ok = true;  // false: cuBLASLt offers no FP8 GEMM of this shape (the BF16 path runs)
 };
 
 struct Fp8Gemm {
@@ -238,20 +239,25 @@ struct Fp8Gemm {
     return true;
   }
 
-  const Fp8Plan& plan(int64_t Mp, int64_t N, int64_t K, bool want_scaled) {
+  // The plan of this shape, made on first use; nullptr where cuBLASLt has no FP8 algorithm for
+  // it (said once on stderr; the caller takes the BF16 path).
+  const Fp8Plan* plan(int64_t Mp, int64_t N, int64_t K, bool want_scaled) {
     const auto key = std::make_tuple(Mp, N, K, want_scaled);
     auto it = plans.find(key);
-    if (it != plans.end()) return it->second;
-    Fp8Plan p;
-    if (!(want_scaled && try_plan(p, Mp, N, K, true))) {
-      destroy(p);
-      if (!try_plan(p, Mp, N, K, false)) {
+    if (it == plans.end()) {
+      Fp8Plan p;
+      if (!(want_scaled && try_plan(p, Mp, N, K, true))) {
         destroy(p);
-        throw Error(ErrorKind::kInternal, "cuBLASLt offers no FP8 E4M3 GEMM for M " + std::to_string(Mp) + ", N " +
-                                              std::to_string(N) + ", K " + std::to_string(K));
+        if (!try_plan(p, Mp, N, K, false)) {
+          destroy(p);
+          p.ok = false;
+          std::fprintf(stderr, "stave cuda: cuBLASLt offers no FP8 E4M3 GEMM for M %lld, N %lld, K %lld: BF16 products\n",
+                       static_cast<long long>(Mp), static_cast<long long>(N), static_cast<long long>(K));
+        }
       }
+      it = plans.emplace(key, p).first;
     }
-    return plans.emplace(key, p).first->second;
+    return it->second.ok ? &it->second : nullptr;
   }
 
   // A scaled plan whose GEMM failed at run time: the unscaled plan (scales after) takes its key,
@@ -350,7 +356,7 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
   const int64_t N = w.out, K = w.in;
   cudaStream_t s = ctx.stream();
   Fp8Gemm& g = ctx.fp8_gemm();
-  const Fp8Plan& p = g.plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8);
+  const Fp8Plan& p = *g.plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8);  // callers checked
   // Scales in the GEMM: straight into y when there are no padding rows and y has the 256-byte
   // alignment cuBLASLt's heuristic assumes by default; otherwise (and for the unscaled GEMM)
   // into scratch, then copied or scaled into y.
@@ -398,11 +404,12 @@ bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w) {
          w.in % kAlign == 0;
 }
 
-void linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {
-  if (M <= 0) return;
+bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {
+  if (M <= 0) return true;
   const int64_t N = w.out, K = w.in;
   cudaStream_t s = ctx.stream();
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
+  if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
   expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, s>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
                                                                 w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
   STAVE_CUDA_LAUNCHED();
@@ -410,11 +417,14 @@ void linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t 
       x, M, K, mode_code(w.input_scale_mode), op.x, op.x_scale);
   STAVE_CUDA_LAUNCHED();
   fp8_product(ctx, w, op, M, w.bias.bytes() ? w.bias.as<float>() : nullptr, y);
+  return true;
 }
 
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {
   if (M <= 0) return;
-  fp8_product(ctx, w, fp8_operands(ctx, w, M, false), M, nullptr, y);
+  const Fp8Operands op = fp8_operands(ctx, w, M, false);
+  if (ctx.fp8_gemm().plan(op.Mp, w.out, w.in, ctx.linear_path() == LinearPath::kFp8))
+    fp8_product(ctx, w, op, M, nullptr, y);
 }
 
 }  // namespace dev

@@ -37,8 +37,9 @@ namespace dev {
 
 // True when the FP8 path applies to this call (fast precision, ctx's path, w.fp8, N % 16 == 0).
 bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w);
-// y[M, N] = x · Wᵀ (+ bias) on the FP8 path; caller checked linear_fp8_applies.
-void linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
+// y[M, N] = x · Wᵀ (+ bias) on the FP8 path; caller checked linear_fp8_applies. False (nothing
+// done) where cuBLASLt has no FP8 algorithm for the shape: the caller takes the BF16 path.
+bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
 // Benchmarks: the last linear_fp8 call's GEMM (and scale epilogue) alone, on the operands it
 // left in ctx's scratch (same w and M); no bias.
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);

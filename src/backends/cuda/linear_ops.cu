@@ -257,7 +257,7 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
     wide_product(ctx, d, M, N, K, bias, y);
     return;
   }
-  if (linear_fp8_applies(ctx, w)) return linear_fp8(ctx, w, x, M, y);
+  if (linear_fp8_applies(ctx, w) && linear_fp8(ctx, w, x, M, y)) return;
   const float one = 1.0f, zero = 0.0f;
   if (w.format == WeightFormat::kF32 || w.format == WeightFormat::kF16) {
     const float* wf = w.data.as<float>();
