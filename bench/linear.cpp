@@ -7,6 +7,14 @@
 // vdpbf16ps on bf16-expanded operands; skipped below level avx512), on the Clef-9B shapes too
 // (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked.
 // Counters: FLOP/s = 2·M·N·K per second; WeightB/s = bytes of stored weight read per second.
+//
+// Built with -DSTAVE_CUDA=ON, also the GPU's fast-precision MXFP4 W4A4 linear layers on the
+// Clef-27B shapes at M = 512, 2048, 8192 (cuda_*; GPU time by CUDA events): cuda_bf16 (weights
+// expanded to BF16, cuBLAS BF16) and cuda_fp8 (weights expanded to FP8 E4M3, activations
+// quantized to E4M3, cuBLASLt FP8) count the expansion and the activation quantization;
+// cuda_bf16_gemm / cuda_fp8_gemm time the product alone on the operands the full call left;
+// cuda_fp8_epilogue is cuda_fp8 with the row scales applied by a kernel after the GEMM.
+// Only those: --benchmark_filter=cuda_
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -21,6 +29,13 @@
 #include "ops/reference.h"
 #include "formats/mxfp4.h"
 #include "util/bf16.h"
+#ifdef STAVE_BENCH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda/device_ops.h"
+#include "backends/cuda/linear_fp8.h"
+#include "stave/errors.h"
+#endif
 
 namespace {
 
@@ -164,5 +179,121 @@ int register_all() {
   return 0;
 }
 const int registered = register_all();
+
+#ifdef STAVE_BENCH_CUDA
+// --- the GPU's MXFP4 W4A4 linear layers (fast precision) ---
+
+enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm };
+
+struct GpuState {
+  stave::cuda::GpuContext ctx{/*exact=*/false};
+  int64_t out = 0, in = 0;
+  std::unique_ptr<stave::cuda::DeviceLinear> w;
+  stave::cuda::DeviceBuffer x, y;
+};
+
+GpuState& gpu_for(const Shape& s, int64_t M) {
+  static GpuState& g = *new GpuState;  // never destroyed: no CUDA calls after the runtime's teardown
+  if (!g.w || g.out != s.out || g.in != s.in) {
+    g.w.reset();
+    Weight& t = weight_for(s, Kernel::kW4A4);
+    g.w = std::make_unique<stave::cuda::DeviceLinear>(stave::cuda::upload_linear(t.w, /*fp8_check=*/true));
+    g.out = s.out;
+    g.in = s.in;
+  }
+  const size_t xb = static_cast<size_t>(M * s.in) * sizeof(float), yb = static_cast<size_t>(M * s.out) * sizeof(float);
+  if (g.x.bytes() < xb) {
+    std::vector<float> x(static_cast<size_t>(M * s.in));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = noise(i + 12345) * 20.0f;
+    g.x.upload(x.data(), xb);
+  }
+  g.y.reserve(yb);
+  return g;
+}
+
+// The BF16 product alone, on the BF16 weight and activation the last BF16 linear call left in
+// the context's scratch (as linear_ops.cu lays them out).
+void bf16_gemm_only(GpuState& g, int64_t M) {
+  const float one = 1.0f, zero = 0.0f;
+  const int N = static_cast<int>(g.out), K = static_cast<int>(g.in);
+  if (cublasGemmEx(g.ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, N, static_cast<int>(M), K, &one,
+                   g.ctx.scratch_w().as<void>(), CUDA_R_16BF, K, g.ctx.scratch_x().as<void>(), CUDA_R_16BF, K, &zero,
+                   g.y.as<void>(), CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+    throw stave::Error(stave::ErrorKind::kInternal, "bench: cublasGemmEx failed");
+}
+
+void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
+  namespace cu = stave::cuda;
+  if (!cu::device_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t M = state.range(0);
+  GpuState& g = gpu_for(s, M);
+  const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm;
+  g.ctx.set_linear_path(!fp8 ? cu::LinearPath::kBf16
+                        : k == GpuKernel::kFp8Epilogue ? cu::LinearPath::kFp8EpilogueScales
+                                                       : cu::LinearPath::kFp8);
+  if (fp8 && !cu::dev::linear_fp8_applies(g.ctx, *g.w)) {
+    state.SkipWithError("FP8 path does not apply to this weight");
+    return;
+  }
+  const float* x = g.x.as<float>();
+  float* y = g.y.as<float>();
+  auto full = [&] { cu::dev::linear(g.ctx, *g.w, x, M, y); };
+  auto once = [&] {
+    if (k == GpuKernel::kBf16Gemm) bf16_gemm_only(g, M);
+    else if (k == GpuKernel::kFp8Gemm) cu::dev::linear_fp8_gemm_only(g.ctx, *g.w, M, y);
+    else full();
+  };
+  const cu::LinearFp8Stats st0 = cu::linear_fp8_stats();
+  full();  // scratch sized and filled, plans made
+  once();
+  g.ctx.synchronize();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  constexpr int kReps = 5;
+  for (auto _ : state) {
+    cudaEventRecord(start, g.ctx.stream());
+    for (int r = 0; r < kReps; ++r) once();
+    cudaEventRecord(stop, g.ctx.stream());
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    state.SetIterationTime(ms / 1e3 / kReps);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * s.out * s.in, benchmark::Counter::kIsIterationInvariantRate);
+  const cu::LinearFp8Stats st = cu::linear_fp8_stats();
+  state.counters["rounded_act_blocks"] =
+      static_cast<double>(st.activation_blocks_rounded - st0.activation_blocks_rounded);
+  state.counters["weights_bf16_fallback"] = static_cast<double>(st.weights_out_of_range);
+  state.SetLabel(!fp8 ? "bf16"
+                 : st.gemms_scaled_in_gemm > st0.gemms_scaled_in_gemm ? "fp8, scales in GEMM"
+                                                                      : "fp8, scales after GEMM");
+}
+
+int register_gpu() {
+  const Shape clef[] = {kShapes[0], kShapes[1], kShapes[2], kShapes[3], kShapes[4], kShapes[5]};
+  const std::pair<GpuKernel, const char*> kernels[] = {{GpuKernel::kBf16, "cuda_bf16"},
+                                                       {GpuKernel::kFp8, "cuda_fp8"},
+                                                       {GpuKernel::kFp8Epilogue, "cuda_fp8_epilogue"},
+                                                       {GpuKernel::kBf16Gemm, "cuda_bf16_gemm"},
+                                                       {GpuKernel::kFp8Gemm, "cuda_fp8_gemm"}};
+  for (const Shape& s : clef)
+    for (auto [k, kname] : kernels)
+      benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),
+                                   [s, k = k](benchmark::State& st) { BM_GpuLinear(st, s, k); })
+          ->Arg(512)
+          ->Arg(2048)
+          ->Arg(8192)
+          ->Unit(benchmark::kMillisecond)
+          ->UseManualTime();
+  return 0;
+}
+const int registered_gpu = register_gpu();
+#endif
 
 }  // namespace

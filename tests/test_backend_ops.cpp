@@ -352,6 +352,19 @@ TEST_P(BackendOps, LinearEveryFormat) {
         test::HostOps(*fresh).linear(h.w, x.data(), M, got.data());
         EXPECT_LE(scaled_diff(got, want), GetParam().linear);
       }
+  // MXFP4 W4A4 where CUDA fast precision takes its FP8 path (N, K multiples of 16): ragged M
+  // (padded to 16 rows there) and a Clef shape (5120 -> 1024, 64 tokens).
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 128, 256}, {7, 128, 256}, {100, 128, 256},
+                         {513, 128, 256}, {64, 1024, 5120}}) {
+    SCOPED_TRACE(::testing::Message() << "MXFP4 W4A4 M " << M << " N " << N << " K " << K);
+    const auto fresh = make_backend(GetParam().device, GetParam().precision);
+    const HostWeight h = make_weight(rng, WeightFormat::kMXFP4, N, K, true, M % 2 == 1);
+    const auto x = rnd(rng, M * K, -2.0f, 2.0f);
+    std::vector<float> want(M * N), got(M * N);
+    ref::linear(h.w, x.data(), M, want.data());
+    test::HostOps(*fresh).linear(h.w, x.data(), M, got.data());
+    EXPECT_LE(scaled_diff(got, want), GetParam().linear);
+  }
 }
 
 // Tolerances: the reference backend is the oracle (identical); the fast CPU kernels accumulate
@@ -368,12 +381,16 @@ TEST_P(BackendOps, LinearEveryFormat) {
 // kernels with exact BF16 rounding lands at ~2e-4 (outputs) and ~1e-3 (states, which sum 64
 // rounded updates per chunk) on these cases. 5e-3 leaves 5× room and still fails a kernel that
 // drops the diagonal of the intra-chunk term (1.4e-2 to 2.3e-2 in that model).
+// CUDA fast's MXFP4 W4A4 linear layers take FP8 E4M3 products (linear_fp8.h): the operands are
+// the exact QDQ values, but Hopper's FP8 tensor cores sum a K step with fewer bits than fp32
+// before cuBLASLt promotes the partial sums (DeepSeek-V3 report §3.3.2); an earlier FP8 trial
+// measured 1.0–1.3e-4 on these shapes (docs/benchmarks.md), hence 5e-4 for cuda fast linear.
 INSTANTIATE_TEST_SUITE_P(
     Devices, BackendOps,
     ::testing::Values(BackendCase{"cpu", Precision::kExact, 0.0, 0.0, 0.0, 0.0},
                       BackendCase{"cpu", Precision::kFast, 3e-6, 5e-5, 1e-5, 1e-4},
                       BackendCase{"cuda", Precision::kExact, 1e-6, 2e-5, 1e-6, 1e-5},
-                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-3, 1e-2, 1e-4}),
+                      BackendCase{"cuda", Precision::kFast, 2e-6, 5e-3, 1e-2, 5e-4}),
     case_name);
 
 }  // namespace

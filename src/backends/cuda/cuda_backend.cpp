@@ -173,7 +173,8 @@ const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
                                    w.in, static_cast<int>(w.format), w.quantize_input,
                                    static_cast<int>(w.input_scale_mode));
   auto it = weights_.find(key);
-  if (it == weights_.end()) it = weights_.emplace(key, std::make_unique<DeviceLinear>(upload_linear(w))).first;
+  if (it == weights_.end())
+    it = weights_.emplace(key, std::make_unique<DeviceLinear>(upload_linear(w, precision_ == Precision::kFast))).first;
   return *it->second;
 }
 

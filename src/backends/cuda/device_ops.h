@@ -10,12 +10,14 @@
 // products are exact and only the fp32 accumulation order differs from the reference. Other
 // activations (BF16 releases) are split into BF16 hi + lo and take two products, which keeps
 // about 16 significant bits of the fp32 activation (one BF16 rounding moved fixture
-// probabilities by up to 0.03).
+// probabilities by up to 0.03). Fast W4A4 MXFP4 layers take FP8 tensor cores where the
+// weight's rows fit (linear_fp8.h; LinearPath, STAVE_CUDA_LINEAR).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "backends/cuda/attention_kernel.h"
@@ -37,8 +39,27 @@ struct DeviceLinear {
   bool quantize_input = false;
   mxfp4::ScaleMode input_scale_mode = mxfp4::ScaleMode::kEven;
   DeviceBuffer data, scales, bias;  // bias: fp32 [out] or empty
+  // The FP8 path (linear_fp8.cu): set at upload for MXFP4 W4A4 weights whose every row's
+  // block exponents fit one reference R_w (E2M1 · 2^(e − R_w) exact in E4M3); fp8_row_scale
+  // holds 2^R_w per output row (fp32 [out]), fp8_row_exp R_w (int32 [out]).
+  bool fp8 = false;
+  DeviceBuffer fp8_row_exp, fp8_row_scale;
 };
-DeviceLinear upload_linear(const LinearWeight& w);
+// fp8_check: decide DeviceLinear::fp8 (fast precision); a weight that does not fit is counted
+// (linear_fp8_stats) and named on stderr once.
+DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check = false);
+
+// Which products fast-precision MXFP4 W4A4 linear layers use (exact precision: always fp64).
+enum class LinearPath {
+  kBf16,             // weights expanded to BF16, cuBLAS BF16 GEMM
+  kFp8,              // weights and activations as FP8 E4M3 with per-row exponents, cuBLASLt FP8
+  kFp8EpilogueScales,  // the same, the row scales applied by a kernel after the GEMM (tests)
+};
+// STAVE_CUDA_LINEAR: unset or "fp8" → kFp8, "bf16" → kBf16, "fp8-epilogue" → kFp8EpilogueScales;
+// anything else is an Error naming the variable.
+LinearPath linear_path_from_env();
+struct Fp8Gemm;  // cuBLASLt handle, workspace and plans (linear_fp8.cu)
+std::shared_ptr<Fp8Gemm> make_fp8_gemm();
 
 // Per-stream state: cuBLAS handle and growable scratch for linear layers. Not thread-safe.
 class GpuContext {
@@ -57,6 +78,12 @@ class GpuContext {
   DeviceBuffer& scratch_y() { return y_; }
   DeviceBuffer& scratch_scores() { return scores_; }  // attention scores of one query chunk
   DeviceBuffer& scratch_wide() { return wide_; }      // fp64 copies of an exact op's inputs
+  LinearPath linear_path() const { return linear_path_; }
+  void set_linear_path(LinearPath p) { linear_path_ = p; }  // benchmarks measure both in one run
+  Fp8Gemm& fp8_gemm() {  // made on first use
+    if (!fp8_) fp8_ = make_fp8_gemm();
+    return *fp8_;
+  }
   void synchronize() const;
 
  private:
@@ -65,6 +92,8 @@ class GpuContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   DeviceBuffer w_, x_, y_, scores_, wide_;
+  LinearPath linear_path_ = LinearPath::kFp8;
+  std::shared_ptr<Fp8Gemm> fp8_;
 };
 
 namespace dev {

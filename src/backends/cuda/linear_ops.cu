@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include "backends/cuda/device_ops.h"
+#include "backends/cuda/linear_fp8.h"
+#include "backends/cuda/mxfp4_device.cuh"
 #include "stave/errors.h"
 
 namespace stave::cuda {
@@ -16,48 +18,6 @@ namespace {
 
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
-
-__constant__ float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-// mxfp4::scale_exponent, bit for bit.
-__device__ int scale_exponent(float amax, int mode) {
-  if (isnan(amax)) return 127;
-  if (mode == 0) {  // even
-    float value;
-    if (amax == 0.0f) {
-      value = 0x1p-126f;
-    } else {
-      const unsigned b = (__float_as_uint(amax) + 0x00200000u) & 0xFF800000u;
-      value = __uint_as_float(b);
-    }
-    if (isinf(value)) return 127;
-    if (value == 0.0f) return -127;
-    const int e = ilogbf(value) - 2;
-    return max(-127, min(127, e));
-  }
-  if (amax == 0.0f) return -23;
-  const int fl = ilogbf(amax);
-  if (mode == 1) return max(-127, min(127, fl - 2));
-  const bool exact = ldexpf(1.0f, fl) == amax;
-  return max(-127, min(127, (exact ? fl : fl + 1) - 2));
-}
-
-// mxfp4::quantize_e2m1 then the value back (times 1): the E2M1 grid value with sign, +0 for 0.
-__device__ float e2m1_round(float v) {
-  const float a = fabsf(v);
-  if (isnan(a)) return 0.0f;
-  float q;
-  if (a >= 6.0f) {
-    q = 6.0f;
-  } else {
-    const float step = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
-    q = __fmul_rn(rintf(__fdiv_rn(a, step)), step);
-    if (q > 6.0f) q = 6.0f;
-  }
-  if (q == 0.0f) return 0.0f;
-  return (__float_as_uint(v) >> 31) ? -q : q;
-}
 
 template <class Out>
 __device__ Out to_out(float v);
@@ -238,7 +198,7 @@ bool device_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-DeviceLinear upload_linear(const LinearWeight& w) {
+DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check) {
   DeviceLinear d;
   d.name = w.name;
   d.out = w.out;
@@ -252,10 +212,12 @@ DeviceLinear upload_linear(const LinearWeight& w) {
   d.data.upload(w.data, static_cast<size_t>(w.out) * w.row_bytes());
   if (w.format == WeightFormat::kMXFP4) d.scales.upload(w.scales, static_cast<size_t>(w.out * (w.in / 32)));
   if (w.bias) d.bias.upload(w.bias, static_cast<size_t>(w.out) * sizeof(float));
+  if (fp8_check) prepare_fp8_weight(d);
   return d;
 }
 
-GpuContext::GpuContext(bool exact, AttentionKernel attention) : exact_(exact), attention_(attention) {
+GpuContext::GpuContext(bool exact, AttentionKernel attention)
+    : exact_(exact), attention_(attention), linear_path_(exact ? LinearPath::kBf16 : linear_path_from_env()) {
   STAVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   STAVE_CUBLAS_CHECK(cublasCreate(&blas_));
   STAVE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -295,6 +257,7 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
     wide_product(ctx, d, M, N, K, bias, y);
     return;
   }
+  if (linear_fp8_applies(ctx, w) && linear_fp8(ctx, w, x, M, y)) return;
   const float one = 1.0f, zero = 0.0f;
   if (w.format == WeightFormat::kF32 || w.format == WeightFormat::kF16) {
     const float* wf = w.data.as<float>();

@@ -1,0 +1,431 @@
+// MXFP4 W4A4 linear layers on FP8 tensor cores: the scheme is in linear_fp8.h.
+#include <cublasLt.h>
+#include <cuda_fp8.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "backends/cuda/linear_fp8.h"
+#include "backends/cuda/mxfp4_device.cuh"
+#include "stave/errors.h"
+
+namespace stave::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of 16
+constexpr int kMaxShift = 6, kMinShift = -8;  // E2M1 · 2^d exact in E4M3 for d in [−8, 6]
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
+__device__ unsigned long long g_rounded_blocks = 0;
+
+int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// One warp per weight row: over the blocks with a non-zero code, the largest and smallest E8M0
+// byte. range[r] = largest − smallest (1000 with a NaN scale, −1 for an all-zero row);
+// row_exp[r] = R_w = largest − 127 − 6, row_scale[r] = 2^R_w.
+__global__ void weight_rows_kernel(const uint8_t* codes, const uint8_t* scales, int64_t N, int64_t K, int* range,
+                                   int* row_exp, float* row_scale) {
+  const int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (r >= N) return;
+  const int64_t nb = K / 32;
+  int hi = -1, lo = 256;
+  for (int64_t b = lane; b < nb; b += 32) {
+    const uint4 c = *reinterpret_cast<const uint4*>(codes + r * (K / 2) + b * 16);
+    if (((c.x | c.y | c.z | c.w) & 0x77777777u) == 0) continue;  // ±0 codes only
+    const int e = scales[r * nb + b];
+    hi = max(hi, e);
+    lo = min(lo, e);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+  }
+  if (lane) return;
+  const int ref = hi < 0 ? 0 : hi - 127 - kMaxShift;
+  range[r] = hi < 0 ? -1 : (hi == 255 ? 1000 : hi - lo);
+  row_exp[r] = ref;
+  row_scale[r] = ldexpf(1.0f, ref);
+}
+
+// Packed MXFP4 [N, K/2] + E8M0 [N, K/32] -> E4M3 [N, K] = E2M1 · 2^(e − 127 − R_w[row]), one
+// thread per 16 weights (8 code bytes in, 16 bytes out). Exact for a weight that fits; all-zero
+// blocks (any exponent) give ±0 through the clamp.
+__global__ void expand_fp8_kernel(const uint8_t* codes, const uint8_t* scales, const int* row_exp, int64_t n_chunks,
+                                  int64_t K, uint8_t* out) {
+  __shared__ float table[16];
+  if (threadIdx.x < 16) table[threadIdx.x] = kE2M1[threadIdx.x];
+  __syncthreads();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n_chunks) return;
+  const int64_t chunks_per_row = K / 16;
+  const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
+  const int d = max(kMinShift, min(kMaxShift, static_cast<int>(scales[r * (K / 32) + c / 2]) - 127 - row_exp[r]));
+  const float s = __uint_as_float(static_cast<uint32_t>(127 + d) << 23);
+  const uint2 packed = *reinterpret_cast<const uint2*>(codes + r * (K / 2) + c * 8);
+  uint32_t words[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    // Output bytes 4q … 4q+3 come from code bytes 2q and 2q+1 (low nibble first).
+    uint32_t w = 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int b = 2 * q + h;
+      const uint32_t byte = ((b < 4 ? packed.x : packed.y) >> (8 * (b % 4))) & 0xffu;
+      const float2 v = make_float2(table[byte & 0x0f] * s, table[byte >> 4] * s);
+      w |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3)) << (16 * h);
+    }
+    words[q] = w;
+  }
+  *reinterpret_cast<uint4*>(out + r * K + c * 16) = make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// One CTA (8 warps) per activation row of the padded batch: pass 1 finds the row's largest block
+// exponent (R_a = it − 6), pass 2 quantizes each block bit-exactly as mxfp4::qdq_row and writes
+// E2M1 · 2^(e − R_a) as E4M3 (exact for e − R_a ≥ −8; below, rounded and counted). Rows ≥ M of
+// the padding are zeros with scale 1. K % 32 == 0.
+constexpr int kRowWarps = 8;
+__global__ void quantize_rows_fp8_kernel(const float* x, int64_t M, int64_t K, int mode, uint8_t* xq,
+                                         float* row_scale) {
+  const int64_t r = blockIdx.x;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t nb = K / 32;
+  uint8_t* out = xq + r * K;
+  if (r >= M) {
+    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) out[i] = 0;
+    if (threadIdx.x == 0) row_scale[r] = 1.0f;
+    return;
+  }
+  const float* in = x + r * K;
+  auto block_exponent = [&](int64_t b, float& v) {
+    v = in[b * 32 + lane];
+    float amax = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, amax, o);
+      amax = amax < other ? other : amax;
+    }
+    return scale_exponent(amax, mode);
+  };
+  __shared__ int top[kRowWarps];
+  int emax = -1000;
+  for (int64_t b = warp; b < nb; b += kRowWarps) {
+    float v;
+    emax = max(emax, block_exponent(b, v));
+  }
+  if (lane == 0) top[warp] = emax;
+  __syncthreads();
+  emax = top[0];
+  for (int w = 1; w < kRowWarps; ++w) emax = max(emax, top[w]);
+  const int ref = emax - kMaxShift;  // emax in [−127, 127]: 2^ref is a finite fp32
+  for (int64_t b = warp; b < nb; b += kRowWarps) {
+    float v;
+    const int e = block_exponent(b, v);
+    const float q = e2m1_round(__fmul_rn(v, ldexpf(1.0f, -e)));
+    const int d = e - ref;
+    const float t = __fmul_rn(q, ldexpf(1.0f, max(d, -200)));  // exact in fp32 down to its subnormals
+    const uint32_t code = __nv_cvt_float_to_fp8(t, __NV_SATFINITE, __NV_E4M3);
+    out[b * 32 + lane] = static_cast<uint8_t>(code);
+    if (d < kMinShift && __any_sync(0xffffffffu, q != 0.0f) && lane == 0) atomicAdd(&g_rounded_blocks, 1ull);
+  }
+  if (threadIdx.x == 0) row_scale[r] = ldexpf(1.0f, ref);
+}
+
+// y[m, n] = acc[m, n] · sa[m] · sw[n] (+ bias[n]) for m < M (acc has ld N).
+__global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, const float* sa, const float* sw,
+                                       const float* bias, float* y) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= M * N) return;
+  const int64_t m = i / N, n = i % N;
+  const float v = acc[i] * sa[m] * sw[n];
+  y[i] = bias ? v + bias[n] : v;
+}
+
+__global__ void add_bias_fp8_kernel(float* y, int64_t M, int64_t N, const float* bias) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < M * N) y[i] += bias[i % N];
+}
+
+int mode_code(mxfp4::ScaleMode m) {
+  return m == mxfp4::ScaleMode::kEven ? 0 : (m == mxfp4::ScaleMode::kFloor ? 1 : 2);
+}
+
+}  // namespace
+
+// One cuBLASLt plan per (padded M, N, K, scales in the GEMM): descriptors and the heuristic's
+// algorithm, made once. `in_gemm` false: cuBLASLt offered no algorithm with per-row scale
+// vectors (or the path asks for the epilogue), so the GEMM is unscaled and a kernel scales.
+struct Fp8Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool in_gemm = false;
+  bool ok = true;  // false: cuBLASLt offers no FP8 GEMM of this shape (the BF16 path runs)
+};
+
+struct Fp8Gemm {
+  cublasLtHandle_t lt = nullptr;
+  DeviceBuffer workspace;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
+
+  Fp8Gemm() {
+    STAVE_CUBLAS_CHECK(cublasLtCreate(&lt));
+    workspace.resize(kWorkspaceBytes);  // once per context, on its first FP8 product
+  }
+  ~Fp8Gemm() {
+    for (auto& [key, p] : plans) destroy(p);
+    if (lt) cublasLtDestroy(lt);
+  }
+  static void destroy(Fp8Plan& p) {
+    if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.d) cublasLtMatrixLayoutDestroy(p.d);
+    p = {};
+  }
+
+  // Column-major view as the BF16 path: D (N × Mp, ld N) = op(A) · B with A = W (K × N, ld K,
+  // transposed: Hopper's "TN") and B = x (K × Mp, ld K). With scales in the GEMM, A's scale
+  // vector has N entries (2^R_w) and B's Mp (2^R_a), as OUTER_VEC_32F defines.
+  bool try_plan(Fp8Plan& p, int64_t Mp, int64_t N, int64_t K, bool scaled) {
+    STAVE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (scaled) {
+      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)) !=
+              CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)) !=
+              CUBLAS_STATUS_SUCCESS)
+        return false;
+    }
+    STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K));
+    STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, Mp, K));
+    STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, N, Mp, N));
+    cublasLtMatmulPreference_t pref = nullptr;
+    STAVE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kWorkspaceBytes;
+    STAVE_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // Without split-K where cuBLASLt has such an algorithm, so that a row's sums depend less on
+    // how many rows share the call (FP8 sums carry fewer bits than fp32: another order moves
+    // them by ~1e-4, enough to flip the next layer's MXFP4 rounding between a packed prefill
+    // and the same sequence alone). The tile shape may still differ with M.
+    const uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;
+    (void)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_split,
+                                               sizeof(no_split));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+      (void)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &any, sizeof(any));
+      st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+    p.algo = result.algo;
+    p.in_gemm = scaled;
+    return true;
+  }
+
+  // The plan of this shape, made on first use; nullptr where cuBLASLt has no FP8 algorithm for
+  // it (said once on stderr; the caller takes the BF16 path).
+  const Fp8Plan* plan(int64_t Mp, int64_t N, int64_t K, bool want_scaled) {
+    const auto key = std::make_tuple(Mp, N, K, want_scaled);
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      Fp8Plan p;
+      if (!(want_scaled && try_plan(p, Mp, N, K, true))) {
+        destroy(p);
+        if (!try_plan(p, Mp, N, K, false)) {
+          destroy(p);
+          p.ok = false;
+          std::fprintf(stderr, "stave cuda: cuBLASLt offers no FP8 E4M3 GEMM for M %lld, N %lld, K %lld: BF16 products\n",
+                       static_cast<long long>(Mp), static_cast<long long>(N), static_cast<long long>(K));
+        }
+      }
+      it = plans.emplace(key, p).first;
+    }
+    return it->second.ok ? &it->second : nullptr;
+  }
+
+  // A scaled plan whose GEMM failed at run time: the unscaled plan (scales after) takes its key,
+  // so later calls of this shape do not try again.
+  void demote(int64_t Mp, int64_t N, int64_t K) {
+    Fp8Plan& p = plans.at(std::make_tuple(Mp, N, K, true));
+    destroy(p);
+    if (!try_plan(p, Mp, N, K, false)) {
+      destroy(p);
+      plans.erase(std::make_tuple(Mp, N, K, true));
+      throw Error(ErrorKind::kInternal, "cuBLASLt offers no unscaled FP8 E4M3 GEMM for M " + std::to_string(Mp) +
+                                            ", N " + std::to_string(N) + ", K " + std::to_string(K));
+    }
+  }
+};
+
+std::shared_ptr<Fp8Gemm> make_fp8_gemm() { return std::make_shared<Fp8Gemm>(); }
+
+LinearPath linear_path_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_LINEAR");
+  if (!e || !*e || std::string_view(e) == "fp8") return LinearPath::kFp8;
+  if (std::string_view(e) == "bf16") return LinearPath::kBf16;
+  if (std::string_view(e) == "fp8-epilogue") return LinearPath::kFp8EpilogueScales;
+  throw Error(ErrorKind::kUnsupported,
+              std::string("STAVE_CUDA_LINEAR is '") + e + "': expected 'fp8', 'bf16' or 'fp8-epilogue'");
+}
+
+void prepare_fp8_weight(DeviceLinear& w) {
+  w.fp8 = false;
+  if (w.format != WeightFormat::kMXFP4 || !w.quantize_input || w.in % 32 != 0) return;
+  const int64_t N = w.out, K = w.in;
+  DeviceBuffer range(static_cast<size_t>(N) * sizeof(int));
+  w.fp8_row_exp.resize(static_cast<size_t>(N) * sizeof(int));
+  w.fp8_row_scale.resize(static_cast<size_t>(N) * sizeof(float));
+  weight_rows_kernel<<<blocks_for(N * 32), kThreads>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(), N, K,
+                                                       range.as<int>(), w.fp8_row_exp.as<int>(),
+                                                       w.fp8_row_scale.as<float>());
+  STAVE_CUDA_LAUNCHED();
+  std::vector<int> host(static_cast<size_t>(N));
+  range.download(host.data(), host.size() * sizeof(int));  // waits for the kernel (legacy stream)
+  int64_t worst_row = 0, rows_out = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    if (host[r] > kMaxShift - kMinShift) ++rows_out;
+    if (host[r] > host[worst_row]) worst_row = r;
+  }
+  if (rows_out == 0) {
+    w.fp8 = true;
+    ++g_weights_fp8;
+    return;
+  }
+  ++g_weights_out;
+  w.fp8_row_exp = DeviceBuffer();
+  w.fp8_row_scale = DeviceBuffer();
+  std::fprintf(stderr,
+               "stave cuda: %s: %lld of %lld rows have MXFP4 block exponents over more than %d binades (row %lld: "
+               "%d): BF16 products for this weight\n",
+               w.name.c_str(), static_cast<long long>(rows_out), static_cast<long long>(N), kMaxShift - kMinShift,
+               static_cast<long long>(worst_row), host[worst_row]);
+}
+
+LinearFp8Stats linear_fp8_stats() {
+  LinearFp8Stats s;
+  s.weights_fp8 = g_weights_fp8.load();
+  s.weights_out_of_range = g_weights_out.load();
+  s.gemms_scaled_in_gemm = g_scaled_in_gemm.load();
+  s.gemms_scaled_after = g_scaled_after.load();
+  STAVE_CUDA_CHECK(cudaDeviceSynchronize());
+  STAVE_CUDA_CHECK(cudaMemcpyFromSymbol(&s.activation_blocks_rounded, g_rounded_blocks, sizeof(unsigned long long)));
+  return s;
+}
+
+namespace dev {
+namespace {
+
+struct Fp8Operands {
+  uint8_t *w, *x;
+  float* x_scale;
+  int64_t Mp;
+};
+
+// Where the last expansion left its operands in ctx's scratch (same layout every call).
+Fp8Operands fp8_operands(GpuContext& ctx, const DeviceLinear& w, int64_t M, bool grow) {
+  const int64_t Mp = round_up(M, kAlign), N = w.out, K = w.in;
+  const size_t x_bytes = static_cast<size_t>(round_up(Mp * K, 256));
+  if (grow) {
+    ctx.scratch_w().reserve(static_cast<size_t>(N * K));
+    ctx.scratch_x().reserve(x_bytes + static_cast<size_t>(Mp) * sizeof(float));
+  }
+  uint8_t* xs = ctx.scratch_x().as<uint8_t>();
+  return {ctx.scratch_w().as<uint8_t>(), xs, reinterpret_cast<float*>(xs + x_bytes), Mp};
+}
+
+// The product (and the scales and bias) on operands already in scratch.
+void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, int64_t M, const float* bias,
+                 float* y) {
+  const int64_t N = w.out, K = w.in;
+  cudaStream_t s = ctx.stream();
+  Fp8Gemm& g = ctx.fp8_gemm();
+  const Fp8Plan& p = *g.plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8);  // callers checked
+  // Scales in the GEMM: straight into y when there are no padding rows and y has the 256-byte
+  // alignment cuBLASLt's heuristic assumes by default; otherwise (and for the unscaled GEMM)
+  // into scratch, then copied or scaled into y.
+  const bool direct = p.in_gemm && op.Mp == M && reinterpret_cast<uintptr_t>(y) % 256 == 0;
+  float* d = y;
+  if (!direct) {
+    ctx.scratch_y().reserve(static_cast<size_t>(op.Mp * N) * sizeof(float));
+    d = ctx.scratch_y().as<float>();
+  }
+  if (p.in_gemm) {
+    const float* sw = w.fp8_row_scale.as<float>();
+    STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof(sw)));
+    STAVE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &op.x_scale, sizeof(op.x_scale)));
+  }
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(g.lt, p.desc, &one, op.w, p.a, op.x, p.b, &zero, d, p.d, d, p.d, &p.algo,
+                                           g.workspace.as<void>(), kWorkspaceBytes, s);
+  if (st != CUBLAS_STATUS_SUCCESS && p.in_gemm) {
+    // An algorithm with scale vectors that the library then refuses: scales after, from now on.
+    g.demote(op.Mp, N, K);
+    return fp8_product(ctx, w, op, M, bias, y);
+  }
+  if (st != CUBLAS_STATUS_SUCCESS) throw_cublas("cublasLtMatmul (FP8 E4M3)", st);
+  if (p.in_gemm) {
+    ++g_scaled_in_gemm;
+    if (!direct)
+      STAVE_CUDA_CHECK(cudaMemcpyAsync(y, d, static_cast<size_t>(M * N) * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    if (bias) {
+      add_bias_fp8_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
+      STAVE_CUDA_LAUNCHED();
+    }
+  } else {
+    ++g_scaled_after;
+    scale_rows_cols_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(d, M, N, op.x_scale, w.fp8_row_scale.as<float>(),
+                                                                 bias, y);
+    STAVE_CUDA_LAUNCHED();
+  }
+}
+
+}  // namespace
+
+bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w) {
+  return !ctx.exact() && ctx.linear_path() != LinearPath::kBf16 && w.fp8 && w.out % kAlign == 0 &&
+         w.in % kAlign == 0;
+}
+
+bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {
+  if (M <= 0) return true;
+  const int64_t N = w.out, K = w.in;
+  cudaStream_t s = ctx.stream();
+  const Fp8Operands op = fp8_operands(ctx, w, M, true);
+  if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
+  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, s>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
+                                                                w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
+  STAVE_CUDA_LAUNCHED();
+  quantize_rows_fp8_kernel<<<static_cast<unsigned>(op.Mp), kRowWarps * 32, 0, s>>>(
+      x, M, K, mode_code(w.input_scale_mode), op.x, op.x_scale);
+  STAVE_CUDA_LAUNCHED();
+  fp8_product(ctx, w, op, M, w.bias.bytes() ? w.bias.as<float>() : nullptr, y);
+  return true;
+}
+
+void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {
+  if (M <= 0) return;
+  const Fp8Operands op = fp8_operands(ctx, w, M, false);
+  if (ctx.fp8_gemm().plan(op.Mp, w.out, w.in, ctx.linear_path() == LinearPath::kFp8))
+    fp8_product(ctx, w, op, M, nullptr, y);
+}
+
+}  // namespace dev
+}  // namespace stave::cuda

@@ -1,0 +1,48 @@
+// Fast-precision MXFP4 W4A4 linear layers on FP8 tensor cores (linear_fp8.cu).
+//
+// Every E2M1 value times 2^d is exactly an FP8 E4M3 value for d in [−8, 6]. So:
+// - weights: at upload, one reference exponent R_w per output row (the row's largest block
+//   exponent − 6); the weight takes this path only if every row's non-zero blocks lie within
+//   14 binades of it (else BF16 products, counted in linear_fp8_stats). Per product the packed
+//   weight is expanded to E4M3 [N, K] = E2M1 · 2^(e − R_w) in scratch, exactly.
+// - activations: the bit-exact MXFP4 quantization of each row, written as E4M3 with one
+//   R_a per row (the row's largest block exponent − 6). A block more than 14 binades below the
+//   row's largest is rounded to E4M3's subnormal grid (counted): each value then moves by at
+//   most 2^(R_a − 10), i.e. 2^−18 of the row's largest |value| (≥ 4 · 2^(R_a + 6)).
+// - product: cuBLASLt E4M3 × E4M3 (the "TN" layout Hopper requires), fp32 accumulation, the
+//   row scales 2^R_a[m] · 2^R_w[n] applied in the GEMM (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F)
+//   or, where cuBLASLt offers no such algorithm, by a kernel after an unscaled fp32 GEMM.
+// cuBLASLt's FP8 kernels need N and K multiples of 16 (K is, MXFP4 blocks are 32): other N
+// take the BF16 path. M is padded to a multiple of 16 with zero rows (scratch output, copied).
+#pragma once
+#include <cstdint>
+
+#include "backends/cuda/device_ops.h"
+
+namespace stave::cuda {
+
+// Sets w.fp8 and its row exponents and scales (upload_linear, fast precision).
+void prepare_fp8_weight(DeviceLinear& w);
+
+struct LinearFp8Stats {
+  int64_t weights_fp8 = 0;              // MXFP4 W4A4 weights uploaded that fit (fp8_check)
+  int64_t weights_out_of_range = 0;     // … that do not: BF16 products
+  uint64_t activation_blocks_rounded = 0;  // activation blocks below their row's FP8 range
+  int64_t gemms_scaled_in_gemm = 0, gemms_scaled_after = 0;
+};
+// Process-wide counters; waits for the device (the activation counter lives there).
+LinearFp8Stats linear_fp8_stats();
+
+namespace dev {
+
+// True when the FP8 path applies to this call (fast precision, ctx's path, w.fp8, N % 16 == 0).
+bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w);
+// y[M, N] = x · Wᵀ (+ bias) on the FP8 path; caller checked linear_fp8_applies. False (nothing
+// done) where cuBLASLt has no FP8 algorithm for the shape: the caller takes the BF16 path.
+bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
+// Benchmarks: the last linear_fp8 call's GEMM (and scale epilogue) alone, on the operands it
+// left in ctx's scratch (same w and M); no bias.
+void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);
+
+}  // namespace dev
+}  // namespace stave::cuda
