@@ -98,6 +98,8 @@ struct Generation {
 // inside a multi-byte character is held back until the character completes).
 using TextCallback = std::function<void(std::string_view piece)>;
 
+class GenerationScheduler;
+
 class LanguageModel {
  public:
   // options.model, precision and threads are used; device must be "cpu".
@@ -142,6 +144,7 @@ class LanguageModel {
   struct Impl;
 
  private:
+  friend class GenerationScheduler;  // runs the backbone and lm_head for many requests at once
   explicit LanguageModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
