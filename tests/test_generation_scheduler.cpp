@@ -233,6 +233,7 @@ TEST(GenerationScheduler, CancellationEndsOnlyItsRequest) {
 GenerationOptions budget(int64_t max_tokens) {
   GenerationOptions g;
   g.max_tokens = max_tokens;
+  g.sampling.temperature = 0.0;
   return g;
 }
 
@@ -260,6 +261,15 @@ TEST(GenerationScheduler, BadRequestsAndOptionsAreErrors) {
   EXPECT_EQ(sched.generate(std::vector<int32_t>{1, 2}, budget(0)).completion_token_ids.size(), 0u);
   const Generation g = sched.generate(std::vector<int32_t>{1, 2}, budget(2));
   EXPECT_EQ(g.completion_token_ids.size(), 2u);
+  // Ids only: the same ids, no text; stop strings need the text.
+  GenerationOptions ids_only = budget(2);
+  ids_only.detokenize = false;
+  const Generation bare = sched.generate(std::vector<int32_t>{1, 2}, ids_only);
+  EXPECT_EQ(bare.completion_token_ids, g.completion_token_ids);
+  EXPECT_EQ(bare.text, "");
+  ids_only.stop = {"x"};
+  EXPECT_THROW(sched.generate(std::vector<int32_t>{1, 2}, ids_only), Error);
+  EXPECT_THROW(lm->generate(std::vector<int32_t>{1, 2}, ids_only), Error);
 }
 
 }  // namespace

@@ -14,6 +14,8 @@ GenerationSequence::GenerationSequence(const LanguageModel::Impl& model, std::sp
   if (options.logprobs < -1 || options.logprobs > kMaxTopLogprobs)
     throw Error(ErrorKind::kInvalidRequest, "logprobs must be -1 (none) or 0 … " + std::to_string(kMaxTopLogprobs) +
                                                 ", got " + std::to_string(options.logprobs));
+  if (!options.detokenize && !options.stop.empty())
+    throw Error(ErrorKind::kInvalidRequest, "stop strings need the text: they cannot be used without detokenizing");
   stop_ids_ = options.ignore_eos ? std::vector<int32_t>{} : m_.eos;
   stop_ids_.insert(stop_ids_.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
   g_.prompt_token_ids.assign(prompt.begin(), prompt.end());
@@ -49,6 +51,7 @@ bool GenerationSequence::take(std::span<float> logits, const Deliver& deliver) {
     g_.finish_reason = "stop";
     return ended_ = true;
   }
+  if (!options_.detokenize) return ended_ = static_cast<int64_t>(g_.completion_token_ids.size()) >= max_tokens_;
   visible_.push_back(id);
   if (text_.update(m_.tokenizer->decode(visible_))) {
     g_.finish_reason = "stop";

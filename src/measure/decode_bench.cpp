@@ -51,6 +51,7 @@ GenerationOptions bench_options(int64_t new_tokens) {
   g.max_tokens = new_tokens;
   g.sampling.temperature = 0;
   g.ignore_eos = true;
+  g.detokenize = false;  // the model's speed alone (random weights may pick ids past the tokenizer's)
   return g;
 }
 

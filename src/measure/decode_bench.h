@@ -1,7 +1,7 @@
 // `stave bench-decode`: generation speed of one release as a language model, per prompt length
 // (like llama-bench's `-p N -n M` pairs): time to first token (prefill of N random tokens + the
 // lm_head + the first pick) and decode tokens/s after it, greedy with eos ignored so every run
-// decodes exactly `new_tokens`. Batch 1 is one LanguageModel::generate; a batch B > 1 is B
+// decodes exactly `new_tokens` (ids only: GenerationOptions::detokenize off). Batch 1 is one LanguageModel::generate; a batch B > 1 is B
 // requests (different random prompts of the same length) submitted together to a
 // GenerationScheduler bounded at B, so they decode in shared decode_batch steps (continuous
 // batching as `stave serve` runs it).
