@@ -164,7 +164,7 @@ TEST(BenchDecode, TimesEveryLengthAndRefusesBadOptions) {
     EXPECT_EQ(x.inter_token_ms.n, 2 * 3);  // 3 gaps between 4 tokens, 2 runs
   }
   const auto j = measure::to_json(r);
-  EXPECT_EQ(j["batch"], 1);
+  EXPECT_EQ(j["results"][0]["batch"], 1);
   EXPECT_EQ(j["results"][0]["new_tokens"], 4);
   EXPECT_NE(measure::markdown_table(r).find("| 9 | 4 | 2 |"), std::string::npos) << measure::markdown_table(r);
   o.new_tokens = 1;
@@ -172,6 +172,31 @@ TEST(BenchDecode, TimesEveryLengthAndRefusesBadOptions) {
   o.new_tokens = 4;
   o.prompt_tokens = {0};
   EXPECT_THROW(measure::run_decode_bench(o), Error);
+  o.prompt_tokens = {3};
+  o.batches = {0};
+  EXPECT_THROW(measure::run_decode_bench(o), Error);
+}
+
+// Batches above 1 run through the continuous-batching scheduler: every request of every run
+// reports its first token, every gap between its tokens, and the batch's aggregate rate.
+TEST(BenchDecode, BatchesRunThroughTheScheduler) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  measure::DecodeBenchOptions o;
+  o.model = test::fixture("public/model-bf16");
+  o.prompt_tokens = {5};
+  o.batches = {1, 3};
+  o.new_tokens = 4;
+  o.repeat = 2;
+  o.warmup = 0;
+  o.threads = 1;
+  const measure::DecodeReport r = measure::run_decode_bench(o);
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].batch, 1);
+  EXPECT_EQ(r.results[1].batch, 3);
+  EXPECT_EQ(r.results[1].ttft_ms.n, 2 * 3);         // 3 requests, 2 runs
+  EXPECT_EQ(r.results[1].inter_token_ms.n, 2 * 3 * 3);  // 3 gaps each
+  EXPECT_GT(r.results[1].decode_tokens_per_s.min, 0.0);
+  EXPECT_NE(measure::markdown_table(r).find("| 5 | 4 | 2 | 3 |"), std::string::npos) << measure::markdown_table(r);
 }
 
 }  // namespace

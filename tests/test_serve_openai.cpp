@@ -728,5 +728,69 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   EXPECT_LT(stopped_at, 16000);
 }
 
+// Continuous batching over HTTP: streaming clients that arrive together (different prompts,
+// budgets, one sampled with its own seed) get the same text as the same requests sent one after
+// another, while the scheduler decodes several of them in one step (the batch-size histogram
+// says a step advanced more than one).
+TEST(ServeOpenAiHttp, ConcurrentStreamsGetTheSequentialText) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  ServeOptions o;
+  o.max_running = 6;
+  o.max_decode_batch = 4;
+  LiveServer srv(o);
+  std::vector<json> bodies;
+  const char* questions[] = {"What is the capital of France?", "Name a colour.", "Count to five.",
+                             "Why is the sky blue?", "Say hello.", "What is 2 + 2?"};
+  for (size_t i = 0; i < 6; ++i) {
+    json b = {{"messages", json::array({{{"role", "user"}, {"content", questions[i]}}})},
+              {"max_tokens", 10 + 3 * static_cast<int>(i)}, {"stream", true}, {"ignore_eos", true}};
+    if (i == 4) {
+      b["temperature"] = 0.9;
+      b["seed"] = 11;
+    } else {
+      b["temperature"] = 0;
+    }
+    bodies.push_back(b);
+  }
+  std::vector<std::string> sequential;
+  for (const json& b : bodies) {
+    auto r = srv.post("/v1/chat/completions", b.dump());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(sse_payloads(r->body).back(), "[DONE]");
+    sequential.push_back(streamed_text(r->body));
+  }
+  std::vector<std::string> concurrent(bodies.size());
+  std::vector<int> status(bodies.size(), 0);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    clients.emplace_back([&, i] {
+      auto r = srv.post("/v1/chat/completions", bodies[i].dump());
+      if (!r) return;
+      status[i] = r->status;
+      concurrent[i] = streamed_text(r->body);
+    });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    EXPECT_EQ(status[i], 200) << "client " << i;
+    EXPECT_FALSE(sequential[i].empty()) << "client " << i;
+    EXPECT_EQ(concurrent[i], sequential[i]) << "client " << i;
+  }
+  // stave_generation_decode_batch: more sequences advanced than steps taken, and none past 4.
+  const std::string metrics = srv.get("/metrics")->body;
+  auto value = [&](const std::string& name) {
+    const size_t at = metrics.find("\n" + name + " ");
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "no " << name << " in " << metrics;
+      return -1.0;
+    }
+    return std::stod(metrics.substr(at + name.size() + 2));
+  };
+  const double steps = value("stave_generation_decode_batch_count");
+  const double advanced = value("stave_generation_decode_batch_sum");
+  EXPECT_GT(advanced, steps) << "no decode step batched two requests";
+  EXPECT_EQ(value("stave_generation_decode_batch_bucket{le=\"4\"}"), steps) << "a step went past --max-decode-batch";
+}
+
 }  // namespace
 }  // namespace stave::server

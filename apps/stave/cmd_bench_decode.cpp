@@ -1,5 +1,5 @@
 // stave bench-decode: time to first token and decode tokens/s of the release as a language
-// model, per prompt length, at batch 1 (src/bench/decode_bench.h).
+// model, per prompt length and batch size (src/measure/decode_bench.h).
 #include <fstream>
 #include <iostream>
 
@@ -15,10 +15,15 @@ Register reg{{"bench-decode", "Time generation: time to first token and decode t
               [](CLI::App& sub) {
                 auto o = std::make_shared<measure::DecodeBenchOptions>();
                 auto tokens = std::make_shared<std::string>("128,512");
+                auto batches = std::make_shared<std::string>("1");
                 auto precision = std::make_shared<std::string>("fast");
                 auto json_out = std::make_shared<std::string>();
                 sub.add_option("--model", o->model, "release folder or Hugging Face repo id")->required();
                 sub.add_option("--prompt-tokens", *tokens, "prompt lengths (random token ids), comma-separated")
+                    ->capture_default_str();
+                sub.add_option("--batch", *batches,
+                               "concurrent requests per run, comma-separated (e.g. 1,8,32); above 1 they decode "
+                               "together through the continuous-batching scheduler")
                     ->capture_default_str();
                 sub.add_option("--new-tokens", o->new_tokens, "tokens decoded per run (eos ignored)")
                     ->capture_default_str()
@@ -35,8 +40,9 @@ Register reg{{"bench-decode", "Time generation: time to first token and decode t
                     ->capture_default_str();
                 sub.add_option("--seed", o->seed, "seed of the random prompt ids")->capture_default_str();
                 sub.add_option("--json", *json_out, "also write the results as JSON to this file");
-                return std::function<int()>([o, tokens, precision, json_out]() -> int {
+                return std::function<int()>([o, tokens, batches, precision, json_out]() -> int {
                   o->prompt_tokens = measure::parse_token_list(*tokens);
+                  o->batches = measure::parse_token_list(*batches);
                   auto p = parse_precision(*precision);
                   if (!p) throw Error(ErrorKind::kInvalidRequest, "--precision must be exact or fast, not \"" + *precision + "\"");
                   o->precision = *p;

@@ -36,6 +36,7 @@ struct ServeArgs {
   size_t max_body_bytes = size_t{12} << 20;
   size_t max_json_values = server::kMaxJsonValues;
   int max_running = 1, max_queue = 16, timeout_ms = 30000, http_threads = 2;
+  int max_decode_batch = 32;
   server::HttpLimits http;
   std::string api_key;
   std::string api_key_file;
@@ -88,6 +89,7 @@ int run(const ServeArgs& a) {
   if (a.http.header_bytes < 256) return print_error_json("--max-header-bytes must be at least 256");
   o.max_running = a.max_running;
   o.max_queue = a.max_queue;
+  o.max_decode_batch = a.max_decode_batch;
   o.timeout_ms = a.timeout_ms;
   if (a.http_threads < 1) return print_error_json("--http-threads must be at least 1");
   o.http = a.http;
@@ -180,6 +182,11 @@ Register reg{{"serve",
                 sub.add_option("--max-queue", a->max_queue, "decisions that may wait (then 503)")
                     ->capture_default_str()
                     ->check(in_range(0, std::numeric_limits<int>::max()));
+                sub.add_option("--max-decode-batch", a->max_decode_batch,
+                               "generation: requests decoded together in one step (continuous batching; "
+                               "each also holds one of --max-running)")
+                    ->capture_default_str()
+                    ->check(in_range(1, 4096));
                 sub.add_option("--timeout-ms", a->timeout_ms, "per request, queue wait included (then 504)")
                     ->capture_default_str()
                     ->check(in_range(1, std::numeric_limits<int>::max()));

@@ -71,6 +71,10 @@ struct GenerationOptions {
   std::vector<std::string> stop;     // stop strings: generation ends before the first one (not in text)
   std::vector<int32_t> stop_token_ids;  // besides the model's eos ids (generation_config.json, else <|im_end|>)
   bool ignore_eos = false;
+  // false: ids only — no detokenization (Generation::text stays empty, on_text is not called,
+  // `stop` must be empty), e.g. for timing the model alone (stave bench-decode) or a model whose
+  // lm_head can pick ids past the tokenizer's vocabulary (random synthetic weights).
+  bool detokenize = true;
   // Set (by another thread) to stop: checked between decode steps; generate then throws
   // stave::DecisionCancelled. The server sets it when the client goes away.
   const std::atomic<bool>* cancel = nullptr;
@@ -97,6 +101,8 @@ struct Generation {
 // Receives the completion text as it grows, in pieces that are whole UTF-8 (a token that ends
 // inside a multi-byte character is held back until the character completes).
 using TextCallback = std::function<void(std::string_view piece)>;
+
+class GenerationScheduler;
 
 class LanguageModel {
  public:
@@ -142,6 +148,7 @@ class LanguageModel {
   struct Impl;
 
  private:
+  friend class GenerationScheduler;  // runs the backbone and lm_head for many requests at once
   explicit LanguageModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

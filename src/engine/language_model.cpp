@@ -14,11 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/generation_sequence.h"
+#include "engine/language_model_impl.h"
 #include "engine/release_from_options.h"
 #include "generate/chat_template.h"
-#include "generate/completion_text.h"
-#include "generate/logprobs.h"
-#include "generate/sampler.h"
 #include "io/release.h"
 #include "model/backbone.h"
 #include "model/lm_head.h"
@@ -61,38 +60,6 @@ Json parse_request(std::string_view request_json) {
 }
 
 }  // namespace
-
-struct LanguageModel::Impl {
-  EngineOptions options;
-  std::unique_ptr<Release> release;
-  std::unique_ptr<Tokenizer> tokenizer;
-  // The backbone's backend (cpu or cuda: the same model code); outlives the backbone.
-  std::shared_ptr<const Backend> device_backend;
-  const Backend* backend = nullptr;
-  // The lm_head's product (vocab outputs per row) runs on the vectorized fp32 kernels in both
-  // precisions: exact in blocks of fewer than 16 rows, where the CPU linear is fp32 FMA and
-  // differs from the reference's MKL sum only by rounding order (docs/lm.md has the measured
-  // NLL difference); fast in blocks of 64 (bf16 weights may take the AMX hi/lo split there).
-  const Backend* head_backend = nullptr;
-  int64_t head_rows = 64;
-  std::unique_ptr<Backbone> backbone;
-  std::unique_ptr<LmHead> lm_head;
-  std::unique_ptr<ChatTemplate> chat_template;  // null when the release has none
-  std::string chat_template_error;
-  std::vector<int32_t> eos;
-
-  void set_threads() const {
-    if (options.threads > 0 && omp_get_max_threads() != options.threads) omp_set_num_threads(options.threads);
-  }
-  // Logits of the last row of `hidden` [rows, H].
-  std::vector<float> last_logits(const std::vector<float>& hidden) const {
-    const int64_t H = backbone->hidden_size();
-    const int64_t rows = static_cast<int64_t>(hidden.size()) / H;
-    std::vector<float> logits(static_cast<size_t>(lm_head->vocab()));
-    lm_head->logits(*head_backend, hidden.data() + (rows - 1) * H, 1, logits.data());
-    return logits;
-  }
-};
 
 LanguageModel::LanguageModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LanguageModel::~LanguageModel() = default;
@@ -184,68 +151,21 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
                                    const TextCallback& on_text) const {
   const Impl& m = *impl_;
   m.set_threads();
-  if (prompt_ids.empty()) throw Error(ErrorKind::kInvalidRequest, "the prompt is empty");
-  if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidRequest, "max_tokens must not be negative");
-  if (options.logprobs < -1 || options.logprobs > kMaxTopLogprobs)
-    throw Error(ErrorKind::kInvalidRequest, "logprobs must be -1 (none) or 0 … " + std::to_string(kMaxTopLogprobs) +
-                                                ", got " + std::to_string(options.logprobs));
-  Sampler sampler(options.sampling);
-  std::vector<int32_t> stop_ids = options.ignore_eos ? std::vector<int32_t>{} : m.eos;
-  stop_ids.insert(stop_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
-  auto is_stop_id = [&](int32_t id) { return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end(); };
-
-  Generation g;
-  g.prompt_token_ids.assign(prompt_ids.begin(), prompt_ids.end());
-  g.finish_reason = "length";
-  CompletionText text(options.stop);
-  auto emit = [&](bool final) {
-    const std::string piece = text.take_ready(final);
-    if (!piece.empty() && on_text) on_text(piece);
-  };
-  // The context ends at max_position_embeddings: generation stops there ("length").
-  const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
-  const int64_t context = m.backbone->config().max_position_embeddings;
-  if (prompt_len >= context)
-    throw Error(ErrorKind::kRequestTooLarge, "the prompt has " + std::to_string(prompt_len) +
-                                                 " tokens; the model's context is " + std::to_string(context));
-  const int64_t max_tokens = std::min(options.max_tokens, context - prompt_len);
-  if (max_tokens == 0) return g;
-  // The KV caches reserve room for a modest completion and grow past it.
-  Backbone::SequenceState state = m.backbone->new_state(prompt_len + std::min<int64_t>(max_tokens, 256));
+  GenerationSequence seq(m, prompt_ids, options, on_text);
+  const GenerationSequence::Deliver now = [](const std::function<void()>& f) { f(); };
+  if (seq.ended()) return seq.finish(now);
+  Backbone::SequenceState state = m.backbone->new_state(seq.expected_tokens());
   auto check_cancel = [&] {
-    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) throw DecisionCancelled();
+    if (seq.cancelled()) throw DecisionCancelled();
   };
   check_cancel();
   std::vector<float> logits = m.last_logits(m.backbone->prefill(prompt_ids, state));
-  std::vector<int32_t> visible;  // generated ids whose text counts (a stop token's does not)
-  std::vector<float> raw;         // with logprobs: the step's logits before the sampler changes them
-  for (;;) {
-    if (options.logprobs >= 0) raw = logits;
-    const int32_t id = sampler.pick(logits, g.prompt_token_ids, g.completion_token_ids);
-    g.completion_token_ids.push_back(id);
-    if (options.on_token) options.on_token(id);
-    if (options.logprobs >= 0) {
-      g.logprobs.push_back(step_logprobs(raw, id, options.logprobs));
-      if (options.on_logprobs) options.on_logprobs(g.logprobs.back());
-    }
-    if (is_stop_id(id)) {
-      g.finish_reason = "stop";
-      break;
-    }
-    visible.push_back(id);
-    if (text.update(m.tokenizer->decode(visible))) {
-      g.finish_reason = "stop";
-      break;
-    }
-    emit(false);
-    if (static_cast<int64_t>(g.completion_token_ids.size()) >= max_tokens) break;
+  while (!seq.take(logits, now)) {
     check_cancel();
-    const int32_t next[1] = {id};
+    const int32_t next[1] = {seq.last_token()};
     logits = m.last_logits(m.backbone->decode_step(state, next));
   }
-  emit(true);
-  g.text = text.text();
-  return g;
+  return seq.finish(now);
 }
 
 Generation LanguageModel::chat(std::string_view request_json, const GenerationOptions& options,

@@ -9,7 +9,8 @@ namespace stave::server {
 GenerationMetrics::GenerationMetrics()
     : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
-      tps_({1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000}) {}
+      tps_({1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000}),
+      batch_({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
 
 void GenerationMetrics::observe_first_token(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -26,6 +27,11 @@ void GenerationMetrics::observe_generation(int64_t prompt_tokens, int64_t comple
   ++generations_;
   prompt_tokens_ += static_cast<uint64_t>(std::max<int64_t>(0, prompt_tokens));
   if (completion_tokens > 1 && decode_seconds > 0) tps_.observe(static_cast<double>(completion_tokens - 1) / decode_seconds);
+}
+
+void GenerationMetrics::observe_decode_step(int64_t batch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  batch_.observe(static_cast<double>(batch));
 }
 
 void GenerationMetrics::render(std::string& out) const {
@@ -48,6 +54,9 @@ void GenerationMetrics::render(std::string& out) const {
   out += "# HELP stave_generation_tokens_per_second Decode rate of a generation after its first token.\n";
   out += "# TYPE stave_generation_tokens_per_second histogram\n";
   tps_.render(out, "stave_generation_tokens_per_second");
+  out += "# HELP stave_generation_decode_batch Sequences advanced together by one decode step (continuous batching).\n";
+  out += "# TYPE stave_generation_decode_batch histogram\n";
+  batch_.render(out, "stave_generation_decode_batch");
 }
 
 }  // namespace stave::server

@@ -1,6 +1,6 @@
 // Prometheus metrics of the generation endpoints (/v1/chat/completions, /v1/completions), in
 // the same exposition as server/metrics.h: time to first token, inter-token latency, decode
-// tokens per second, and token counters. Thread-safe.
+// tokens per second, the decode batch size, and token counters. Thread-safe.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -24,11 +24,13 @@ class GenerationMetrics {
   // A generation that ended (finished, or stopped with its client gone): its prompt and the
   // decode rate after the first token (tokens − 1 over the time since it).
   void observe_generation(int64_t prompt_tokens, int64_t completion_tokens, double decode_seconds);
+  // One decode step of the generation scheduler and how many sequences it advanced together.
+  void observe_decode_step(int64_t batch);
   void render(std::string& out) const;
 
  private:
   mutable std::mutex mutex_;
-  Histogram ttft_, itl_, tps_;
+  Histogram ttft_, itl_, tps_, batch_;
   uint64_t prompt_tokens_ = 0, generations_ = 0;
   std::atomic<uint64_t> completion_tokens_{0};
 };

@@ -64,7 +64,7 @@ class OpenAiService::Call : public HttpCall {
   }
 
   // On an admission worker.
-  void run(const std::shared_ptr<const LanguageModel>& lm) {
+  void run(const std::shared_ptr<const LanguageModel>& lm, GenerationScheduler& sched) {
     if (cancel_.load()) return;
     try {
       if (req_.generation.logprobs >= 0) {
@@ -74,8 +74,8 @@ class OpenAiService::Call : public HttpCall {
       }
       const std::vector<int32_t> ids = prompt_ids(*lm);
       fit_context(static_cast<int64_t>(ids.size()));
-      if (req_.stream) run_stream(*lm, ids);
-      else run_whole(*lm, ids);
+      if (req_.stream) run_stream(sched, ids);
+      else run_whole(sched, ids);
     } catch (const DecisionCancelled&) {
       if (stream_) stream_->close();
     } catch (const Error& e) {
@@ -142,8 +142,8 @@ class OpenAiService::Call : public HttpCall {
     rec_.input_tokens = static_cast<int64_t>(g.prompt_token_ids.size());
   }
 
-  void run_whole(const LanguageModel& lm, const std::vector<int32_t>& ids) {
-    const Generation g = lm.generate(ids, options());
+  void run_whole(GenerationScheduler& sched, const std::vector<int32_t>& ids) {
+    const Generation g = sched.generate(ids, options());
     observe(g);
     if (answered_.exchange(true)) return;
     HttpReply r;
@@ -151,7 +151,7 @@ class OpenAiService::Call : public HttpCall {
     send(std::move(r));
   }
 
-  void run_stream(const LanguageModel& lm, const std::vector<int32_t>& ids) {
+  void run_stream(GenerationScheduler& sched, const std::vector<int32_t>& ids) {
     if (answered_.exchange(true)) return;
     HttpReply head;
     head.content_type = "text/event-stream";
@@ -168,7 +168,7 @@ class OpenAiService::Call : public HttpCall {
     GenerationOptions go = options();
     go.on_logprobs = [&](const StepLogprobs& s) { pending.push_back(s); };
     try {
-      g = lm.generate(ids, go, [&](std::string_view piece) {
+      g = sched.generate(ids, go, [&](std::string_view piece) {
         push(render_openai_chunk(kind, ids_, piece, false, nullptr, lp(), pending));
         pending.clear();
       });
@@ -253,27 +253,33 @@ class OpenAiService::Call : public HttpCall {
 // ---------------------------------------------------------------------------------------------
 
 void OpenAiService::set_model(std::shared_ptr<const LanguageModel> lm) {
+  SchedulerOptions so;
+  so.max_batch = host_.options.max_decode_batch;
+  so.on_step = [this](int64_t n) { metrics_.observe_decode_step(n); };
+  auto scheduler = std::make_shared<GenerationScheduler>(lm, std::move(so));
   std::lock_guard<std::mutex> lock(mutex_);
   lm_ = std::move(lm);
+  scheduler_ = std::move(scheduler);
   unavailable_.clear();
 }
 
 void OpenAiService::set_unavailable(std::string reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   lm_.reset();
+  scheduler_.reset();
   unavailable_ = std::move(reason);
 }
 
-bool OpenAiService::available() const { return model() != nullptr; }
+bool OpenAiService::available() const { return model().lm != nullptr; }
 
 std::string OpenAiService::unavailable_reason() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return unavailable_;
 }
 
-std::shared_ptr<const LanguageModel> OpenAiService::model() const {
+OpenAiService::Loaded OpenAiService::model() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return lm_;
+  return {lm_, scheduler_};
 }
 
 std::shared_ptr<HttpCall> OpenAiService::handle(OpenAiKind kind, HttpRequest& req, AccessRecord rec,
@@ -285,8 +291,8 @@ std::shared_ptr<HttpCall> OpenAiService::handle(OpenAiKind kind, HttpRequest& re
     done(std::move(r));
     return nullptr;
   };
-  std::shared_ptr<const LanguageModel> lm = model();
-  if (!lm) {
+  const Loaded loaded = model();
+  if (!loaded.lm) {
     const std::string why = unavailable_reason();
     if (why == "the model is still loading") {
       ApiError e = api_error(503, "loading", why);
@@ -305,7 +311,7 @@ std::shared_ptr<HttpCall> OpenAiService::handle(OpenAiKind kind, HttpRequest& re
                             {"body", "model"}));
   rec.model = request.model.empty() ? host_.names.id() : request.model;
   auto call = std::make_shared<Call>(*this, std::move(request), rec, t0, done);
-  call->job = host_.admission.try_submit([call, lm] { call->run(lm); });
+  call->job = host_.admission.try_submit([call, loaded] { call->run(loaded.lm, *loaded.scheduler); });
   if (!call->job) {
     ApiError e = api_error(503, "overloaded",
                            fmt::format("the server is at capacity ({} running, {} waiting); retry later",

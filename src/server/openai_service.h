@@ -4,6 +4,10 @@
 // A stream answers with server-sent events through HttpStream (server/http_stream.h): the
 // generation blocks while the client is slow to read, and stops between decode steps when the
 // client goes away.
+// Generation runs through one GenerationScheduler (engine/generation_scheduler.h): each request
+// holds its admission worker while it waits for its tokens, and the scheduler decodes all of
+// them together (continuous batching, at most --max-decode-batch per step); the worker runs the
+// request's callbacks, so a slow client delays only its own request.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "engine/generation_scheduler.h"
 #include "server/access_log.h"
 #include "server/admission_queue.h"
 #include "server/api_error.h"
@@ -42,7 +47,7 @@ class OpenAiService {
  public:
   explicit OpenAiService(OpenAiHost host) : host_(std::move(host)) {}
 
-  // The model, or why there is none (the release has no lm_head, the device is not the CPU).
+  // The model (and its scheduler, from host.options.max_decode_batch), or why there is none (the release has no lm_head, the device is not the CPU).
   void set_model(std::shared_ptr<const LanguageModel> lm);
   void set_unavailable(std::string reason);
   bool available() const;
@@ -57,12 +62,17 @@ class OpenAiService {
   class Call;
 
  private:
-  std::shared_ptr<const LanguageModel> model() const;
+  struct Loaded {
+    std::shared_ptr<const LanguageModel> lm;
+    std::shared_ptr<GenerationScheduler> scheduler;
+  };
+  Loaded model() const;
 
   OpenAiHost host_;
   GenerationMetrics metrics_;
   mutable std::mutex mutex_;
   std::shared_ptr<const LanguageModel> lm_;
+  std::shared_ptr<GenerationScheduler> scheduler_;
   std::string unavailable_ = "the model is still loading";
   std::atomic<uint64_t> next_id_{1};
 };

@@ -32,6 +32,7 @@ refused --max-id-length serve --model "$m" --max-id-length -1
 refused --max-body-bytes serve --model "$m" --max-body-bytes -1
 refused --max-running serve --model "$m" --max-running 0
 refused --max-queue   serve --model "$m" --max-queue -1
+refused --max-decode-batch serve --model "$m" --max-decode-batch 0
 refused --timeout-ms  serve --model "$m" --timeout-ms 0
 refused --http-threads serve --model "$m" --http-threads -2
 refused --threads     decide --model "$m" --threads -1 req.json
