@@ -42,9 +42,8 @@ void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& b
     for (State* s : states) mixer.push_back(&*s->attention);
     attention_->forward(backend, x.data<float>(), batch, mixer, y.data<float>());
   }
-  backend.add_inplace(h, y.data<float>(), n);
-
-  backend.rms_norm_zero_centered(h, T, hidden_, post_norm_.data<float>(), eps_, x.data<float>());
+  // The residual add and the post-attention norm that reads it, in one op.
+  backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, post_norm_.data<float>(), eps_, x.data<float>());
   if (mlp_input && *mlp_input) {
     if (backend.device() != Device::kCpu)
       throw Error(ErrorKind::kUnsupported, "the MLP input observer (AWQ calibration) runs on a CPU backend only");
