@@ -66,6 +66,23 @@ class HostOps {
     down(Q, q);
     down(G, gate);
   }
+  void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
+                                  float* x) const {
+    const Tensor H = up(h, rows * dim), Y = up(y, rows * dim), W = up(w, dim), X = poisoned(rows * dim);
+    be_.add_rms_norm_zero_centered(f(H), f(Y), rows, dim, f(W), eps, f(X));
+    down(H, h);
+    down(X, x);
+  }
+  // With a gate: x holds tokens·heads rows of [q | gate] (2·head_dim each); without, y = x in place.
+  void head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w, float eps,
+                      int64_t rotary_dim, const float* cos, const float* sin, float* y, float* gate) const {
+    const int64_t n = tokens * heads * head_dim, half = rotary_dim / 2;
+    const Tensor X = up(x, gate ? 2 * n : n), W = up(w, head_dim), C = up(cos, tokens * half), S = up(sin, tokens * half);
+    const Tensor Y = gate ? poisoned(n) : X, G = poisoned(gate ? n : 1);
+    be_.head_norm_rope(f(X), tokens, heads, head_dim, f(W), eps, rotary_dim, f(C), f(S), f(Y), gate ? f(G) : nullptr);
+    down(Y, y);
+    if (gate) down(G, gate);
+  }
   void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
                           float* history, float* y) const {
     const Tensor X = up(x, tokens * channels), W = up(weight, channels * kernel);

@@ -270,6 +270,114 @@ TEST_P(BackendOps, Rope) {
   EXPECT_LE(scaled_diff(got, want), GetParam().elementwise);
 }
 
+// The fused residual add + norm against its composition: the sum is one fp32 rounding per
+// element everywhere (identical h), the norm within the element-wise tolerance; in exact
+// precision the fused op equals this backend's own add_inplace + rms_norm_zero_centered bit for bit.
+TEST_P(BackendOps, AddRmsNormIsTheAddThenTheNorm) {
+  std::mt19937 rng(21);
+  const auto o = ops();
+  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 8}, {3, 5}, {33, 128}, {7, 5120}, {4, 5121}, {2, 1030}}) {
+    SCOPED_TRACE(::testing::Message() << rows << "x" << dim);
+    const int64_t n = rows * dim;
+    const auto h0 = rnd(rng, n, -3, 3), y = rnd(rng, n, -3, 3), w = rnd(rng, dim);
+    std::vector<float> h_want = h0, x_want(n);
+    for (int64_t i = 0; i < n; ++i) h_want[i] += y[i];
+    ref::rms_norm_zero_centered(h_want.data(), rows, dim, w.data(), 1e-6f, x_want.data());
+    std::vector<float> h_got = h0, x_got(n);
+    o.add_rms_norm_zero_centered(h_got.data(), y.data(), rows, dim, w.data(), 1e-6f, x_got.data());
+    EXPECT_EQ(h_got, h_want) << "the residual sum";
+    EXPECT_LE(scaled_diff(x_got, x_want), GetParam().elementwise) << "the norm";
+    // The plain norm on the same odd shapes, in place (the final norm's call).
+    const Tensor X = be().to_device(Tensor::host(h_want)), W = be().to_device(Tensor::host(w));
+    be().rms_norm_zero_centered(X.data<float>(), rows, dim, W.data<float>(), 1e-6f, X.data<float>());
+    std::vector<float> inplace(static_cast<size_t>(n));
+    be().copy_to_host(X, inplace.data());
+    EXPECT_LE(scaled_diff(inplace, x_want), GetParam().elementwise) << "rms_norm_zero_centered in place";
+    if (GetParam().precision == Precision::kExact) {
+      std::vector<float> h_own = h0, x_own(n);
+      o.add_inplace(h_own.data(), y.data(), n);
+      o.rms_norm_zero_centered(h_own.data(), rows, dim, w.data(), 1e-6f, x_own.data());
+      EXPECT_EQ(x_got, x_own) << "exact precision: the fused op is the composition, bit for bit";
+    }
+  }
+}
+
+// The attention's query path (split [q | gate], per-head norm, RoPE) and key path (norm + RoPE
+// in place) against the reference composition; partial and odd rotary widths, odd head dims.
+TEST_P(BackendOps, HeadNormRopeIsSplitNormRope) {
+  std::mt19937 rng(22);
+  const auto o = ops();
+  struct Shape {
+    int64_t tokens, heads, d, rot;
+  };
+  for (const Shape sh : {Shape{19, 3, 64, 32}, Shape{7, 5, 256, 64}, Shape{1, 24, 256, 64}, Shape{5, 2, 40, 20},
+                         Shape{3, 3, 33, 16}, Shape{4, 1, 24, 24}}) {
+    SCOPED_TRACE(::testing::Message() << sh.tokens << " tokens x " << sh.heads << " heads of " << sh.d << ", rotary "
+                                      << sh.rot);
+    const int64_t rows = sh.tokens * sh.heads, n = rows * sh.d, half = sh.rot / 2;
+    const auto w = rnd(rng, sh.d), cos = rnd(rng, sh.tokens * half), sin = rnd(rng, sh.tokens * half);
+    for (bool gated : {true, false}) {
+      SCOPED_TRACE(gated ? "with the gate" : "in place");
+      const auto x = rnd(rng, gated ? 2 * n : n, -3, 3);
+      std::vector<float> want(n), gate_want(gated ? n : 0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < sh.d; ++i) {
+          want[r * sh.d + i] = x[r * (gated ? 2 : 1) * sh.d + i];
+          if (gated) gate_want[r * sh.d + i] = x[r * 2 * sh.d + sh.d + i];
+        }
+      ref::rms_norm_zero_centered(want.data(), rows, sh.d, w.data(), 1e-6f, want.data());
+      ref::apply_rope(want.data(), sh.tokens, sh.heads, sh.d, sh.rot, cos.data(), sin.data());
+      std::vector<float> got(n), gate_got(gated ? n : 0);
+      o.head_norm_rope(x.data(), sh.tokens, sh.heads, sh.d, w.data(), 1e-6f, sh.rot, cos.data(), sin.data(),
+                       got.data(), gated ? gate_got.data() : nullptr);
+      EXPECT_LE(scaled_diff(got, want), GetParam().elementwise);
+      EXPECT_EQ(gate_got, gate_want);
+      if (GetParam().precision == Precision::kExact) {
+        std::vector<float> own(n), gate_own(gated ? n : 0);
+        if (gated) {
+          o.split_query_gate(x.data(), rows, sh.d, own.data(), gate_own.data());
+        } else {
+          own = x;
+        }
+        o.rms_norm_zero_centered(own.data(), rows, sh.d, w.data(), 1e-6f, own.data());
+        o.apply_rope(own.data(), sh.tokens, sh.heads, sh.d, sh.rot, cos.data(), sin.data());
+        EXPECT_EQ(got, own) << "exact precision: the fused op is the composition, bit for bit";
+      }
+    }
+  }
+}
+
+// Sizes that are not a multiple of 4 and pointers off 16-byte alignment (the vectorized
+// kernels' scalar tails).
+TEST_P(BackendOps, ElementwiseOddSizesAndOffsets) {
+  std::mt19937 rng(23);
+  const double tol = GetParam().elementwise;
+  for (int64_t n : {1, 3, 7, 4099}) {
+    for (int64_t offset : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << n << " values at offset " << offset);
+      const auto a = rnd(rng, n + offset, -4, 4), b = rnd(rng, n + offset, -4, 4);
+      const Tensor A = be().to_device(Tensor::host(a)), B = be().to_device(Tensor::host(b));
+      const Tensor Y = be().empty({n + offset});
+      float* pa = A.data<float>() + offset;
+      const float* pb = B.data<float>() + offset;
+      std::vector<float> want(n), got(n + offset);
+      ref::silu_mul(a.data() + offset, b.data() + offset, n, want.data());
+      be().silu_mul(pa, pb, n, Y.data<float>() + offset);
+      be().copy_to_host(Y, got.data());
+      EXPECT_LE(scaled_diff(std::vector<float>(got.begin() + offset, got.end()), want), tol) << "silu_mul";
+      want.assign(a.begin() + offset, a.end());
+      for (int64_t i = 0; i < n; ++i) want[i] += b[offset + i];
+      be().add_inplace(pa, pb, n);
+      be().copy_to_host(A, got.data());
+      EXPECT_EQ(std::vector<float>(got.begin() + offset, got.end()), want) << "add_inplace";
+      ref::sigmoid_mul(want.data(), b.data() + offset, n);
+      be().sigmoid_mul(pa, pb, n);
+      be().copy_to_host(A, got.data());
+      EXPECT_LE(scaled_diff(std::vector<float>(got.begin() + offset, got.end()), want), tol) << "sigmoid_mul";
+    }
+  }
+}
+
 // Prefill shapes and decode shapes (one query after many keys), GQA ratios, head dims.
 TEST_P(BackendOps, AttentionCausalPrefillAndDecode) {
   std::mt19937 rng(10);

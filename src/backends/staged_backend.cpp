@@ -62,6 +62,16 @@ void StagedBackend::add_inplace(float* h, const float* y, int64_t n) const {
 void StagedBackend::split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const {
   timed("norms+elementwise", [&] { inner_->split_query_gate(qg, rows, d, q, gate); });
 }
+void StagedBackend::add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
+                                               float eps, float* x) const {
+  timed("norms+elementwise", [&] { inner_->add_rms_norm_zero_centered(h, y, rows, dim, w, eps, x); });
+}
+void StagedBackend::head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w,
+                                   float eps, int64_t rotary_dim, const float* cos, const float* sin, float* y,
+                                   float* gate) const {
+  timed("norms+elementwise",
+        [&] { inner_->head_norm_rope(x, tokens, heads, head_dim, w, eps, rotary_dim, cos, sin, y, gate); });
+}
 void StagedBackend::causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
                                        int64_t kernel, float* history, float* y) const {
   timed("gdn conv+gates", [&] { inner_->causal_conv1d_silu(x, tokens, channels, weight, kernel, history, y); });

@@ -132,7 +132,7 @@ Backbone::Sequence Backbone::rows_in(std::span<const int32_t> ids, std::span<con
   Tensor h = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
   embed_rows(ids, overrides, h.data<float>());
   rope_rows(positions, first, L, cos.data<float>(), sin.data<float>());
-  return Sequence{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin)};
+  return Sequence{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin), Tensor(), -1};
 }
 
 void Backbone::final_norm(float* h, int64_t rows) const {
@@ -147,12 +147,22 @@ void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpIn
                                           std::to_string(num_layers()) + " layers");
   if (seq.tokens == 0) return;
   DecoderLayer::State state = layers_[static_cast<size_t>(index)].new_state(backend_, seq.tokens);
-  run_layer_from(index, seq.h.data<float>(), seq.tokens, seq.cos, seq.sin, state, 0, mlp_input);
+  if (seq.normed.raw() == nullptr) seq.normed = backend_.empty({seq.tokens, config_.hidden_size});
+  const bool ready = seq.normed_layer == index;
+  seq.normed_layer = -1;  // stale if the layer throws
+  run_layer_from(index, seq.h.data<float>(), seq.tokens, seq.cos, seq.sin, state, 0, mlp_input,
+                 seq.normed.data<float>(), ready);
+  seq.normed_layer = layer_after(index) ? index + 1 : -1;
+}
+
+const DecoderLayer* Backbone::layer_after(int64_t index) const {
+  return index + 1 < num_layers() ? &layers_[static_cast<size_t>(index + 1)] : nullptr;
 }
 
 void Backbone::run_layer_from(int64_t index, float* h, int64_t L, const Tensor& cos, const Tensor& sin,
                               DecoderLayer::State& state, int64_t begin,
-                              const DecoderLayer::MlpInputObserver* mlp_input) const {
+                              const DecoderLayer::MlpInputObserver* mlp_input, float* normed,
+                              bool normed_ready) const {
   const int64_t H = config_.hidden_size, half = rope_.half();
   if (L == 0) return;
   // The exact path runs the whole sequence in one step, as the reference does: where ATen's
@@ -168,7 +178,12 @@ void Backbone::run_layer_from(int64_t index, float* h, int64_t L, const Tensor& 
     step.slices = {SequenceSlice{0, step.rows, begin + c0}};
     step.rope_cos = cos.data<float>() + c0 * half;
     step.rope_sin = sin.data<float>() + c0 * half;
-    layer.forward(backend_, h + c0 * H, step, std::span(&one, 1), mlp_input);
+    if (normed) {
+      const DecoderLayer::Carry carry{normed + c0 * H, normed_ready, layer_after(index)};
+      layer.forward(backend_, h + c0 * H, step, std::span(&one, 1), mlp_input, &carry);
+    } else {
+      layer.forward(backend_, h + c0 * H, step, std::span(&one, 1), mlp_input);
+    }
   }
 }
 
@@ -196,7 +211,7 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   }
   if (L == 0) return backend_.empty({0, H});
   if (n_seq == 1) {  // one sequence: the stepped path
-    Sequence seq{L, backend_.to_device(hh), backend_.to_device(cos), backend_.to_device(sin)};
+    Sequence seq{L, backend_.to_device(hh), backend_.to_device(cos), backend_.to_device(sin), Tensor(), -1};
     for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
     final_norm(seq.h.data<float>(), L);
     return seq.h;
@@ -208,13 +223,16 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   for (int64_t b = 0; b < n_seq; ++b) batch.slices.push_back({starts[b], starts[b + 1] - starts[b], 0});
   batch.rope_cos = dcos.data<float>();
   batch.rope_sin = dsin.data<float>();
-  for (const DecoderLayer& layer : layers_) {
+  const Tensor normed = backend_.empty({L, H});
+  for (int64_t l = 0; l < num_layers(); ++l) {
+    const DecoderLayer& layer = layers_[static_cast<size_t>(l)];
     std::vector<DecoderLayer::State> states;
     std::vector<DecoderLayer::State*> pointers;
     states.reserve(static_cast<size_t>(n_seq));
     for (const SequenceSlice& q : batch.slices) states.push_back(layer.new_state(backend_, q.tokens));
     for (DecoderLayer::State& s : states) pointers.push_back(&s);
-    layer.forward(backend_, h.data<float>(), batch, pointers);
+    const DecoderLayer::Carry carry{normed.data<float>(), l > 0, layer_after(l)};
+    layer.forward(backend_, h.data<float>(), batch, pointers, nullptr, &carry);
   }
   final_norm(h.data<float>(), L);
   return h;
@@ -252,9 +270,10 @@ std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState&
                                                  " tokens, past the model's max_position_embeddings " +
                                                  std::to_string(config_.max_position_embeddings));
   Sequence seq = rows_in(ids, {}, {}, state.tokens);
+  const Tensor normed = backend_.empty({L, config_.hidden_size});
   for (int64_t l = 0; l < num_layers(); ++l)
     run_layer_from(l, seq.h.data<float>(), L, seq.cos, seq.sin, state.layers[static_cast<size_t>(l)], state.tokens,
-                   nullptr);
+                   nullptr, normed.data<float>(), l > 0);
   state.tokens += L;
   return finish(seq);
 }
@@ -291,9 +310,11 @@ std::vector<float> Backbone::decode_batch(std::span<SequenceState* const> states
   batch.rope_cos = dcos.data<float>();
   batch.rope_sin = dsin.data<float>();
   std::vector<DecoderLayer::State*> pointers(static_cast<size_t>(n));
+  const Tensor normed = backend_.empty({n, config_.hidden_size});
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (int64_t b = 0; b < n; ++b) pointers[b] = &states[b]->layers[l];
-    layers_[l].forward(backend_, dh.data<float>(), batch, pointers);
+    const DecoderLayer::Carry carry{normed.data<float>(), l > 0, layer_after(static_cast<int64_t>(l))};
+    layers_[l].forward(backend_, dh.data<float>(), batch, pointers, nullptr, &carry);
   }
   for (SequenceState* s : states) s->tokens += 1;
   final_norm(dh.data<float>(), n);
@@ -308,6 +329,8 @@ std::vector<float> Backbone::finish(Sequence& seq) const {
   final_norm(seq.h.data<float>(), seq.tokens);
   backend_.copy_to_host(seq.h, out.data());
   seq.h = Tensor();
+  seq.normed = Tensor();
+  seq.normed_layer = -1;
   return out;
 }
 

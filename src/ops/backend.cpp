@@ -67,6 +67,24 @@ void Backend::split_query_gate(const float* qg, int64_t rows, int64_t d, float* 
   }
 }
 
+void Backend::add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
+                                         float eps, float* x) const {
+  add_inplace(h, y, rows * dim);
+  rms_norm_zero_centered(h, rows, dim, w, eps, x);
+}
+
+void Backend::head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w,
+                             float eps, int64_t rotary_dim, const float* cos, const float* sin, float* y,
+                             float* gate) const {
+  const int64_t rows = tokens * heads;
+  if (gate) {
+    split_query_gate(x, rows, head_dim, y, gate);
+    x = y;
+  }
+  rms_norm_zero_centered(x, rows, head_dim, w, eps, y);
+  apply_rope(y, tokens, heads, head_dim, rotary_dim, cos, sin);
+}
+
 void Backend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDeltaInput& in,
                                       std::span<const int64_t> starts, std::span<float* const> states,
                                       float* out) const {

@@ -78,6 +78,22 @@ class Backend {
   // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
   virtual void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const;
 
+  // --- fused ops: each defaults to the composition of the ops above it names, so a backend
+  // that does not override it keeps its numerics; CUDA fuses them into one kernel (fast
+  // precision, or exact where the fused kernel is bit-identical to the composition) ---
+  // h += y (add_inplace), then x = rms_norm_zero_centered(h) per row of dim: the residual add
+  // and the norm that reads its sum. x must not alias h or y.
+  virtual void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
+                                          float eps, float* x) const;
+  // The per-head norm and RoPE of the attention's queries or keys: tokens × heads rows of
+  // head_dim. With gate == nullptr, x is [tokens, heads, head_dim] and y (which may alias x)
+  // gets rms_norm_zero_centered then apply_rope. With a gate, x is the query projection
+  // [tokens, heads, 2·head_dim] (per head [q | gate]): split_query_gate first, the gate halves
+  // into gate, the normed and rotated queries into y.
+  virtual void head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w,
+                              float eps, int64_t rotary_dim, const float* cos, const float* sin, float* y,
+                              float* gate) const;
+
   // --- Gated DeltaNet (conv1d.h, gated_delta_net.h) ---
   virtual void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
                                   int64_t kernel, float* history, float* y) const;

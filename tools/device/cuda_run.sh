@@ -10,6 +10,7 @@
 #   bench_decide (pack_cuda.sh BASELINE_BUILD; BASELINE_FILTER narrows it), "stages" adds the
 #   per-stage profile (STAGE_KERNELS="auto gemm": attention choices), "serve" the server under
 #   concurrent load with and without --batch-tokens. FLA_DIR: the torch step's fla peer.
+#   "elementwise": the element-wise ops at 27B shapes beside the compositions they replace.
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
@@ -88,6 +89,9 @@ if [[ " $steps " == *" stages "* ]]; then
       --model $rel --device cuda --prompt-tokens "${STAGE_TOKENS:-512,2048,8192}" 2>&1 |
       tee "$OUT/stages_$kernel.txt"
   done
+fi
+if [[ " $steps " == *" elementwise "* ]] && [ -x "$bin/bench_elementwise" ]; then
+  timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_elementwise" --benchmark_min_time=0.05 2>&1 | tee "$OUT/bench_elementwise.txt"
 fi
 if [[ " $steps " == *" serve "* ]]; then
   [ -n "${SERVE_MODEL:-}" ] || synth_release

@@ -189,25 +189,39 @@ void CudaBackend::linear(const LinearWeight& w, const float* x, int64_t M, float
 void CudaBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                                          float* y) const {
   if (rows <= 0) return;
-  dev::rms_norm_zero_centered(x, rows, dim, w, eps, y, ctx_->stream());
+  if (precision_ == Precision::kExact)
+    dev::rms_norm_zero_centered(x, rows, dim, w, eps, y, ctx_->stream());
+  else
+    dev::rms_norm_zero_centered_fast(x, rows, dim, w, eps, y, ctx_->stream());
 }
 
 void CudaBackend::gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
                                  float* y) const {
   if (rows <= 0) return;
-  dev::gated_rms_norm(x, z, rows, dim, w, eps, y, ctx_->stream());
+  if (precision_ == Precision::kExact)
+    dev::gated_rms_norm(x, z, rows, dim, w, eps, y, ctx_->stream());
+  else
+    dev::gated_rms_norm_fast(x, z, rows, dim, w, eps, y, ctx_->stream());
 }
 
 void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, float* y) const {
-  if (n > 0) dev::silu_mul(gate, up, n, y, ctx_->stream());
+  if (n <= 0) return;
+  if (precision_ == Precision::kExact)
+    dev::silu_mul(gate, up, n, y, ctx_->stream());
+  else
+    dev::silu_mul_fast(gate, up, n, y, ctx_->stream());
 }
 
 void CudaBackend::sigmoid_mul(float* x, const float* gate, int64_t n) const {
-  if (n > 0) dev::sigmoid_mul(x, gate, n, ctx_->stream());
+  if (n <= 0) return;
+  if (precision_ == Precision::kExact)
+    dev::sigmoid_mul(x, gate, n, ctx_->stream());
+  else
+    dev::sigmoid_mul_fast(x, gate, n, ctx_->stream());
 }
 
 void CudaBackend::add_inplace(float* h, const float* y, int64_t n) const {
-  if (n > 0) dev::add_inplace(h, y, n, ctx_->stream());
+  if (n > 0) dev::add_inplace_vec(h, y, n, ctx_->stream());  // one fp32 add: both precisions
 }
 
 void CudaBackend::split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const {
@@ -216,7 +230,27 @@ void CudaBackend::split_query_gate(const float* qg, int64_t rows, int64_t d, flo
 
 void CudaBackend::causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight,
                                      int64_t kernel, float* history, float* y) const {
-  if (tokens > 0) dev::causal_conv1d_silu(x, tokens, channels, weight, kernel, history, y, ctx_->stream());
+  if (tokens <= 0) return;
+  if (precision_ == Precision::kExact)
+    dev::causal_conv1d_silu(x, tokens, channels, weight, kernel, history, y, ctx_->stream());
+  else
+    dev::causal_conv1d_silu_fast(x, tokens, channels, weight, kernel, history, y, ctx_->stream());
+}
+
+void CudaBackend::add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
+                                             float eps, float* x) const {
+  // The exact kernel is bit-identical to add_inplace + rms_norm_zero_centered: both precisions fuse.
+  if (rows > 0) dev::add_rms_norm_zero_centered(h, y, rows, dim, w, eps, x, precision_ == Precision::kExact, ctx_->stream());
+}
+
+void CudaBackend::head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w,
+                                 float eps, int64_t rotary_dim, const float* cos, const float* sin, float* y,
+                                 float* gate) const {
+  if (tokens <= 0) return;
+  // Exact precision keeps the composition of its exact kernels (fp64 RoPE products).
+  if (precision_ == Precision::kExact)
+    return Backend::head_norm_rope(x, tokens, heads, head_dim, w, eps, rotary_dim, cos, sin, y, gate);
+  dev::head_norm_rope(x, tokens, heads, head_dim, w, eps, rotary_dim, cos, sin, y, gate, ctx_->stream());
 }
 
 void CudaBackend::gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,

@@ -57,6 +57,10 @@ class CudaBackend : public Backend {
   void sigmoid_mul(float* x, const float* gate, int64_t n) const override;
   void add_inplace(float* h, const float* y, int64_t n) const override;
   void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const override;
+  void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
+                                  float* x) const override;
+  void head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w, float eps,
+                      int64_t rotary_dim, const float* cos, const float* sin, float* y, float* gate) const override;
   void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
                           float* history, float* y) const override;
   void gdn_gates(const float* a, const float* b, const float* A_log, const float* dt_bias, int64_t tokens,

@@ -127,6 +127,27 @@ void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64
                 const float* sin, cudaStream_t s);
 // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
 void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate, cudaStream_t s);
+
+// fused_ops.cu: fast-precision forms of the element-wise ops above (fp32 math, 16-byte
+// accesses), and the fused ops of backend.h (add_rms_norm_zero_centered, head_norm_rope).
+void silu_mul_fast(const float* gate, const float* up, int64_t n, float* y, cudaStream_t s);
+void sigmoid_mul_fast(float* x, const float* gate, int64_t n, cudaStream_t s);
+// Bit-identical to add_inplace (one fp32 add per element), vectorized: both precisions.
+void add_inplace_vec(float* h, const float* y, int64_t n, cudaStream_t s);
+void gated_rms_norm_fast(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
+                         float* y, cudaStream_t s);
+void causal_conv1d_silu_fast(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
+                             float* history, float* y, cudaStream_t s);
+// h += y; x = rms_norm_zero_centered(h). exact: bit-identical to add_inplace followed by
+// rms_norm_zero_centered above; fast: fp32 reduction, float4 accesses.
+void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
+                                float* x, bool exact, cudaStream_t s);
+void rms_norm_zero_centered_fast(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y,
+                                 cudaStream_t s);
+// Fast only: per-head rms_norm_zero_centered + apply_rope in one pass, the gate split out of
+// [q | gate] rows when gate != nullptr (Backend::head_norm_rope).
+void head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w, float eps,
+                    int64_t rotary_dim, const float* cos, const float* sin, float* y, float* gate, cudaStream_t s);
 // Causal GQA attention (ref::attention_causal): q [tokens, nq·d] at positions q_pos0 …, k and v
 // [q_pos0 + tokens, nkv·d]. Exact: fp64 cuBLAS products per chunk of queries, the chunk sized
 // so that its scores fit `max_score_bytes`. Fast: the flash kernel where ctx.attention_kernel()

@@ -28,30 +28,34 @@ DecoderLayer::State DecoderLayer::new_state(const Backend& backend, int64_t max_
 }
 
 void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& batch, std::span<State* const> states,
-                           const MlpInputObserver* mlp_input) const {
+                           const MlpInputObserver* mlp_input, const Carry* carry) const {
   const int64_t T = batch.rows, n = T * hidden_;
-  const Tensor x = backend.empty({T, hidden_}), y = backend.empty({T, hidden_});
+  const Tensor own = carry ? Tensor() : backend.empty({T, hidden_}), y = backend.empty({T, hidden_});
+  float* const xp = carry ? carry->x : own.data<float>();
 
-  backend.rms_norm_zero_centered(h, T, hidden_, input_norm_.data<float>(), eps_, x.data<float>());
+  if (!carry || !carry->ready) backend.rms_norm_zero_centered(h, T, hidden_, input_norm_.data<float>(), eps_, xp);
   if (deltanet_) {
     std::vector<GatedDeltaNetLayer::State*> mixer;
     for (State* s : states) mixer.push_back(&*s->deltanet);
-    deltanet_->forward(backend, x.data<float>(), batch, mixer, y.data<float>());
+    deltanet_->forward(backend, xp, batch, mixer, y.data<float>());
   } else {
     std::vector<FullAttentionLayer::State*> mixer;
     for (State* s : states) mixer.push_back(&*s->attention);
-    attention_->forward(backend, x.data<float>(), batch, mixer, y.data<float>());
+    attention_->forward(backend, xp, batch, mixer, y.data<float>());
   }
-  backend.add_inplace(h, y.data<float>(), n);
-
-  backend.rms_norm_zero_centered(h, T, hidden_, post_norm_.data<float>(), eps_, x.data<float>());
+  // The residual add and the post-attention norm that reads it, in one op.
+  backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, post_norm_.data<float>(), eps_, xp);
   if (mlp_input && *mlp_input) {
     if (backend.device() != Device::kCpu)
       throw Error(ErrorKind::kUnsupported, "the MLP input observer (AWQ calibration) runs on a CPU backend only");
-    (*mlp_input)(x.data<float>(), T);
+    (*mlp_input)(xp, T);
   }
-  mlp_.forward(backend, x.data<float>(), T, y.data<float>());
-  backend.add_inplace(h, y.data<float>(), n);
+  mlp_.forward(backend, xp, T, y.data<float>());
+  if (carry && carry->next)
+    backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, carry->next->input_norm_.data<float>(),
+                                       carry->next->eps_, xp);
+  else
+    backend.add_inplace(h, y.data<float>(), n);
 }
 
 }  // namespace stave

@@ -45,8 +45,18 @@ class DecoderLayer {
 
   // h: the residual stream rows of the batch [batch.rows, hidden], updated in place; slice b
   // of the batch continues *states[b].
+  //
+  // Layers run in order can hand the input norm over (`carry`): x [batch.rows, hidden] in the
+  // backend's memory holds this layer's input norm of h when `ready` (its own norm is skipped),
+  // and with `next` the layer ends with add_rms_norm_zero_centered — the residual add and
+  // next's input norm in one op — leaving next's input in x. h is the same either way.
+  struct Carry {
+    float* x = nullptr;
+    bool ready = false;
+    const DecoderLayer* next = nullptr;
+  };
   void forward(const Backend& backend, float* h, const TokenBatch& batch, std::span<State* const> states,
-               const MlpInputObserver* mlp_input = nullptr) const;
+               const MlpInputObserver* mlp_input = nullptr, const Carry* carry = nullptr) const;
 
  private:
   LayerType type_;

@@ -71,8 +71,11 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
   // Query and gate are interleaved per head: head h owns [q_h (d) | gate_h (d)].
   const Tensor qg = backend.empty({T, 2 * q_width});
   backend.linear(q_proj_, x, T, qg.data<float>());
+  // q = rope(norm(query halves)), gate = the gate halves: one op (split_query_gate, the
+  // per-head norm and RoPE composed by default).
   const Tensor q = backend.empty({T, q_width}), gate = backend.empty({T, q_width});
-  backend.split_query_gate(qg.data<float>(), T * nq, d, q.data<float>(), gate.data<float>());
+  backend.head_norm_rope(qg.data<float>(), T, nq, d, q_norm_.data<float>(), eps_, rotary_dim_, batch.rope_cos,
+                         batch.rope_sin, q.data<float>(), gate.data<float>());
 
   // New keys and values of one sequence go straight into its cache rows; packed sequences are
   // projected together and then copied into their caches.
@@ -88,10 +91,8 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
   }
   backend.linear(k_proj_, x, T, K.data<float>());
   backend.linear(v_proj_, x, T, V.data<float>());
-  backend.rms_norm_zero_centered(q.data<float>(), T * nq, d, q_norm_.data<float>(), eps_, q.data<float>());
-  backend.rms_norm_zero_centered(K.data<float>(), T * nkv, d, k_norm_.data<float>(), eps_, K.data<float>());
-  backend.apply_rope(q.data<float>(), T, nq, d, rotary_dim_, batch.rope_cos, batch.rope_sin);
-  backend.apply_rope(K.data<float>(), T, nkv, d, rotary_dim_, batch.rope_cos, batch.rope_sin);
+  backend.head_norm_rope(K.data<float>(), T, nkv, d, k_norm_.data<float>(), eps_, rotary_dim_, batch.rope_cos,
+                         batch.rope_sin, K.data<float>(), nullptr);
   if (!one)
     for (size_t s = 0; s < batch.slices.size(); ++s) {
       const SequenceSlice& sl = batch.slices[s];
