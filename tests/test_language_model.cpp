@@ -150,10 +150,15 @@ TEST(LanguageModel, GreedyFastAgreesWhereTheMarginIsClearMxfp4) {
 
 // The same fixture checks with the backbone and the LM head on a device backend (the CPU cases
 // are the tests above); the GPU suite runs these (scripts/cuda_device_tests.sh), and they skip
-// where the backend is not built or has no device.
+// where the backend is not built or has no device. CUDA's exact precision sums in fp64, not in
+// the reference's fp32 order, so it cannot be bit-identical; the random BF16 fixture's Gated
+// DeltaNet layers amplify that difference (as they do the CPU fast kernels', above): measured on
+// the H200 (2026-12-05) max |Δnll| 4.7e-3 (BF16) and 1.6e-5 (MXFP4), greedy ids identical over
+// all 96 steps; held to 1e-2 per token there, the means to the CPU's 1e-5 relative.
 struct LmDeviceCase {
   std::string variant, device;
   Precision precision;
+  double exact_token_tol = 2e-3;
 };
 
 void PrintTo(const LmDeviceCase& c, std::ostream* os) {
@@ -167,7 +172,7 @@ TEST_P(LanguageModelOn, PerplexityAndGreedyHoldTheReference) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-" + c.variant + ".json");
   if (const std::string why = backend_unavailable_reason(c.device); !why.empty()) GTEST_SKIP() << why;
   if (c.precision == Precision::kExact) {
-    check_perplexity(c.variant, c.precision, 2e-3, 1e-5, 4, c.device);
+    check_perplexity(c.variant, c.precision, c.exact_token_tol, 1e-5, 4, c.device);
     check_greedy(c.variant, c.precision, 1e-4, false, c.device);
   } else {
     check_perplexity(c.variant, c.precision, 0.02, 1e-3, 2, c.device);
@@ -176,7 +181,7 @@ TEST_P(LanguageModelOn, PerplexityAndGreedyHoldTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, LanguageModelOn,
-                         ::testing::Values(LmDeviceCase{"bf16", "cuda", Precision::kExact},
+                         ::testing::Values(LmDeviceCase{"bf16", "cuda", Precision::kExact, 1e-2},
                                            LmDeviceCase{"mxfp4", "cuda", Precision::kExact},
                                            LmDeviceCase{"bf16", "cuda", Precision::kFast},
                                            LmDeviceCase{"mxfp4", "cuda", Precision::kFast}),

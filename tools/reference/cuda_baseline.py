@@ -40,7 +40,7 @@ def main():
             model = Qwen3_5ForConditionalGeneration._from_config(config, torch_dtype=torch.bfloat16)
     model.eval()
     lm = model.model.language_model
-    print(fla_peer.kernels_note(lm.config), flush=True)
+    print(fla_peer.kernels_note(lm), flush=True)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, built in {time.time() - t0:.1f} s, "
           f"{sum(p.numel() for p in lm.parameters()) / 1e9:.2f} B params in the language model", flush=True)
     vocab = config.text_config.vocab_size

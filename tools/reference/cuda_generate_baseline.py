@@ -58,7 +58,7 @@ def main():
             model = Qwen3_5ForConditionalGeneration._from_config(config, torch_dtype=torch.bfloat16)
     model.eval()
     print(f"transformers {transformers.__version__}, torch {torch.__version__}; "
-          f"{fla_peer.kernels_note(model.model.language_model.config)}", flush=True)
+          f"{fla_peer.kernels_note(model.model.language_model)}", flush=True)
     vocab = config.text_config.vocab_size
     for batch in batches:
         ids = torch.randint(0, vocab, (batch, prompt_tokens), device="cuda")

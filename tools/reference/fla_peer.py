@@ -16,11 +16,12 @@ def enable():
         iu.is_flash_linear_attention_available = lambda: True
 
 
-def kernels_note(model_config=None):
-    """Which Gated DeltaNet kernels transformers' Qwen3.5 module bound (and the attention kernel)."""
-    import transformers.models.qwen3_5.modeling_qwen3_5 as mq
-    fn = getattr(mq, "chunk_gated_delta_rule", None)
-    gdn = "fla chunk_gated_delta_rule" if fn is not None and "fla" in getattr(fn, "__module__", "") \
-        else "torch fallback (NOT the fla baseline)"
-    attn = getattr(model_config, "_attn_implementation", "?") if model_config is not None else "?"
-    return f"Gated DeltaNet kernels: {gdn}; attention: {attn}"
+def kernels_note(model):
+    """Which Gated DeltaNet function the model's first linear-attention layer calls (and the
+    attention kernel), named by its module: transformers' own torch_chunk_gated_delta_rule is the
+    fallback, anything from fla is the fla baseline."""
+    fn = next((m.chunk_gated_delta_rule for m in model.modules() if hasattr(m, "chunk_gated_delta_rule")), None)
+    name = f"{getattr(fn, '__module__', type(fn).__module__)}.{getattr(fn, '__name__', type(fn).__name__)}"
+    kind = "fla" if name.startswith("fla") else "torch fallback (NOT the fla baseline)" if "torch_" in name else "?"
+    attn = getattr(getattr(model, "config", None), "_attn_implementation", "?")
+    return f"Gated DeltaNet kernels: {kind} ({name}); attention: {attn}"
