@@ -109,6 +109,10 @@ TEST(VideoMediaSegment, TimestampedGroupsAfterTheImages) {
                                ids.vision_end};
   std::vector<int32_t> types(6, 0);
   for (int k = 1; k <= 4; ++k) types[k] = 1;
+  // The video keeps the outer <|vision_start|> … <|vision_end|> of its prompt placeholder around
+  // the timestamped groups (the reference processor's ids in tests/data/video say so).
+  want.push_back(ids.vision_start);
+  types.push_back(0);
   for (const char* ts : {"<0.3 seconds>", "<1.6 seconds>"}) {
     const auto t = tok.encode(ts);
     want.insert(want.end(), t.begin(), t.end());
@@ -116,6 +120,8 @@ TEST(VideoMediaSegment, TimestampedGroupsAfterTheImages) {
     want.insert(want.end(), {ids.vision_start, ids.video_pad, ids.video_pad, ids.vision_end});
     types.insert(types.end(), {0, 2, 2, 0});
   }
+  want.push_back(ids.vision_end);
+  types.push_back(0);
   want.insert(want.end(), ids.newline.begin(), ids.newline.end());
   types.insert(types.end(), ids.newline.size(), 0);
   EXPECT_EQ(got, want);

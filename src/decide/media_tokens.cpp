@@ -63,6 +63,10 @@ std::vector<int32_t> media_segment_ids(const std::vector<std::array<int64_t, 3>>
       throw Error(ErrorKind::kInternal, "a video has " + std::to_string(v.timestamps.size()) +
                                             " timestamps for " + std::to_string(v.grid[0]) + " temporal groups");
     const int64_t per_group = v.grid[1] * v.grid[2] / (merge_size * merge_size);
+    // The prompt holds "<|vision_start|><|video_pad|><|vision_end|>" per video and the processor
+    // replaces the pad alone with the groups below, so each video keeps an outer start and end.
+    out.push_back(ids.vision_start);
+    types.push_back(0);
     for (double ts : v.timestamps) {
       const std::vector<int32_t> text = ids.tokenizer->encode(timestamp_text(ts));
       out.insert(out.end(), text.begin(), text.end());
@@ -74,6 +78,8 @@ std::vector<int32_t> media_segment_ids(const std::vector<std::array<int64_t, 3>>
       out.push_back(ids.vision_end);
       types.push_back(0);
     }
+    out.push_back(ids.vision_end);
+    types.push_back(0);
     media->video_grid_thw.push_back(v.grid);
   }
   out.insert(out.end(), ids.newline.begin(), ids.newline.end());
