@@ -1,0 +1,151 @@
+// The blocked, multithreaded driver of the AMX-BF16 MXFP4 W4A4 kernel
+// (amx/linear_w4a4_amx_bf16.cpp), written against an abstract tile unit (the interface of
+// bf16_tile_gemm.h) so that the same loops, layouts and edges also run with a scalar emulation
+// of the tiles (tests/test_cpu_linear.cpp) on CPUs without AMX. Anonymous namespace: each
+// includer gets its own copy compiled with its own flags.
+//
+// Why bf16: every Quark MXFP4 value E2M1 · 2^e (the weight's and the QDQ'd activation's) is
+// exactly a bf16 number and the product of two bf16 numbers is exact in fp32, so tdpbf16ps
+// forms the exact W4A4 products and adds them into fp32 C tiles across all of K: no per-block
+// integer dot, store and rescale (the AMX-INT8 kernel's cost).
+//
+// Product: the activation is the A operand, the weight the B operand, so C tiles hold y:
+// C[m][n] = Σ_k x[m][k] · W[n][k].
+//  - A: the activation QDQ'd once per call and stored as row-major bf16 [padded_rows][K]
+//    (activations_to_bf16_avx512; rows padded to 32 with zeros). A tile = 16 rows × 32 bf16 read
+//    in place (stride K·2 bytes).
+//  - B: per task and K chunk, the task's weight blocks (32 output columns each) are expanded from
+//    packed MXFP4 into bf16 B tiles in the VNNI layout (expand_mxfp4_bf16_tile_avx512: tile row p
+//    = column pair (2p, 2p + 1), dword l = weight row l) in a per-thread panel, then reused for
+//    every activation block of the task.
+// Registers: C = 4 tiles (2 activation-row halves × 2 weight-column halves: a 32 × 32 output
+// block, tile 2i + j = rows 16i.., columns 16j..), A = 2 tiles, B = 2 tiles.
+// Work: tasks of ng weight blocks × mg activation blocks over OpenMP threads (dynamic). K is
+// walked in chunks of KS steps (512 columns): the panel chunk (ng · KS · 2 KiB ≤ 256 KiB) stays
+// in L2 across the task's activation blocks, the activation chunk of one 32-row block (32 KiB)
+// in L1 across the ng weight blocks. Partial C blocks live in a per-thread fp32 buffer between
+// chunks; after the last chunk they are written to y with the bias.
+// Numerics: each output is one fp32 chain of K exact products (two per tdpbf16ps step per
+// element, in k order) plus the bias: the numerics of linear_w4a4_bf16_avx512. tdpbf16ps treats
+// denormal inputs as zero and flushes denormal results: terms below 2^-126 (block scales at the
+// bottom of E8M0's range) are lost, far inside fast precision's bounds.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/linear/kernels.h"
+#include "formats/linear_weight.h"
+
+namespace stave::cpu::kern {
+namespace {
+
+constexpr int64_t kW4A4TileKs = 16;     // 32-deep steps per K chunk (512 columns)
+constexpr int64_t kW4A4TileNgMax = 8;   // 32-column weight blocks per task at most (256 columns)
+constexpr int64_t kW4A4TileMgMax = 32;  // 32-row activation blocks per task at most (1024 rows)
+
+// How the output is cut into tasks: ng weight blocks × mg activation blocks.
+struct W4A4TilePlan {
+  int64_t nblocks = 0, mblocks = 0, ng = 1, ngroups = 1, mg = 1, mgroups = 1;
+  int64_t tasks() const { return ngroups * mgroups; }
+};
+
+// Wide tasks first (each activation chunk is read from memory once per weight group), narrowed
+// until there are ~2 weight groups per thread; then M is split only as far as needed to give
+// every thread a task (each M split expands the weight once more).
+inline W4A4TilePlan w4a4_tile_plan(int64_t N, int64_t padded_rows, int64_t threads) {
+  W4A4TilePlan p;
+  p.nblocks = (N + 31) / 32;
+  p.mblocks = padded_rows / 32;
+  p.ng = std::min(kW4A4TileNgMax, p.nblocks);
+  while (p.ng > 1 && (p.nblocks + p.ng - 1) / p.ng < 2 * threads) p.ng /= 2;
+  p.ngroups = (p.nblocks + p.ng - 1) / p.ng;
+  p.mgroups = std::clamp<int64_t>((threads + p.ngroups - 1) / p.ngroups, 1, p.mblocks);
+  p.mg = std::min(kW4A4TileMgMax, (p.mblocks + p.mgroups - 1) / p.mgroups);
+  p.mgroups = (p.mblocks + p.mg - 1) / p.mg;
+  return p;
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// Writes the 32 × 32 C block c (4 tiles of 16 × 16 fp32; tile 2i + j = rows 16i.., columns
+// 16j..) to y rows m0.. (< M) and columns n0.. (< N), adding the bias.
+inline void write_c_block(const float* c, const LinearWeight& w, int64_t m0, int64_t n0, int64_t M, float* y) {
+  const int64_t N = w.out, cols = std::min<int64_t>(32, N - n0);
+  for (int64_t r = 0; r < 32 && m0 + r < M; ++r) {
+    float* yr = y + (m0 + r) * N + n0;
+    const float* cr = c + (r / 16) * 512 + (r % 16) * 16;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = cr[(j / 16) * 256 + (j % 16)];
+      yr[j] = w.bias ? v + w.bias[n0 + j] : v;
+    }
+  }
+}
+
+// y[M, N] = act[M, K] · Wᵀ (+ bias) for an MXFP4 weight w. act: bf16 [padded_rows][K] row-major
+// (padded_rows a multiple of 32, rows ≥ M zero). Tiles: the interface of bf16_tile_gemm.h:
+//   zero_c(), load_c(c), store_c(c)  // C tile t at c + 256·t (16 × 16 fp32)
+//   load_a(a, stride_bytes)          // A0 = 16 rows at a, A1 = the 16 rows after; 32 bf16 each
+//   load_b(b)                        // B0 = b[0..512), B1 = b[512..1024)
+//   dp()                             // C[2i + j] += A_i · B_j (tdpbf16ps)
+template <class Tiles>
+void w4a4_tile_gemm(const LinearWeight& w, const uint16_t* act, int64_t padded_rows, int64_t M, float* y) {
+  constexpr int64_t KS = kW4A4TileKs;
+  const int64_t K = w.in, ksteps = K / 32;  // MXFP4: K is a multiple of 32
+  const W4A4TilePlan plan = w4a4_tile_plan(w.out, padded_rows, omp_get_max_threads());
+  const int64_t ng = plan.ng, mg = plan.mg;
+
+#pragma omp parallel
+  {
+    Tiles t;
+    // panel[(i·KS + ks)·1024 + j·512 ..]: B tile j (weight rows 16j..16j + 15 of block i) of
+    // step ks of the chunk; 64-byte aligned (the expansion uses aligned stores).
+    const size_t panel_bytes = static_cast<size_t>(ng * KS * 1024 * 2);
+    std::unique_ptr<uint16_t, AlignedFree> panel(static_cast<uint16_t*>(std::aligned_alloc(64, panel_bytes)));
+    std::vector<float> cbuf(static_cast<size_t>(mg * ng * 1024));  // [mb][nb][4 tiles][16][16]
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < plan.tasks(); ++task) {
+      const int64_t nb0 = (task / plan.mgroups) * ng, nb1 = std::min(plan.nblocks, nb0 + ng);
+      const int64_t mb0 = (task % plan.mgroups) * mg, mb1 = std::min(plan.mblocks, mb0 + mg);
+      for (int64_t ks0 = 0; ks0 < ksteps; ks0 += KS) {
+        const int64_t kss = std::min(KS, ksteps - ks0);
+        const bool first = ks0 == 0, last = ks0 + kss == ksteps;
+        // Expand this chunk of the task's weight blocks once (rows ≥ N become zeros).
+        for (int64_t nb = nb0; nb < nb1; ++nb)
+          for (int64_t ks = 0; ks < kss; ++ks)
+            for (int64_t j = 0; j < 2; ++j) {
+              uint16_t* tile = panel.get() + ((nb - nb0) * KS + ks) * 1024 + j * 512;
+              expand_mxfp4_bf16_tile_avx512(w, nb * 32 + 16 * j, ks0 + ks, reinterpret_cast<uint32_t*>(tile));
+            }
+        for (int64_t mb = mb0; mb < mb1; ++mb) {
+          const uint16_t* a = act + mb * 32 * K + ks0 * 32;
+          for (int64_t nb = nb0; nb < nb1; ++nb) {
+            const int64_t i = nb - nb0;
+            float* c = cbuf.data() + ((mb - mb0) * ng + i) * 1024;
+            if (first)
+              t.zero_c();
+            else
+              t.load_c(c);
+            const uint16_t* b = panel.get() + i * KS * 1024;
+            for (int64_t ks = 0; ks < kss; ++ks) {
+              t.load_a(a + ks * 32, K * 2);
+              t.load_b(b + ks * 1024);
+              t.dp();
+            }
+            t.store_c(c);
+            if (last) write_c_block(c, w, mb * 32, nb * 32, M, y);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stave::cpu::kern
