@@ -54,20 +54,31 @@ struct W4A4TilePlan {
   int64_t tasks() const { return ngroups * mgroups; }
 };
 
-// Wide tasks first (each activation chunk is read from memory once per weight group), narrowed
-// until there are ~2 weight groups per thread; then M is split only as far as needed to give
-// every thread a task (each M split expands the weight once more).
+// Wide tasks first: each activation chunk is read from memory once per weight group, and each
+// M split expands the weight once more. So: the widest ng (8, 4 or 2 blocks) whose weight groups
+// alone keep the threads evenly busy (ceil(tasks / threads) rounds at least 85 % full); failing
+// that (few output columns), ng narrowed until there are ~2 groups per thread and M split only
+// as far as needed to give every thread a task.
 inline W4A4TilePlan w4a4_tile_plan(int64_t N, int64_t padded_rows, int64_t threads) {
   W4A4TilePlan p;
   p.nblocks = (N + 31) / 32;
   p.mblocks = padded_rows / 32;
-  p.ng = std::min(kW4A4TileNgMax, p.nblocks);
-  while (p.ng > 1 && (p.nblocks + p.ng - 1) / p.ng < 2 * threads) p.ng /= 2;
-  p.ngroups = (p.nblocks + p.ng - 1) / p.ng;
-  p.mgroups = std::clamp<int64_t>((threads + p.ngroups - 1) / p.ngroups, 1, p.mblocks);
-  p.mg = std::min(kW4A4TileMgMax, (p.mblocks + p.mgroups - 1) / p.mgroups);
-  p.mgroups = (p.mblocks + p.mg - 1) / p.mg;
-  return p;
+  const auto finish = [&](int64_t ng) {
+    p.ng = ng;
+    p.ngroups = (p.nblocks + ng - 1) / ng;
+    p.mgroups = std::clamp<int64_t>((threads + p.ngroups - 1) / p.ngroups, 1, p.mblocks);
+    p.mg = std::min(kW4A4TileMgMax, (p.mblocks + p.mgroups - 1) / p.mgroups);
+    p.mgroups = (p.mblocks + p.mg - 1) / p.mg;
+    return p;
+  };
+  for (int64_t ng = kW4A4TileNgMax; ng >= 2; ng /= 2) {
+    const int64_t groups = (p.nblocks + ng - 1) / ng;
+    const int64_t rounds = (groups + threads - 1) / threads;
+    if (groups >= threads && groups * 100 >= rounds * threads * 85) return finish(ng);
+  }
+  int64_t ng = std::min(kW4A4TileNgMax, p.nblocks);
+  while (ng > 1 && (p.nblocks + ng - 1) / ng < 2 * threads) ng /= 2;
+  return finish(ng);
 }
 
 struct AlignedFree {
