@@ -737,7 +737,7 @@ TEST(CpuLinear, Bf16IntegerDataExactAtEveryLevel) {
 // ---- AMX-BF16 W4A4 (MXFP4 W4A4, fast precision, M >= 16, level amx) ---------------------
 
 // The two operand expansions of the AMX-BF16 W4A4 kernel, held bit for bit to their
-// definitions (kernels.h): the activation as row-major bf16 equals mxfp4::qdq_row (zeros in the
+// definitions (kernels.h): the activation in A-tile blocks equals mxfp4::qdq_row (zeros in the
 // padding rows), and each B tile holds the weight's values (ref::weight_row_f32) as VNNI pairs:
 // tile[p·16 + l] = (column 2p of row n0 + l) | (column 2p + 1) << 16, rows ≥ N zero. Scale
 // bytes 2 and 252 (the ends of the exponent-add path) and 253 (the fp32 path) are included.
@@ -757,7 +757,9 @@ TEST(CpuLinear, W4A4AmxOperandExpansionsMatchTheirDefinitions) {
   for (int64_t r = 0; r < q.padded_rows; ++r) {
     if (r < M) mxfp4::qdq_row(x.data() + r * K, K, want.data(), t.w.input_scale_mode);
     for (int64_t k = 0; k < K; ++k)
-      ASSERT_EQ(f32_bits(bf16_to_f32(act[r * K + k])), f32_bits(r < M ? want[k] : 0.0f)) << "activation [" << r << "," << k << "]";
+      ASSERT_EQ(f32_bits(bf16_to_f32(act[((r / 32) * (K / 32) + k / 32) * 1024 + (r % 32) * 32 + k % 32])),
+                f32_bits(r < M ? want[k] : 0.0f))
+          << "activation [" << r << "," << k << "]";
   }
   std::vector<std::vector<float>> rows(static_cast<size_t>(N), std::vector<float>(static_cast<size_t>(K)));
   for (int64_t n = 0; n < N; ++n) ref::weight_row_f32(t.w, n, rows[n].data());

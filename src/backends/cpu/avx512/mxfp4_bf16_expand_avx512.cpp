@@ -119,7 +119,8 @@ void activations_to_bf16_avx512(const QuantizedActivations& q, uint16_t* out) {
     const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)c))), s);
     const __m512 hi =
         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(c + 16)))), s);
-    _mm512_storeu_si512(out + r * q.k + b * 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    uint16_t* dst = out + ((r / 32) * q.blocks + b) * 1024 + (r % 32) * 32;  // kernels.h: A-tile blocks
+    _mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
   }
 }
 

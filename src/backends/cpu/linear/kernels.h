@@ -127,8 +127,10 @@ bool linear_w4a4_int8_amx(const LinearWeight& w, const float* x, int64_t M, floa
 
 // The two operand expansions of the AMX-BF16 W4A4 kernel (avx512/mxfp4_bf16_expand_avx512.cpp,
 // usable at level avx512 and above, so the driver also runs with emulated tiles in the tests):
-//  - the quantized activation as row-major bf16, out[r·k + c] = E2M1 · 2^e of row r, column c,
-//    for all q.padded_rows rows (padding rows are zeros): the A tiles read it in place;
+//  - the quantized activation as bf16 in A-tile blocks: the E2M1 · 2^e of row r, column c is
+//    out[((r / 32)·(k / 32) + c / 32)·1024 + (r % 32)·32 + c % 32] (one contiguous 2 KiB block
+//    = two A tiles per 32 rows × 32 columns, so tile loads never stride across a long row and a
+//    K chunk of 32 rows is contiguous in L1), for all q.padded_rows rows (padding rows zero);
 //  - one B tile: the 32-block kb of weight rows n0 .. n0 + 15 (rows ≥ out_features as zeros),
 //    out[p·16 + l] = the bf16 pair (columns 32·kb + 2p, 2p + 1) of row n0 + l (the VNNI layout:
 //    16 rows of 64 bytes, row p = column pair p, dword l = weight row l); out 64-byte aligned.

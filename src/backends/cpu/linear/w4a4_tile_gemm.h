@@ -11,9 +11,11 @@
 //
 // Product: the activation is the A operand, the weight the B operand, so C tiles hold y:
 // C[m][n] = Σ_k x[m][k] · W[n][k].
-//  - A: the activation QDQ'd once per call and stored as row-major bf16 [padded_rows][K]
-//    (activations_to_bf16_avx512; rows padded to 32 with zeros). A tile = 16 rows × 32 bf16 read
-//    in place (stride K·2 bytes).
+//  - A: the activation QDQ'd once per call and stored as bf16 in A-tile blocks
+//    (activations_to_bf16_avx512; rows padded to 32 with zeros): per 32 rows × 32 columns one
+//    contiguous 2 KiB block = A0 (rows 0..15) then A1 (rows 16..31), 64-byte rows. Row-major
+//    with a stride of K·2 bytes would put the rows of a tile in the same L1 sets for
+//    power-of-two K (4096, 12288: every row in one set), evicting the chunk it must reuse.
 //  - B: per task and K chunk, the task's weight blocks (32 output columns each) are expanded from
 //    packed MXFP4 into bf16 B tiles in the VNNI layout (expand_mxfp4_bf16_tile_avx512: tile row p
 //    = column pair (2p, 2p + 1), dword l = weight row l) in a per-thread panel, then reused for
@@ -99,8 +101,8 @@ inline void write_c_block(const float* c, const LinearWeight& w, int64_t m0, int
   }
 }
 
-// y[M, N] = act[M, K] · Wᵀ (+ bias) for an MXFP4 weight w. act: bf16 [padded_rows][K] row-major
-// (padded_rows a multiple of 32, rows ≥ M zero). Tiles: the interface of bf16_tile_gemm.h:
+// y[M, N] = act[M, K] · Wᵀ (+ bias) for an MXFP4 weight w. act: bf16 in the A-tile blocks of
+// activations_to_bf16_avx512 (padded_rows a multiple of 32, rows ≥ M zero). Tiles: the interface of bf16_tile_gemm.h:
 //   zero_c(), load_c(c), store_c(c)  // C tile t at c + 256·t (16 × 16 fp32)
 //   load_a(a, stride_bytes)          // A0 = 16 rows at a, A1 = the 16 rows after; 32 bf16 each
 //   load_b(b)                        // B0 = b[0..512), B1 = b[512..1024)
@@ -135,7 +137,7 @@ void w4a4_tile_gemm(const LinearWeight& w, const uint16_t* act, int64_t padded_r
               expand_mxfp4_bf16_tile_avx512(w, nb * 32 + 16 * j, ks0 + ks, reinterpret_cast<uint32_t*>(tile));
             }
         for (int64_t mb = mb0; mb < mb1; ++mb) {
-          const uint16_t* a = act + mb * 32 * K + ks0 * 32;
+          const uint16_t* a = act + (mb * ksteps + ks0) * 1024;  // this chunk's blocks, contiguous
           for (int64_t nb = nb0; nb < nb1; ++nb) {
             const int64_t i = nb - nb0;
             float* c = cbuf.data() + ((mb - mb0) * ng + i) * 1024;
@@ -145,7 +147,7 @@ void w4a4_tile_gemm(const LinearWeight& w, const uint16_t* act, int64_t padded_r
               t.load_c(c);
             const uint16_t* b = panel.get() + i * KS * 1024;
             for (int64_t ks = 0; ks < kss; ++ks) {
-              t.load_a(a + ks * 32, K * 2);
+              t.load_a(a + ks * 1024, 64);
               t.load_b(b + ks * 1024);
               t.dp();
             }
