@@ -737,10 +737,10 @@ TEST(CpuLinear, Bf16IntegerDataExactAtEveryLevel) {
 // ---- AMX-BF16 W4A4 (MXFP4 W4A4, fast precision, M >= 16, level amx) ---------------------
 
 // The two operand expansions of the AMX-BF16 W4A4 kernel, held bit for bit to their
-// definitions (kernels.h): the activation in A-tile blocks equals mxfp4::qdq_row (zeros in the
-// padding rows), and each B tile holds the weight's values (ref::weight_row_f32) as VNNI pairs:
-// tile[p·16 + l] = (column 2p of row n0 + l) | (column 2p + 1) << 16, rows ≥ N zero. Scale
-// bytes 2 and 252 (the ends of the exponent-add path) and 253 (the fp32 path) are included.
+// definitions (kernels.h): the activation in VNNI B-tile blocks equals mxfp4::qdq_row (zeros in
+// the padding rows), and each weight A tile holds the weight's values (ref::weight_row_f32)
+// row-major, rows ≥ N zero. Scale bytes 2 and 252 (the ends of the exponent-add path) and 253
+// (the fp32 path) are included.
 TEST(CpuLinear, W4A4AmxOperandExpansionsMatchTheirDefinitions) {
   if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "the expansions need AVX-512 (BF16)";
   std::mt19937 rng(31);
@@ -756,26 +756,25 @@ TEST(CpuLinear, W4A4AmxOperandExpansionsMatchTheirDefinitions) {
   std::vector<float> want(static_cast<size_t>(K));
   for (int64_t r = 0; r < q.padded_rows; ++r) {
     if (r < M) mxfp4::qdq_row(x.data() + r * K, K, want.data(), t.w.input_scale_mode);
-    for (int64_t k = 0; k < K; ++k)
-      ASSERT_EQ(f32_bits(bf16_to_f32(act[((r / 32) * (K / 32) + k / 32) * 1024 + (r % 32) * 32 + k % 32])),
-                f32_bits(r < M ? want[k] : 0.0f))
-          << "activation [" << r << "," << k << "]";
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t at = ((r / 32) * (K / 32) + k / 32) * 1024 + ((r % 32) / 16) * 512 + ((k % 32) / 2) * 32 +
+                         (r % 16) * 2 + k % 2;
+      ASSERT_EQ(f32_bits(bf16_to_f32(act[at])), f32_bits(r < M ? want[k] : 0.0f)) << "activation [" << r << "," << k << "]";
+    }
   }
   std::vector<std::vector<float>> rows(static_cast<size_t>(N), std::vector<float>(static_cast<size_t>(K)));
   for (int64_t n = 0; n < N; ++n) ref::weight_row_f32(t.w, n, rows[n].data());
-  alignas(64) uint32_t tile[256];
+  uint16_t tile[512];
   for (int64_t n0 = 0; n0 < N; n0 += 16)
     for (int64_t kb = 0; kb < K / 32; ++kb) {
-      cpu::kern::expand_mxfp4_bf16_tile_avx512(t.w, n0, kb, tile);
-      for (int64_t p = 0; p < 16; ++p)
-        for (int64_t l = 0; l < 16; ++l)
-          for (int64_t h = 0; h < 2; ++h) {
-            const uint16_t got = static_cast<uint16_t>(tile[p * 16 + l] >> (16 * h));
-            const float v = n0 + l < N ? rows[n0 + l][kb * 32 + 2 * p + h] : 0.0f;
-            ASSERT_EQ(got, static_cast<uint16_t>(f32_bits(v) >> 16))
-                << "weight row " << n0 + l << " column " << kb * 32 + 2 * p + h << " (value " << v << ")";
-            ASSERT_EQ(f32_bits(v) & 0xffffu, 0u) << "not a bf16 number: " << v;
-          }
+      cpu::kern::expand_mxfp4_bf16_rows_avx512(t.w, n0, kb, tile);
+      for (int64_t l = 0; l < 16; ++l)
+        for (int64_t c = 0; c < 32; ++c) {
+          const float v = n0 + l < N ? rows[n0 + l][kb * 32 + c] : 0.0f;
+          ASSERT_EQ(tile[l * 32 + c], static_cast<uint16_t>(f32_bits(v) >> 16))
+              << "weight row " << n0 + l << " column " << kb * 32 + c << " (value " << v << ")";
+          ASSERT_EQ(f32_bits(v) & 0xffffu, 0u) << "not a bf16 number: " << v;
+        }
     }
 }
 

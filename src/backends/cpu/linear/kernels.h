@@ -127,15 +127,15 @@ bool linear_w4a4_int8_amx(const LinearWeight& w, const float* x, int64_t M, floa
 
 // The two operand expansions of the AMX-BF16 W4A4 kernel (avx512/mxfp4_bf16_expand_avx512.cpp,
 // usable at level avx512 and above, so the driver also runs with emulated tiles in the tests):
-//  - the quantized activation as bf16 in A-tile blocks: the E2M1 · 2^e of row r, column c is
-//    out[((r / 32)·(k / 32) + c / 32)·1024 + (r % 32)·32 + c % 32] (one contiguous 2 KiB block
-//    = two A tiles per 32 rows × 32 columns, so tile loads never stride across a long row and a
-//    K chunk of 32 rows is contiguous in L1), for all q.padded_rows rows (padding rows zero);
-//  - one B tile: the 32-block kb of weight rows n0 .. n0 + 15 (rows ≥ out_features as zeros),
-//    out[p·16 + l] = the bf16 pair (columns 32·kb + 2p, 2p + 1) of row n0 + l (the VNNI layout:
-//    16 rows of 64 bytes, row p = column pair p, dword l = weight row l); out 64-byte aligned.
+//  - the quantized activation as bf16 B tiles (the VNNI layout, as SplitActivations without the
+//    lo part): the E2M1 · 2^e of row r = 32·mb + 16·half + mm, column c = 32·ks + kk is
+//    out[(mb·(k / 32) + ks)·1024 + half·512 + (kk / 2)·32 + mm·2 + kk % 2], for all
+//    q.padded_rows rows (padding rows zero): one contiguous 2 KiB block = two B tiles per 32
+//    rows × 32 columns, so a K chunk of one 32-row block is contiguous;
+//  - one A tile of weight: the 32-block kb of weight rows n0 .. n0 + 15 (rows ≥ out_features as
+//    zeros) as row-major bf16, out[l·32 + c] = row n0 + l, column 32·kb + c (64-byte rows).
 void activations_to_bf16_avx512(const QuantizedActivations& q, uint16_t* out);
-void expand_mxfp4_bf16_tile_avx512(const LinearWeight& w, int64_t n0, int64_t kb, uint32_t* out);
+void expand_mxfp4_bf16_rows_avx512(const LinearWeight& w, int64_t n0, int64_t kb, uint16_t* out);
 
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();

@@ -9,21 +9,21 @@
 // forms the exact W4A4 products and adds them into fp32 C tiles across all of K: no per-block
 // integer dot, store and rescale (the AMX-INT8 kernel's cost).
 //
-// Product: the activation is the A operand, the weight the B operand, so C tiles hold y:
-// C[m][n] = Σ_k x[m][k] · W[n][k].
-//  - A: the activation QDQ'd once per call and stored as bf16 in A-tile blocks
+// Product: the weight is the A operand and the activation the B operand (as in
+// bf16_tile_gemm.h), so C tiles hold yᵀ: C[n][m] = Σ_k W[n][k] · x[m][k].
+//  - A: per task and K chunk, the task's weight blocks (32 output columns each) are expanded from
+//    packed MXFP4 into row-major bf16 A tiles (expand_mxfp4_bf16_rows_avx512: 16 weight rows ×
+//    32 columns, 64-byte rows) in a per-thread panel, then reused for every activation block of
+//    the task. Row-major is what a packed row already is: one table lookup per row, no transpose
+//    (a VNNI B tile of the weight would need a 16 × 16 byte transpose per tile, ~2× the work).
+//  - B: the activation QDQ'd once per call and stored as bf16 B tiles in the VNNI layout
 //    (activations_to_bf16_avx512; rows padded to 32 with zeros): per 32 rows × 32 columns one
-//    contiguous 2 KiB block = A0 (rows 0..15) then A1 (rows 16..31), 64-byte rows. Row-major
-//    with a stride of K·2 bytes would put the rows of a tile in the same L1 sets for
-//    power-of-two K (4096, 12288: every row in one set), evicting the chunk it must reuse.
-//  - B: per task and K chunk, the task's weight blocks (32 output columns each) are expanded from
-//    packed MXFP4 into bf16 B tiles in the VNNI layout (expand_mxfp4_bf16_tile_avx512: tile row p
-//    = column pair (2p, 2p + 1), dword l = weight row l) in a per-thread panel, then reused for
-//    every activation block of the task.
-// Registers: C = 4 tiles (2 activation-row halves × 2 weight-column halves: a 32 × 32 output
-// block, tile 2i + j = rows 16i.., columns 16j..), A = 2 tiles, B = 2 tiles.
+//    contiguous 2 KiB block = B0 (activation rows 0..15) then B1 (rows 16..31), so a K chunk of
+//    one 32-row block is contiguous (row-major rows K·2 bytes apart would share L1 sets).
+// Registers: C = 4 tiles (2 weight-row halves × 2 activation-row halves: a 32 × 32 output
+// block, tile 2i + j = output columns 16i.., rows 16j..), A = 2 tiles, B = 2 tiles.
 // Work: tasks of ng weight blocks × mg activation blocks over OpenMP threads (dynamic). K is
-// walked in chunks of KS steps (512 columns): the panel chunk (ng · KS · 2 KiB ≤ 256 KiB) stays
+// walked in chunks of KS steps (512 columns): the weight chunk (ng · KS · 2 KiB ≤ 256 KiB) stays
 // in L2 across the task's activation blocks, the activation chunk of one 32-row block (32 KiB)
 // in L1 across the ng weight blocks. Partial C blocks live in a per-thread fp32 buffer between
 // chunks; after the last chunk they are written to y with the bias.
@@ -87,22 +87,24 @@ struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
 };
 
-// Writes the 32 × 32 C block c (4 tiles of 16 × 16 fp32; tile 2i + j = rows 16i.., columns
-// 16j..) to y rows m0.. (< M) and columns n0.. (< N), adding the bias.
+// Writes the 32 × 32 C block c (4 tiles of 16 × 16 fp32; tile 2i + j, element [nn][mm] =
+// y[m0 + 16j + mm][n0 + 16i + nn] − bias) to y rows m0.. (< M) and columns n0.. (< N),
+// adding the bias.
 inline void write_c_block(const float* c, const LinearWeight& w, int64_t m0, int64_t n0, int64_t M, float* y) {
   const int64_t N = w.out, cols = std::min<int64_t>(32, N - n0);
   for (int64_t r = 0; r < 32 && m0 + r < M; ++r) {
     float* yr = y + (m0 + r) * N + n0;
-    const float* cr = c + (r / 16) * 512 + (r % 16) * 16;
+    const float* cr = c + (r / 16) * 256 + (r % 16);
     for (int64_t j = 0; j < cols; ++j) {
-      const float v = cr[(j / 16) * 256 + (j % 16)];
+      const float v = cr[(j / 16) * 512 + (j % 16) * 16];
       yr[j] = w.bias ? v + w.bias[n0 + j] : v;
     }
   }
 }
 
-// y[M, N] = act[M, K] · Wᵀ (+ bias) for an MXFP4 weight w. act: bf16 in the A-tile blocks of
-// activations_to_bf16_avx512 (padded_rows a multiple of 32, rows ≥ M zero). Tiles: the interface of bf16_tile_gemm.h:
+// y[M, N] = act[M, K] · Wᵀ (+ bias) for an MXFP4 weight w. act: bf16 in the B-tile blocks of
+// activations_to_bf16_avx512 (padded_rows a multiple of 32, rows ≥ M zero). Tiles: the
+// interface of bf16_tile_gemm.h:
 //   zero_c(), load_c(c), store_c(c)  // C tile t at c + 256·t (16 × 16 fp32)
 //   load_a(a, stride_bytes)          // A0 = 16 rows at a, A1 = the 16 rows after; 32 bf16 each
 //   load_b(b)                        // B0 = b[0..512), B1 = b[512..1024)
@@ -117,8 +119,8 @@ void w4a4_tile_gemm(const LinearWeight& w, const uint16_t* act, int64_t padded_r
 #pragma omp parallel
   {
     Tiles t;
-    // panel[(i·KS + ks)·1024 + j·512 ..]: B tile j (weight rows 16j..16j + 15 of block i) of
-    // step ks of the chunk; 64-byte aligned (the expansion uses aligned stores).
+    // panel[(i·KS + ks)·1024 + h·512 ..]: A tile h (weight rows 16h..16h + 15 of block i) of
+    // step ks of the chunk, 64-byte aligned.
     const size_t panel_bytes = static_cast<size_t>(ng * KS * 1024 * 2);
     std::unique_ptr<uint16_t, AlignedFree> panel(static_cast<uint16_t*>(std::aligned_alloc(64, panel_bytes)));
     std::vector<float> cbuf(static_cast<size_t>(mg * ng * 1024));  // [mb][nb][4 tiles][16][16]
@@ -132,12 +134,11 @@ void w4a4_tile_gemm(const LinearWeight& w, const uint16_t* act, int64_t padded_r
         // Expand this chunk of the task's weight blocks once (rows ≥ N become zeros).
         for (int64_t nb = nb0; nb < nb1; ++nb)
           for (int64_t ks = 0; ks < kss; ++ks)
-            for (int64_t j = 0; j < 2; ++j) {
-              uint16_t* tile = panel.get() + ((nb - nb0) * KS + ks) * 1024 + j * 512;
-              expand_mxfp4_bf16_tile_avx512(w, nb * 32 + 16 * j, ks0 + ks, reinterpret_cast<uint32_t*>(tile));
-            }
+            for (int64_t h = 0; h < 2; ++h)
+              expand_mxfp4_bf16_rows_avx512(w, nb * 32 + 16 * h, ks0 + ks,
+                                            panel.get() + ((nb - nb0) * KS + ks) * 1024 + h * 512);
         for (int64_t mb = mb0; mb < mb1; ++mb) {
-          const uint16_t* a = act + (mb * ksteps + ks0) * 1024;  // this chunk's blocks, contiguous
+          const uint16_t* b = act + (mb * ksteps + ks0) * 1024;  // this chunk's blocks, contiguous
           for (int64_t nb = nb0; nb < nb1; ++nb) {
             const int64_t i = nb - nb0;
             float* c = cbuf.data() + ((mb - mb0) * ng + i) * 1024;
@@ -145,7 +146,7 @@ void w4a4_tile_gemm(const LinearWeight& w, const uint16_t* act, int64_t padded_r
               t.zero_c();
             else
               t.load_c(c);
-            const uint16_t* b = panel.get() + i * KS * 1024;
+            const uint16_t* a = panel.get() + i * KS * 1024;
             for (int64_t ks = 0; ks < kss; ++ks) {
               t.load_a(a + ks * 1024, 64);
               t.load_b(b + ks * 1024);
