@@ -1,10 +1,11 @@
 // MXFP4 W4A4 on AMX-BF16 (tdpbf16ps), fast precision, level amx, M ≥ kW4A4AmxBf16MinRows
 // (linear_amx dispatches it; exact precision runs the reference backend and never gets here):
 //  1. the activation is quantized once per call to MXFP4 (quantize_activations_avx512, bit-exact
-//     with mxfp4::quantize_block; rows padded to 32) and stored as row-major bf16 (exact);
-//  2. linear/w4a4_tile_gemm.h expands the weight per task and K chunk from packed MXFP4 into bf16
-//     B tiles (VNNI pairs of K), reused for every activation block of the task, and accumulates
-//     the exact products in fp32 C tiles across all of K (no per-block rescale).
+//     with mxfp4::quantize_block; rows padded to 32) and stored as bf16 (exact) in the VNNI
+//     layout of tdpbf16ps's B operand (pairs of K), one 2 KiB block per 32 rows × 32 columns;
+//  2. linear/w4a4_tile_gemm.h expands the weight per task and K chunk from packed MXFP4 into
+//     row-major bf16 A tiles, reused for every activation block of the task, and accumulates the
+//     exact products in fp32 C tiles across all of K (no per-block rescale).
 // The driver's header describes the layouts, the blocking and the numerics; the tests run the
 // same driver with the tiles emulated in scalar code (tests/test_cpu_linear.cpp).
 #include <memory>
