@@ -818,6 +818,30 @@ void w4a4_amx_grid(Linear&& run, const std::string& label) {
   }
 }
 
+// The driver's task plan covers every weight block and activation block exactly once for any
+// thread count (the emulated grid runs with this machine's threads only), and keeps M unsplit
+// when the weight groups alone fill the threads (each M split expands the weight again).
+TEST(CpuLinear, W4A4AmxTilePlanCoversTheOutput) {
+  for (int64_t threads : {1, 2, 3, 7, 16, 64})
+    for (int64_t N : {1, 15, 33, 300, 1024, 4096, 5120, 6144, 10240, 12288, 17408})
+      for (int64_t M : {1, 16, 33, 100, 513, 2048}) {
+        const int64_t padded = (M + 31) / 32 * 32;
+        const auto p = cpu::kern::w4a4_tile_plan(N, padded, threads);
+        const std::string where = "threads=" + std::to_string(threads) + " N=" + std::to_string(N) + " M=" +
+                                  std::to_string(M);
+        ASSERT_EQ(p.nblocks, (N + 31) / 32) << where;
+        ASSERT_EQ(p.mblocks, padded / 32) << where;
+        ASSERT_TRUE(p.ng >= 1 && p.ng <= cpu::kern::kW4A4TileNgMax && p.mg >= 1 && p.mg <= cpu::kern::kW4A4TileMgMax)
+            << where;
+        ASSERT_EQ(p.ngroups, (p.nblocks + p.ng - 1) / p.ng) << where;  // every block in exactly one group
+        ASSERT_EQ(p.mgroups, (p.mblocks + p.mg - 1) / p.mg) << where;
+        if (p.ngroups >= threads) {
+          const int64_t unsplit = (p.mblocks + cpu::kern::kW4A4TileMgMax - 1) / cpu::kern::kW4A4TileMgMax;
+          ASSERT_EQ(p.mgroups, unsplit) << where;
+        }
+      }
+}
+
 TEST(CpuLinear, W4A4AmxBf16DriverWithEmulatedTiles) {
   if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "the operand expansions need AVX-512 (BF16)";
   w4a4_amx_grid(emulated_w4a4_amx_bf16, "emulated amx-bf16 w4a4");
