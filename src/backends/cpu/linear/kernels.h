@@ -113,9 +113,11 @@ void count_w4a4_bf16_call();
 // it where active_isa() is kAmx (it executes AMX instructions).
 bool linear_w4a4_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y);
 // Rows from which linear_amx runs W4A4 on it (fast precision only: exact precision never reaches
-// the CPU kernels). Below, linear_avx512 (AVX-512 int8 or bf16 by kW4A4Bf16MinRows). 16 = one A
-// tile of rows: the tile product is 16× denser than vdpbf16ps, so from one tile of rows it beats
-// the AVX-512 kernels on work (the weight expansion it adds is shared by all rows of a task).
+// the CPU kernels). Below, linear_avx512 (AVX-512 int8 or bf16 by kW4A4Bf16MinRows). 16 = one
+// tile of activation rows, as the AMX-INT8 kernel before it: expanding a weight value costs
+// ~0.09 ns (2-core EPYC, one thread), what the VNNI int8 kernel spends on ~4 rows of it (90
+// GFLOP/s), so from 16 rows the tile unit should be ahead. Not yet measured on AMX:
+// tools/device/cpu_host_linear.sh runs bench_linear's M = 8..64 rows to check it.
 inline constexpr int64_t kW4A4AmxBf16MinRows = 16;
 // Calls of linear_w4a4_amx_bf16 in this process (tests assert the dispatch; baseline flags).
 uint64_t w4a4_amx_bf16_calls();
