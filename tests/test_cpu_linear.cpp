@@ -6,6 +6,9 @@
 // has its own bound (activation split into bf16 hi + lo), an exact-integer test, and runs its
 // driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX. The AVX-512-BF16
 // W4A4 kernel is tested directly at every M and through the dispatch (asserted by its counter).
+// The AMX-BF16 W4A4 kernel (MXFP4, M ≥ 16, level amx): its operand expansions bit for bit, its
+// driver (linear/w4a4_tile_gemm.h) with emulated tiles on any CPU with AVX-512, and the real
+// kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
 #include <cfloat>
 #include <cmath>
 #include <cstring>
