@@ -55,11 +55,12 @@ struct W4A4TilePlan {
   int64_t tasks() const { return ngroups * mgroups; }
 };
 
-// Wide tasks first: each activation chunk is read from memory once per weight group, and each
-// M split expands the weight once more. So: the widest ng (8, 4 or 2 blocks) whose weight groups
-// alone keep the threads evenly busy (ceil(tasks / threads) rounds at least 85 % full); failing
-// that (few output columns), ng narrowed until there are ~2 groups per thread and M split only
-// as far as needed to give every thread a task.
+// Wide tasks first: each activation chunk is read from L3 / memory once per weight group (one
+// 32 KiB chunk per ng · 64 tile products: at ng = 2 on 16 cores, an estimated ~200 GB/s), and each
+// M split expands the weight once more. So: ng = 8 or 4 blocks if the weight groups alone keep
+// the threads evenly busy (ceil(groups / threads) rounds at least 80 % full); failing that (few
+// output columns), the widest ng that still gives every thread a group; M is split only where
+// even ng = 1 leaves threads idle.
 inline W4A4TilePlan w4a4_tile_plan(int64_t N, int64_t padded_rows, int64_t threads) {
   W4A4TilePlan p;
   p.nblocks = (N + 31) / 32;
@@ -72,13 +73,13 @@ inline W4A4TilePlan w4a4_tile_plan(int64_t N, int64_t padded_rows, int64_t threa
     p.mgroups = (p.mblocks + p.mg - 1) / p.mg;
     return p;
   };
-  for (int64_t ng = kW4A4TileNgMax; ng >= 2; ng /= 2) {
+  for (int64_t ng : {kW4A4TileNgMax, kW4A4TileNgMax / 2}) {
     const int64_t groups = (p.nblocks + ng - 1) / ng;
     const int64_t rounds = (groups + threads - 1) / threads;
-    if (groups >= threads && groups * 100 >= rounds * threads * 85) return finish(ng);
+    if (groups >= threads && groups * 100 >= rounds * threads * 80) return finish(ng);
   }
   int64_t ng = std::min(kW4A4TileNgMax, p.nblocks);
-  while (ng > 1 && (p.nblocks + ng - 1) / ng < 2 * threads) ng /= 2;
+  while (ng > 1 && (p.nblocks + ng - 1) / ng < threads) ng /= 2;
   return finish(ng);
 }
 
