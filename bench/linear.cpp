@@ -6,6 +6,10 @@
 // w4a4_int8 / w4a4_bf16 run the two AVX-512 W4A4 kernels directly (VNNI int8 block dots vs
 // vdpbf16ps on bf16-expanded operands; skipped below level avx512), on the Clef-9B shapes too
 // (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked.
+// w4a4_amx_bf16 / w4a4_int8_amx run the two AMX W4A4 kernels directly (tdpbf16ps on the
+// bf16-expanded operands, dispatched at level amx, vs the earlier tdpbssd kernel with a
+// per-block rescale; skipped below level amx), also at M = 2048 like w4a4_bf16, so the three
+// W4A4 prefill kernels compare on one table (FLOP/s = GFLOP/s × 1e9).
 // Counters: FLOP/s = 2·M·N·K per second; WeightB/s = bytes of stored weight read per second.
 //
 // Built with -DSTAVE_CUDA=ON, also the GPU's fast-precision MXFP4 W4A4 linear layers on the
@@ -58,7 +62,9 @@ constexpr Shape kShapes[] = {
     {"9b_mlp_down_12288x4096", 4096, 12288},
 };
 
-enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split };
+enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split, kW4A4AmxBf16, kW4A4Int8Amx };
+
+bool amx_kernel(Kernel k) { return k == Kernel::kW4A4AmxBf16 || k == Kernel::kW4A4Int8Amx; }
 
 // Deterministic pseudo-random N(0, ~0.05)-ish values without a slow generator.
 inline float noise(uint64_t i) {
@@ -81,7 +87,8 @@ struct Weight {
 
 Weight& weight_for(const Shape& s, Kernel k) {
   static std::unique_ptr<Weight> cur;
-  const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 ? Kernel::kW4A4
+  const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || amx_kernel(k)
+                             ? Kernel::kW4A4
                          : k == Kernel::kBf16Split                                          ? Kernel::kBF16
                                                                                              : k;
   if (cur && cur->shape.out == s.out && cur->shape.in == s.in && cur->kind == storage) return *cur;
@@ -132,6 +139,14 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
     state.SkipWithError("needs level avx512");
     return;
   }
+  if (amx_kernel(k) && stave::cpu::active_isa() < stave::cpu::Isa::kAmx) {
+    state.SkipWithError("needs level amx");
+    return;
+  }
+  if (k == Kernel::kW4A4Int8Amx && M < 16) {
+    state.SkipWithError("the AMX-INT8 kernel takes M >= 16");
+    return;
+  }
   Weight& t = weight_for(s, k);
   std::vector<float> x(M * s.in), y(M * s.out);
   for (int64_t i = 0; i < M * s.in; ++i) x[i] = noise(i + 12345) * 20.0f;
@@ -144,6 +159,10 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
       stave::cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), M, y.data());
     else if (k == Kernel::kBf16Split)
       stave::cpu::kern::linear_bf16_split_avx512(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kW4A4AmxBf16)
+      stave::cpu::kern::linear_w4a4_amx_bf16(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kW4A4Int8Amx)
+      stave::cpu::kern::linear_w4a4_int8_amx(t.w, x.data(), M, y.data());
     else
       stave::cpu::linear(t.w, x.data(), M, y.data());
     benchmark::DoNotOptimize(y.data());
@@ -156,13 +175,16 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
   state.SetLabel(k == Kernel::kRef ? "ref" : stave::cpu::isa_name(stave::cpu::active_isa()));
 }
 
-bool direct_kernel(Kernel k) { return k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split; }
+bool direct_kernel(Kernel k) {
+  return k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split || amx_kernel(k);
+}
 
 int register_all() {
   const std::pair<Kernel, const char*> kernels[] = {
       {Kernel::kW4A4, "w4a4"},           {Kernel::kRef, "ref"},           {Kernel::kBF16, "bf16"},
       {Kernel::kF32, "f32"},             {Kernel::kW4A4Int8, "w4a4_int8"}, {Kernel::kW4A4Bf16, "w4a4_bf16"},
-      {Kernel::kBf16Split, "bf16_split"}};
+      {Kernel::kBf16Split, "bf16_split"}, {Kernel::kW4A4AmxBf16, "w4a4_amx_bf16"},
+      {Kernel::kW4A4Int8Amx, "w4a4_int8_amx"}};
   // Shape-major (ref reads the W4A4 weight) so each weight is built once for all its M values.
   for (const Shape& s : kShapes)
     for (auto [k, kname] : kernels) {
@@ -172,6 +194,7 @@ int register_all() {
       if (k == Kernel::kBF16) b->Arg(32);
       if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
+      if (amx_kernel(k) || k == Kernel::kW4A4Bf16) b->Arg(2048);
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   std::printf("cpu isa: detected %s, active %s\n", stave::cpu::isa_name(stave::cpu::detected_isa()),

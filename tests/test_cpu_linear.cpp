@@ -6,6 +6,9 @@
 // has its own bound (activation split into bf16 hi + lo), an exact-integer test, and runs its
 // driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX. The AVX-512-BF16
 // W4A4 kernel is tested directly at every M and through the dispatch (asserted by its counter).
+// The AMX-BF16 W4A4 kernel (MXFP4, M ≥ 16, level amx): its operand expansions bit for bit, its
+// driver (linear/w4a4_tile_gemm.h) with emulated tiles on any CPU with AVX-512, and the real
+// kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/linear/bf16_tile_gemm.h"
 #include "backends/cpu/linear/kernels.h"
+#include "backends/cpu/linear/w4a4_tile_gemm.h"
 #include "ops/reference.h"
 #include "formats/mxfp4.h"
 #include "stave/errors.h"
@@ -200,11 +204,15 @@ void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64
 
 // Whether cpu::linear at this level takes the AMX-BF16 kernel (the dispatch rule under test).
 bool takes_amx_bf16(Isa isa, Kind kind, int64_t M) { return isa == Isa::kAmx && kind == Kind::kBF16 && M >= 16; }
-// Whether it takes the AVX-512-BF16 W4A4 kernel (level avx512; at amx, M ≥ 16 goes to AMX-INT8).
+// Whether it takes the AVX-512-BF16 W4A4 kernel (level avx512; at amx, M ≥ 16 goes to AMX-BF16).
 // The AVX-512-BF16 hi + lo kernel for bf16 weights is not dispatched (kernels.h says why).
 bool takes_bf16_split(Isa, Kind, int64_t) { return false; }
 bool takes_w4a4_bf16(Isa isa, Kind kind, int64_t M) {
   return isa == Isa::kAvx512 && is_w4a4(kind) && M >= cpu::kern::kW4A4Bf16MinRows;
+}
+// Whether it takes the AMX-BF16 W4A4 kernel (level amx; same numerics as the AVX-512-BF16 one).
+bool takes_w4a4_amx_bf16(Isa isa, Kind kind, int64_t M) {
+  return isa == Isa::kAmx && is_w4a4(kind) && M >= cpu::kern::kW4A4AmxBf16MinRows;
 }
 
 TEST(CpuFeatures, ParsesAndClampsLevels) {
@@ -249,11 +257,14 @@ TEST(CpuLinear, MatchesReferenceEveryFormatAndLevel) {
         const bool w4a4_bf16 = takes_w4a4_bf16(isa, kind, M), split = takes_bf16_split(isa, kind, M);
         const uint64_t before = cpu::kern::amx_bf16_calls(), before_w4a4 = cpu::kern::w4a4_bf16_calls();
         const uint64_t before_split = cpu::kern::bf16_split_calls();
+        const bool w4a4_amx = takes_w4a4_amx_bf16(isa, kind, M);
+        const uint64_t before_w4a4_amx = cpu::kern::w4a4_amx_bf16_calls();
         cpu::linear(t.w, x.data(), M, y.data());
         EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << where;
-        check_against_oracles(t, kind, x.data(), M, y, where, amx || split, w4a4_bf16);
+        EXPECT_EQ(cpu::kern::w4a4_amx_bf16_calls() - before_w4a4_amx, w4a4_amx ? 1u : 0u) << where;
+        check_against_oracles(t, kind, x.data(), M, y, where, amx || split, w4a4_bf16 || w4a4_amx);
         ++cases;
       }
     }
@@ -291,12 +302,15 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
       const bool split = takes_bf16_split(isa, kind, 70);
       const uint64_t before = cpu::kern::amx_bf16_calls(), before_w4a4 = cpu::kern::w4a4_bf16_calls();
       const uint64_t before_split = cpu::kern::bf16_split_calls();
+      const bool w4a4_amx = takes_w4a4_amx_bf16(isa, kind, 70);
+      const uint64_t before_w4a4_amx = cpu::kern::w4a4_amx_bf16_calls();
       cpu::linear(t.w, x.data(), 70, y.data());
       EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << cpu::isa_name(isa) << " " << kind_name(kind);
       EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << cpu::isa_name(isa);
       EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << cpu::isa_name(isa);
+      EXPECT_EQ(cpu::kern::w4a4_amx_bf16_calls() - before_w4a4_amx, w4a4_amx ? 1u : 0u) << cpu::isa_name(isa);
       check_against_oracles(t, kind, x.data(), 70, y, std::string(cpu::isa_name(isa)) + " " + kind_name(kind),
-                            amx || split, w4a4_bf16);
+                            amx || split, w4a4_bf16 || w4a4_amx);
     }
   }
 }
@@ -463,7 +477,7 @@ TEST(CpuLinear, W4A4Bf16TakesOnlyW4A4) {
   for (Isa isa : levels()) {
     cpu::ScopedIsa scoped(isa);
     const uint64_t at = cpu::kern::w4a4_bf16_calls();
-    cpu::linear(t.w, x.data(), 40, y.data());  // amx: AMX-INT8
+    cpu::linear(t.w, x.data(), 40, y.data());  // amx: AMX-BF16 W4A4
     EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - at, isa == Isa::kAvx512 ? 1u : 0u)
         << cpu::isa_name(isa) << ": only level avx512 takes it";
   }
@@ -720,6 +734,219 @@ TEST(CpuLinear, Bf16IntegerDataExactAtEveryLevel) {
     cpu::ScopedIsa scoped(isa);
     bf16_integer_exact([](const LinearWeight& w, const float* x, int64_t M, float* y) { cpu::linear(w, x, M, y); },
                        cpu::isa_name(isa));
+  }
+}
+
+// ---- AMX-BF16 W4A4 (MXFP4 W4A4, fast precision, M >= 16, level amx) ---------------------
+
+// The two operand expansions of the AMX-BF16 W4A4 kernel, held bit for bit to their
+// definitions (kernels.h): the activation in VNNI B-tile blocks equals mxfp4::qdq_row (zeros in
+// the padding rows), and each weight A tile holds the weight's values (ref::weight_row_f32)
+// row-major, rows ≥ N zero. Scale bytes 2 and 252 (the ends of the exponent-add path) and 253
+// (the fp32 path) are included.
+TEST(CpuLinear, W4A4AmxOperandExpansionsMatchTheirDefinitions) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "the expansions need AVX-512 (BF16)";
+  std::mt19937 rng(31);
+  const int64_t M = 37, N = 41, K = 96;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, false, rng);
+  for (int64_t r = 0; r < N; r += 5) t.scales[r * (K / 32) + r % 3] = r % 15 == 0 ? 2 : r % 15 == 5 ? 252 : 253;
+  std::vector<float> x = random_activation(M, K, rng);
+  cpu::kern::QuantizedActivations q;
+  cpu::kern::quantize_activations_avx512(x.data(), M, K, t.w.input_scale_mode, 32, q);
+  ASSERT_EQ(q.padded_rows, 64);
+  std::vector<uint16_t> act(static_cast<size_t>(q.padded_rows * K), 0xffff);
+  cpu::kern::activations_to_bf16_avx512(q, act.data());
+  std::vector<float> want(static_cast<size_t>(K));
+  for (int64_t r = 0; r < q.padded_rows; ++r) {
+    if (r < M) mxfp4::qdq_row(x.data() + r * K, K, want.data(), t.w.input_scale_mode);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t at = ((r / 32) * (K / 32) + k / 32) * 1024 + ((r % 32) / 16) * 512 + ((k % 32) / 2) * 32 +
+                         (r % 16) * 2 + k % 2;
+      ASSERT_EQ(f32_bits(bf16_to_f32(act[at])), f32_bits(r < M ? want[k] : 0.0f)) << "activation [" << r << "," << k << "]";
+    }
+  }
+  std::vector<std::vector<float>> rows(static_cast<size_t>(N), std::vector<float>(static_cast<size_t>(K)));
+  for (int64_t n = 0; n < N; ++n) ref::weight_row_f32(t.w, n, rows[n].data());
+  uint16_t tile[512];
+  for (int64_t n0 = 0; n0 < N; n0 += 16)
+    for (int64_t kb = 0; kb < K / 32; ++kb) {
+      cpu::kern::expand_mxfp4_bf16_rows_avx512(t.w, n0, kb, tile);
+      for (int64_t l = 0; l < 16; ++l)
+        for (int64_t c = 0; c < 32; ++c) {
+          const float v = n0 + l < N ? rows[n0 + l][kb * 32 + c] : 0.0f;
+          ASSERT_EQ(tile[l * 32 + c], static_cast<uint16_t>(f32_bits(v) >> 16))
+              << "weight row " << n0 + l << " column " << kb * 32 + c << " (value " << v << ")";
+          ASSERT_EQ(f32_bits(v) & 0xffffu, 0u) << "not a bf16 number: " << v;
+        }
+    }
+}
+
+// The AMX-BF16 W4A4 path as the kernel runs it (quantize, expand the activation, the tile
+// driver of linear/w4a4_tile_gemm.h) with the tiles emulated in scalar code (EmulatedBf16Tiles).
+void emulated_w4a4_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  cpu::kern::QuantizedActivations q;
+  cpu::kern::quantize_activations_avx512(x, M, w.in, w.input_scale_mode, 32, q);
+  std::vector<uint16_t> act(static_cast<size_t>(q.padded_rows * w.in));
+  cpu::kern::activations_to_bf16_avx512(q, act.data());
+  cpu::kern::w4a4_tile_gemm<EmulatedBf16Tiles>(w, act.data(), q.padded_rows, M, y);
+}
+
+// The shapes that exercise the driver's edges: M padding (1, 16, 17, 33, 64, 100 rows), weight
+// blocks past N (N = 1, 15, 33, 53, 300: task groups of 2..8 blocks), one or several 512-column K
+// chunks (32, 96, 544, 1056, 4096, 5120), with and without bias, every input scale mode.
+struct W4A4AmxCase {
+  int64_t M, N, K;
+  Kind kind;
+  bool bias;
+};
+constexpr W4A4AmxCase kW4A4AmxGrid[] = {
+    {16, 1, 32, Kind::kW4A4Even, true},     {17, 15, 96, Kind::kW4A4Floor, false},
+    {33, 33, 544, Kind::kW4A4Ceil, true},   {64, 53, 1056, Kind::kW4A4Even, false},
+    {100, 300, 96, Kind::kW4A4Even, true},  {1, 70, 544, Kind::kW4A4Even, false},
+    {100, 40, 5120, Kind::kW4A4Even, true}, {64, 33, 4096, Kind::kW4A4Floor, false},
+    {7, 300, 1056, Kind::kW4A4Ceil, true},  {48, 200, 32, Kind::kW4A4Even, false},
+};
+
+template <class Linear>
+void w4a4_amx_grid(Linear&& run, const std::string& label) {
+  std::mt19937 rng(4343);
+  for (const W4A4AmxCase& c : kW4A4AmxGrid) {
+    TestWeight t = make_weight(c.kind, c.N, c.K, c.bias, rng);
+    std::vector<float> x = random_activation(c.M, c.K, rng);
+    std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+    const std::string where = label + " " + kind_name(c.kind) + " M=" + std::to_string(c.M) + " N=" +
+                              std::to_string(c.N) + " K=" + std::to_string(c.K) + (c.bias ? " +bias" : "");
+    run(t.w, x.data(), c.M, y.data());
+    check_against_oracles(t, c.kind, x.data(), c.M, y, where, false, true);
+  }
+}
+
+// The driver's task plan covers every weight block and activation block exactly once for any
+// thread count (the emulated grid runs with this machine's threads only), and keeps M unsplit
+// when the weight groups alone fill the threads (each M split expands the weight again).
+TEST(CpuLinear, W4A4AmxTilePlanCoversTheOutput) {
+  for (int64_t threads : {1, 2, 3, 7, 16, 64})
+    for (int64_t N : {1, 15, 33, 300, 1024, 4096, 5120, 6144, 10240, 12288, 17408})
+      for (int64_t M : {1, 16, 33, 100, 513, 2048}) {
+        const int64_t padded = (M + 31) / 32 * 32;
+        const auto p = cpu::kern::w4a4_tile_plan(N, padded, threads);
+        const std::string where = "threads=" + std::to_string(threads) + " N=" + std::to_string(N) + " M=" +
+                                  std::to_string(M);
+        ASSERT_EQ(p.nblocks, (N + 31) / 32) << where;
+        ASSERT_EQ(p.mblocks, padded / 32) << where;
+        ASSERT_TRUE(p.ng >= 1 && p.ng <= cpu::kern::kW4A4TileNgMax && p.mg >= 1 && p.mg <= cpu::kern::kW4A4TileMgMax)
+            << where;
+        ASSERT_EQ(p.ngroups, (p.nblocks + p.ng - 1) / p.ng) << where;  // every block in exactly one group
+        ASSERT_EQ(p.mgroups, (p.mblocks + p.mg - 1) / p.mg) << where;
+        if (p.ngroups >= threads) {
+          const int64_t unsplit = (p.mblocks + cpu::kern::kW4A4TileMgMax - 1) / cpu::kern::kW4A4TileMgMax;
+          ASSERT_EQ(p.mgroups, unsplit) << where;
+        }
+      }
+}
+
+TEST(CpuLinear, W4A4AmxBf16DriverWithEmulatedTiles) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "the operand expansions need AVX-512 (BF16)";
+  w4a4_amx_grid(emulated_w4a4_amx_bf16, "emulated amx-bf16 w4a4");
+}
+
+// Scale bytes 252, 1 and 0 on the first block of the rows (as W4A4Bf16ExtremeWeightScales):
+// terms that tdpbf16ps reads as zero (denormal bf16) are far below the bound; nothing is garbage.
+template <class Linear>
+void w4a4_extreme_scales(Linear&& run, const std::string& label) {
+  std::mt19937 rng(29);
+  const int64_t M = 20, N = 70, K = 320;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+  for (int64_t r = 0; r < N; ++r) t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
+  std::vector<float> x = random_activation(M, K, rng);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < 32; ++k) x[m * K + k] = std::ldexp(x[m * K + k], -120);
+  std::vector<float> y(static_cast<size_t>(M * N), NAN);
+  run(t.w, x.data(), M, y.data());
+  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, label + " extreme scales", false, true);
+}
+
+TEST(CpuLinear, W4A4AmxBf16ExtremeWeightScalesEmulated) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "the operand expansions need AVX-512 (BF16)";
+  w4a4_extreme_scales(emulated_w4a4_amx_bf16, "emulated amx-bf16 w4a4");
+}
+
+// The real kernel on the AMX host: the grid, extreme scales and the Clef shapes (hidden 4096 /
+// 5120 → 1024, M = 64, 100, 513), each through cpu::linear at level amx with the dispatch
+// asserted by the kernel's counter (it must run from kW4A4AmxBf16MinRows rows, and not below).
+// Of the Clef shapes, rows 0..31 and the last 32..40 rows are checked (the oracles are scalar and
+// rows are independent: the first activation block, and the last blocks including M = 100's and
+// 513's partial one), so the test stays within seconds.
+TEST(CpuLinear, W4A4AmxBf16MatchesReference) {
+  if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";
+  cpu::ScopedIsa scoped(Isa::kAmx);
+  auto through_dispatch = [](const LinearWeight& w, const float* x, int64_t M, float* y) {
+    const uint64_t before = cpu::kern::w4a4_amx_bf16_calls();
+    cpu::linear(w, x, M, y);
+    const bool expect = M >= cpu::kern::kW4A4AmxBf16MinRows;
+    ASSERT_EQ(cpu::kern::w4a4_amx_bf16_calls() - before, expect ? 1u : 0u)
+        << "cpu::linear " << (expect ? "did not take" : "took") << " the AMX-BF16 W4A4 kernel at M = " << M;
+  };
+  auto direct = [](const LinearWeight& w, const float* x, int64_t M, float* y) {
+    const uint64_t before = cpu::kern::w4a4_amx_bf16_calls();
+    ASSERT_TRUE(cpu::kern::linear_w4a4_amx_bf16(w, x, M, y));
+    ASSERT_EQ(cpu::kern::w4a4_amx_bf16_calls(), before + 1);
+  };
+  w4a4_amx_grid(direct, "amx-bf16 w4a4 direct");
+  w4a4_amx_grid(through_dispatch, "amx-bf16 w4a4 dispatched");
+  w4a4_extreme_scales(direct, "amx-bf16 w4a4");
+  std::mt19937 rng(513);
+  for (int64_t K : {4096, 5120})
+    for (int64_t M : {64, 100, 513}) {
+      TestWeight t = make_weight(Kind::kW4A4Even, 1024, K, K == 5120, rng);
+      std::vector<float> x = random_activation(M, K, rng);
+      std::vector<float> y(static_cast<size_t>(M * 1024), NAN);
+      through_dispatch(t.w, x.data(), M, y.data());
+      const std::string where = "amx-bf16 w4a4 Clef " + std::to_string(K) + "->1024 M=" + std::to_string(M);
+      const int64_t tail = std::max<int64_t>(32, M - 40);
+      for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 32}, {tail, M - tail}}) {
+        std::vector<float> part(y.begin() + r0 * 1024, y.begin() + (r0 + rows) * 1024);
+        check_against_oracles(t, Kind::kW4A4Even, x.data() + r0 * K, rows, part,
+                              where + " rows " + std::to_string(r0) + "..", false, true);
+      }
+    }
+}
+
+// The AMX-INT8 W4A4 kernel (no longer dispatched; kept for bench_linear), called directly with
+// its own bound (exact block sums: the W4A4 chain of check_against_oracles).
+TEST(CpuLinear, W4A4Int8AmxMatchesReference) {
+  if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";
+  std::mt19937 rng(515);
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{16, 33, 96}, {70, 97, 3072}, {33, 300, 544}}) {
+    TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+    std::vector<float> x = random_activation(M, K, rng);
+    std::vector<float> y(static_cast<size_t>(M * N), NAN);
+    ASSERT_TRUE(cpu::kern::linear_w4a4_int8_amx(t.w, x.data(), M, y.data()));
+    check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "amx-int8 w4a4 M=" + std::to_string(M));
+  }
+}
+
+// Both AMX W4A4 entry points refuse other formats (and the int8 one M < 16) before touching the
+// tile unit, so this runs on any CPU; below level amx cpu::linear never reaches them.
+TEST(CpuLinear, W4A4AmxTakesOnlyW4A4) {
+  std::mt19937 rng(516);
+  std::vector<float> x = random_activation(40, 64, rng), y(40 * 9, NAN);
+  const uint64_t before = cpu::kern::w4a4_amx_bf16_calls();
+  for (Kind kind : {Kind::kBF16, Kind::kW4A16, Kind::kF32, Kind::kF16}) {
+    TestWeight t = make_weight(kind, 9, 64, false, rng);
+    EXPECT_FALSE(cpu::kern::linear_w4a4_amx_bf16(t.w, x.data(), 40, y.data())) << kind_name(kind);
+    EXPECT_FALSE(cpu::kern::linear_w4a4_int8_amx(t.w, x.data(), 40, y.data())) << kind_name(kind);
+  }
+  TestWeight t = make_weight(Kind::kW4A4Even, 9, 64, false, rng);
+  EXPECT_FALSE(cpu::kern::linear_w4a4_amx_bf16(t.w, x.data(), 0, y.data()));
+  EXPECT_FALSE(cpu::kern::linear_w4a4_int8_amx(t.w, x.data(), 15, y.data()));
+  EXPECT_EQ(cpu::kern::w4a4_amx_bf16_calls(), before);
+  for (float v : y) EXPECT_TRUE(std::isnan(v));  // nothing written
+  for (Isa isa : levels()) {
+    if (isa == Isa::kAmx) continue;
+    cpu::ScopedIsa scoped(isa);
+    cpu::linear(t.w, x.data(), 40, y.data());
+    EXPECT_EQ(cpu::kern::w4a4_amx_bf16_calls(), before) << cpu::isa_name(isa);
   }
 }
 

@@ -1,5 +1,7 @@
-// AMX-INT8 W4A4 kernel for M ≥ 16 (prefill). Each 32-block is one tdpbssd step (K = 32 bytes):
-// the tile holds the exact int32 block dots of 16 activation rows × 16 weight rows, which are
+// linear_amx: the AMX dispatch (BF16 weights here, MXFP4 W4A4 in linear_w4a4_amx_bf16.cpp).
+//
+// AMX-INT8 W4A4 kernel (linear_w4a4_int8_amx; no longer dispatched, kept for bench_linear's
+// comparison). Each 32-block is one tdpbssd step (K = 32 bytes): the tile holds the exact int32 block dots of 16 activation rows × 16 weight rows, which are
 // then scaled by 2^(e_x − 2)·2^(e_w) and added in fp32 — the same arithmetic as the VNNI kernel,
 // with the integer work on the tile unit. Weights stay packed in the model; per task (32 weight
 // rows) they are unpacked once into the VNNI tile layout in a per-thread scratch (K bytes per
@@ -22,78 +24,23 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/amx/amx_bf16_tiles.h"
 #include "backends/cpu/linear/bf16_tile_gemm.h"
 #include "backends/cpu/linear/kernels.h"
 
 namespace stave::cpu::kern {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 0;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 // Tiles: 0..3 = C (16×16 int32) for row halves × column halves, 4,5 = A (16 rows × 32 codes),
 // 6,7 = B (8 rows × 16 columns × 4 codes: the VNNI layout of 16 weight rows × 32 codes).
 void configure_tiles() {
-  TileConfig cfg;
+  AmxTileConfig cfg;
   cfg.palette_id = 1;
   for (int t = 0; t < 4; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
   for (int t = 4; t < 6; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 32;
   for (int t = 6; t < 8; ++t) cfg.rows[t] = 8, cfg.colsb[t] = 64;
   _tile_loadconfig(&cfg);
 }
-
-// BF16: tiles 0..3 = C (16 rows × 16 fp32), 4,5 = A (16 weight rows × 32 bf16), 6,7 = B
-// (16 column pairs × 16 activation rows × 2 bf16). All 16 rows × 64 bytes.
-struct AmxBf16Tiles {
-  AmxBf16Tiles() {
-    TileConfig cfg;
-    cfg.palette_id = 1;
-    for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    _tile_loadconfig(&cfg);
-  }
-  ~AmxBf16Tiles() { _tile_release(); }
-  AmxBf16Tiles(const AmxBf16Tiles&) = delete;
-  AmxBf16Tiles& operator=(const AmxBf16Tiles&) = delete;
-
-  void zero_c() {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-  }
-  void load_c(const float* c) {
-    _tile_loadd(0, c, 64);
-    _tile_loadd(1, c + 256, 64);
-    _tile_loadd(2, c + 512, 64);
-    _tile_loadd(3, c + 768, 64);
-  }
-  void store_c(float* c) {
-    _tile_stored(0, c, 64);
-    _tile_stored(1, c + 256, 64);
-    _tile_stored(2, c + 512, 64);
-    _tile_stored(3, c + 768, 64);
-  }
-  void load_a(const uint16_t* a, int64_t stride) {
-    _tile_loadd(4, a, stride);
-    _tile_loadd(5, reinterpret_cast<const char*>(a) + 16 * stride, stride);
-  }
-  void load_b(const uint16_t* b) {
-    _tile_loadd(6, b, 64);
-    _tile_loadd(7, b + 512, 64);
-  }
-  void dp() {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-};
 
 inline __m256i unpack_nibbles(const uint8_t* p) {
   const __m128i m = _mm_set1_epi8(0x0f);
@@ -115,6 +62,12 @@ bool linear_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y)
 
 bool linear_amx(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format == WeightFormat::kBF16) return linear_amx_bf16(w, x, M, y);
+  if (w.format == WeightFormat::kMXFP4 && w.quantize_input && M >= kW4A4AmxBf16MinRows)
+    return linear_w4a4_amx_bf16(w, x, M, y);
+  return false;
+}
+
+bool linear_w4a4_int8_amx(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (!(w.format == WeightFormat::kMXFP4 && w.quantize_input) || M < 16) return false;
   const int64_t N = w.out, K = w.in;
   QuantizedActivations q;

@@ -105,6 +105,40 @@ void count_bf16_split_call();
 uint64_t w4a4_bf16_calls();
 void count_w4a4_bf16_call();
 
+// ---- MXFP4 W4A4 on AMX-BF16 (amx/linear_w4a4_amx_bf16.cpp; driver linear/w4a4_tile_gemm.h) ----
+// The activation QDQ'd to MXFP4 once per call and kept as bf16 (exact), weight panels expanded
+// from MXFP4 to bf16 B tiles in the kernel, tdpbf16ps into fp32 tiles across all of K: the
+// numerics of linear_w4a4_bf16_avx512 (one fp32 chain of K exact products per output).
+// Returns false (and does nothing) unless w is MXFP4 with quantize_input and M ≥ 1. Only call
+// it where active_isa() is kAmx (it executes AMX instructions).
+bool linear_w4a4_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Rows from which linear_amx runs W4A4 on it (fast precision only: exact precision never reaches
+// the CPU kernels). Below, linear_avx512 (AVX-512 int8 or bf16 by kW4A4Bf16MinRows). 16 = one
+// tile of activation rows, as the AMX-INT8 kernel before it: expanding a weight value costs
+// ~0.09 ns (2-core EPYC, one thread), what the VNNI int8 kernel spends on ~4 rows of it (90
+// GFLOP/s), so from 16 rows the tile unit should be ahead. Not yet measured on AMX:
+// tools/device/cpu_host_linear.sh runs bench_linear's M = 8..64 rows to check it.
+inline constexpr int64_t kW4A4AmxBf16MinRows = 16;
+// Calls of linear_w4a4_amx_bf16 in this process (tests assert the dispatch; baseline flags).
+uint64_t w4a4_amx_bf16_calls();
+void count_w4a4_amx_bf16_call();
+// The earlier AMX-INT8 W4A4 kernel (tdpbssd per 32-block, stored and rescaled per block). No
+// longer dispatched (linear_amx takes W4A4 to linear_w4a4_amx_bf16); kept for bench_linear's
+// comparison and tested directly. Returns false unless w is W4A4 and M ≥ 16. Level amx only.
+bool linear_w4a4_int8_amx(const LinearWeight& w, const float* x, int64_t M, float* y);
+
+// The two operand expansions of the AMX-BF16 W4A4 kernel (avx512/mxfp4_bf16_expand_avx512.cpp,
+// usable at level avx512 and above, so the driver also runs with emulated tiles in the tests):
+//  - the quantized activation as bf16 B tiles (the VNNI layout, as SplitActivations without the
+//    lo part): the E2M1 · 2^e of row r = 32·mb + 16·half + mm, column c = 32·ks + kk is
+//    out[(mb·(k / 32) + ks)·1024 + half·512 + (kk / 2)·32 + mm·2 + kk % 2], for all
+//    q.padded_rows rows (padding rows zero): one contiguous 2 KiB block = two B tiles per 32
+//    rows × 32 columns, so a K chunk of one 32-row block is contiguous;
+//  - one A tile of weight: the 32-block kb of weight rows n0 .. n0 + 15 (rows ≥ out_features as
+//    zeros) as row-major bf16, out[l·32 + c] = row n0 + l, column 32·kb + c (64-byte rows).
+void activations_to_bf16_avx512(const QuantizedActivations& q, uint16_t* out);
+void expand_mxfp4_bf16_rows_avx512(const LinearWeight& w, int64_t n0, int64_t kb, uint16_t* out);
+
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();
 
