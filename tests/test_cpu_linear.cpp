@@ -11,7 +11,9 @@
 // kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -212,7 +214,8 @@ bool takes_w4a4_bf16(Isa isa, Kind kind, int64_t M) {
 }
 // Whether it takes the AMX-BF16 W4A4 kernel (level amx; same numerics as the AVX-512-BF16 one).
 bool takes_w4a4_amx_bf16(Isa isa, Kind kind, int64_t M) {
-  return isa == Isa::kAmx && is_w4a4(kind) && M >= cpu::kern::kW4A4AmxBf16MinRows;
+  return isa == Isa::kAmx && is_w4a4(kind) && M >= cpu::kern::kW4A4AmxBf16MinRows &&
+         cpu::kern::w4a4_amx_bf16_enabled();
 }
 
 TEST(CpuFeatures, ParsesAndClampsLevels) {
@@ -877,9 +880,51 @@ TEST(CpuLinear, W4A4AmxBf16ExtremeWeightScalesEmulated) {
 // Of the Clef shapes, rows 0..31 and the last 32..40 rows are checked (the oracles are scalar and
 // rows are independent: the first activation block, and the last blocks including M = 100's and
 // 513's partial one), so the test stays within seconds.
+// Sets an environment variable for one scope (each CTest test runs in its own process).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// The AMX-BF16 W4A4 kernel is opt-in (STAVE_CPU_W4A4_AMX=bf16) until it has run on AMX hardware.
+TEST(CpuLinear, W4A4AmxKernelChoiceIsReadFromTheEnvironment) {
+  {
+    ScopedEnv e("STAVE_CPU_W4A4_AMX", "");
+    EXPECT_FALSE(cpu::kern::w4a4_amx_bf16_enabled());
+  }
+  {
+    ScopedEnv e("STAVE_CPU_W4A4_AMX", "int8");
+    EXPECT_FALSE(cpu::kern::w4a4_amx_bf16_enabled());
+  }
+  {
+    ScopedEnv e("STAVE_CPU_W4A4_AMX", "bf16");
+    EXPECT_TRUE(cpu::kern::w4a4_amx_bf16_enabled());
+  }
+  ScopedEnv e("STAVE_CPU_W4A4_AMX", "fp8");
+  try {
+    cpu::kern::w4a4_amx_bf16_enabled();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("STAVE_CPU_W4A4_AMX"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("fp8"), std::string::npos) << err.what();
+  }
+}
+
 TEST(CpuLinear, W4A4AmxBf16MatchesReference) {
   if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";
   cpu::ScopedIsa scoped(Isa::kAmx);
+  ScopedEnv opt_in("STAVE_CPU_W4A4_AMX", "bf16");
   auto through_dispatch = [](const LinearWeight& w, const float* x, int64_t M, float* y) {
     const uint64_t before = cpu::kern::w4a4_amx_bf16_calls();
     cpu::linear(w, x, M, y);
@@ -912,7 +957,7 @@ TEST(CpuLinear, W4A4AmxBf16MatchesReference) {
     }
 }
 
-// The AMX-INT8 W4A4 kernel (no longer dispatched; kept for bench_linear), called directly with
+// The AMX-INT8 W4A4 kernel (what linear_amx runs for W4A4 by default), called directly with
 // its own bound (exact block sums: the W4A4 chain of check_against_oracles).
 TEST(CpuLinear, W4A4Int8AmxMatchesReference) {
   if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";

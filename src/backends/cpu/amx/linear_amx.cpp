@@ -1,7 +1,7 @@
-// linear_amx: the AMX dispatch (BF16 weights here, MXFP4 W4A4 in linear_w4a4_amx_bf16.cpp).
+// linear_amx: the AMX dispatch (BF16 weights here; MXFP4 W4A4 on the AMX-INT8 kernel below, or
+// with STAVE_CPU_W4A4_AMX=bf16 on linear_w4a4_amx_bf16.cpp).
 //
-// AMX-INT8 W4A4 kernel (linear_w4a4_int8_amx; no longer dispatched, kept for bench_linear's
-// comparison). Each 32-block is one tdpbssd step (K = 32 bytes): the tile holds the exact int32 block dots of 16 activation rows × 16 weight rows, which are
+// AMX-INT8 W4A4 kernel (linear_w4a4_int8_amx). Each 32-block is one tdpbssd step (K = 32 bytes): the tile holds the exact int32 block dots of 16 activation rows × 16 weight rows, which are
 // then scaled by 2^(e_x − 2)·2^(e_w) and added in fp32 — the same arithmetic as the VNNI kernel,
 // with the integer work on the tile unit. Weights stay packed in the model; per task (32 weight
 // rows) they are unpacked once into the VNNI tile layout in a per-thread scratch (K bytes per
@@ -63,7 +63,7 @@ bool linear_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y)
 bool linear_amx(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format == WeightFormat::kBF16) return linear_amx_bf16(w, x, M, y);
   if (w.format == WeightFormat::kMXFP4 && w.quantize_input && M >= kW4A4AmxBf16MinRows)
-    return linear_w4a4_amx_bf16(w, x, M, y);
+    return w4a4_amx_bf16_enabled() ? linear_w4a4_amx_bf16(w, x, M, y) : linear_w4a4_int8_amx(w, x, M, y);
   return false;
 }
 

@@ -1,7 +1,11 @@
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 
 #include "backends/cpu/linear/kernels.h"
+#include "stave/errors.h"
 
 namespace stave::cpu::kern {
 
@@ -30,6 +34,14 @@ uint64_t bf16_split_calls() { return g_bf16_split_calls.load(std::memory_order_r
 uint64_t w4a4_bf16_calls() { return g_w4a4_bf16_calls.load(std::memory_order_relaxed); }
 void count_w4a4_amx_bf16_call() { g_w4a4_amx_bf16_calls.fetch_add(1, std::memory_order_relaxed); }
 uint64_t w4a4_amx_bf16_calls() { return g_w4a4_amx_bf16_calls.load(std::memory_order_relaxed); }
+
+bool w4a4_amx_bf16_enabled() {
+  const char* v = std::getenv("STAVE_CPU_W4A4_AMX");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "int8") return false;
+  if (std::string_view(v) == "bf16") return true;
+  throw Error(ErrorKind::kInvalidRequest,
+              std::string("STAVE_CPU_W4A4_AMX must be bf16 or int8 (the AMX kernel for MXFP4 W4A4), not '") + v + "'");
+}
 
 const float* e8m0_table() {
   static const auto table = [] {

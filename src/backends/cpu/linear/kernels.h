@@ -119,12 +119,18 @@ bool linear_w4a4_amx_bf16(const LinearWeight& w, const float* x, int64_t M, floa
 // GFLOP/s), so from 16 rows the tile unit should be ahead. Not yet measured on AMX:
 // tools/device/cpu_host_linear.sh runs bench_linear's M = 8..64 rows to check it.
 inline constexpr int64_t kW4A4AmxBf16MinRows = 16;
+// Whether linear_amx takes W4A4 to linear_w4a4_amx_bf16 (STAVE_CPU_W4A4_AMX=bf16) or, by default,
+// to the AMX-INT8 kernel: the BF16 one has been checked here only with emulated tiles (no AMX on
+// the machines it was written on), so it is opt-in until a run on AMX hardware
+// (tools/device/cpu_host_linear.sh) confirms it. Read on each call (tests switch it); any other
+// value than "bf16" or "int8" is an error naming the variable.
+bool w4a4_amx_bf16_enabled();
 // Calls of linear_w4a4_amx_bf16 in this process (tests assert the dispatch; baseline flags).
 uint64_t w4a4_amx_bf16_calls();
 void count_w4a4_amx_bf16_call();
-// The earlier AMX-INT8 W4A4 kernel (tdpbssd per 32-block, stored and rescaled per block). No
-// longer dispatched (linear_amx takes W4A4 to linear_w4a4_amx_bf16); kept for bench_linear's
-// comparison and tested directly. Returns false unless w is W4A4 and M ≥ 16. Level amx only.
+// The AMX-INT8 W4A4 kernel (tdpbssd per 32-block, stored and rescaled per block): what
+// linear_amx runs for W4A4 unless w4a4_amx_bf16_enabled(). Returns false unless w is W4A4 and
+// M ≥ 16. Level amx only.
 bool linear_w4a4_int8_amx(const LinearWeight& w, const float* x, int64_t M, float* y);
 
 // The two operand expansions of the AMX-BF16 W4A4 kernel (avx512/mxfp4_bf16_expand_avx512.cpp,
