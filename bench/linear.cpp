@@ -5,7 +5,8 @@
 // only: at M = 512 the scalar reference takes minutes per iteration on small machines).
 // w4a4_int8 / w4a4_bf16 run the two AVX-512 W4A4 kernels directly (VNNI int8 block dots vs
 // vdpbf16ps on bf16-expanded operands; skipped below level avx512), on the Clef-9B shapes too
-// (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked.
+// (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked. The lm_head
+// slice (32768 of the vocabulary × 4096) measures the decode step's largest read.
 // Counters: FLOP/s = 2·M·N·K per second; WeightB/s = bytes of stored weight read per second.
 #include <benchmark/benchmark.h>
 
@@ -41,6 +42,7 @@ constexpr Shape kShapes[] = {
     {"attn_o_proj", 5120, 6144},
     {"9b_mlp_up_4096x12288", 12288, 4096},
     {"9b_mlp_down_12288x4096", 4096, 12288},
+    {"lm_head_slice_32768x4096", 32768, 4096},  // 1/8 of the 9B lm_head's vocabulary (bf16: 256 MiB)
 };
 
 enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split };
@@ -155,6 +157,7 @@ int register_all() {
                                              [s, k = k](benchmark::State& st) { BM_Linear(st, s, k); });
       b->Arg(1)->Arg(64);
       if (k == Kernel::kBF16) b->Arg(32);
+      if (k == Kernel::kBF16 || k == Kernel::kW4A4) b->Arg(2)->Arg(8);  // decode rows (M ≤ kGemvMaxRows)
       if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
       b->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -301,6 +301,34 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
   }
 }
 
+// Decode shapes (M = 1, 2, 5, 8) at the Clef input widths: 4096 (9B hidden: every projection
+// from the residual stream and the lm_head), 12288 (9B down_proj), 5120 (27B hidden). Output
+// features are cut to a few hundred so the double-precision oracle stays fast; N is not a
+// multiple of any micro-tile. BF16 weights must take the streaming kernel (bf16_gemv.h) at
+// avx2 and above (amx included: below 16 rows it runs the avx512 one), and never at generic.
+TEST(CpuLinear, DecodeRowsOnClefWidthsTakeTheStreamingKernel) {
+  std::mt19937 rng(2024);
+  const int64_t shapes[][2] = {{301, 4096}, {67, 12288}, {130, 5120}};
+  for (const auto& s : shapes)
+    for (Kind kind : {Kind::kBF16, Kind::kW4A4Even}) {
+      TestWeight t = make_weight(kind, s[0], s[1], kind == Kind::kBF16, rng);
+      for (int64_t M : {1, 2, 5, 8}) {
+        std::vector<float> x = random_activation(M, s[1], rng);
+        for (Isa isa : levels()) {
+          cpu::ScopedIsa scoped(isa);
+          std::vector<float> y(static_cast<size_t>(M * s[0]), NAN);
+          const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=" + std::to_string(M) +
+                                    " N=" + std::to_string(s[0]) + " K=" + std::to_string(s[1]);
+          const uint64_t before = cpu::kern::bf16_gemv_calls();
+          cpu::linear(t.w, x.data(), M, y.data());
+          const bool gemv = kind == Kind::kBF16 && isa >= Isa::kAvx2;
+          EXPECT_EQ(cpu::kern::bf16_gemv_calls() - before, gemv ? 1u : 0u) << where;
+          check_against_oracles(t, kind, x.data(), M, y, where);
+        }
+      }
+    }
+}
+
 TEST(CpuLinear, ZeroRowsIsANoOpAndBadShapesAreErrors) {
   std::mt19937 rng(3);
   TestWeight t = make_weight(Kind::kW4A4Even, 8, 64, true, rng);

@@ -105,6 +105,14 @@ void count_bf16_split_call();
 uint64_t w4a4_bf16_calls();
 void count_w4a4_bf16_call();
 
+// Decode-shaped products (bf16_gemv.h): BF16 weights with M ≤ kGemvMaxRows go to a kernel that
+// streams each weight row once from its stored bf16 (threads split N), at levels avx2 and
+// avx512 (amx uses the avx512 one below its own M ≥ 16 threshold). Calls are counted so tests
+// can assert the dispatch (baseline flags, safe on any CPU).
+inline constexpr int64_t kGemvMaxRows = 8;
+uint64_t bf16_gemv_calls();
+void count_bf16_gemv_call();
+
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();
 
