@@ -305,7 +305,8 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
 // from the residual stream and the lm_head), 12288 (9B down_proj), 5120 (27B hidden). Output
 // features are cut to a few hundred so the double-precision oracle stays fast; N is not a
 // multiple of any micro-tile. BF16 weights must take the streaming kernel (bf16_gemv.h) at
-// avx2 and above (amx included: below 16 rows it runs the avx512 one), and never at generic.
+// avx2 and above (amx included: below 16 rows it runs the avx512 one), and never at generic;
+// W4A4 weights the VNNI decode kernel (linear_w4a4_gemv_avx512) at avx512 and above.
 TEST(CpuLinear, DecodeRowsOnClefWidthsTakeTheStreamingKernel) {
   std::mt19937 rng(2024);
   const int64_t shapes[][2] = {{301, 4096}, {67, 12288}, {130, 5120}};
@@ -319,10 +320,12 @@ TEST(CpuLinear, DecodeRowsOnClefWidthsTakeTheStreamingKernel) {
           std::vector<float> y(static_cast<size_t>(M * s[0]), NAN);
           const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=" + std::to_string(M) +
                                     " N=" + std::to_string(s[0]) + " K=" + std::to_string(s[1]);
-          const uint64_t before = cpu::kern::bf16_gemv_calls();
+          const uint64_t before = cpu::kern::bf16_gemv_calls(), before_w4a4 = cpu::kern::w4a4_gemv_calls();
           cpu::linear(t.w, x.data(), M, y.data());
           const bool gemv = kind == Kind::kBF16 && isa >= Isa::kAvx2;
+          const bool w4a4_gemv = kind == Kind::kW4A4Even && isa >= Isa::kAvx512;
           EXPECT_EQ(cpu::kern::bf16_gemv_calls() - before, gemv ? 1u : 0u) << where;
+          EXPECT_EQ(cpu::kern::w4a4_gemv_calls() - before_w4a4, w4a4_gemv ? 1u : 0u) << where;
           check_against_oracles(t, kind, x.data(), M, y, where);
         }
       }

@@ -316,6 +316,10 @@ void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, f
 
 void linear_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format == WeightFormat::kMXFP4 && w.quantize_input) {
+    if (M <= kGemvMaxRows) {
+      linear_w4a4_gemv_avx512(w, x, M, y);
+      return;
+    }
     if (M >= kW4A4Bf16MinRows && linear_w4a4_bf16_avx512(w, x, M, y)) return;
     linear_w4a4_int8_avx512(w, x, M, y);
     return;
