@@ -71,6 +71,10 @@ struct GenerationOptions {
   std::vector<std::string> stop;     // stop strings: generation ends before the first one (not in text)
   std::vector<int32_t> stop_token_ids;  // besides the model's eos ids (generation_config.json, else <|im_end|>)
   bool ignore_eos = false;
+  // false: ids only (Generation::text stays empty, stop strings are not looked for), as
+  // llama-bench's tg test does; stave bench-decode uses it, so a synthetic release whose random
+  // lm_head picks ids past its tokenizer's vocabulary can still be timed.
+  bool detokenize = true;
   // Set (by another thread) to stop: checked between decode steps; generate then throws
   // stave::DecisionCancelled. The server sets it when the client goes away.
   const std::atomic<bool>* cancel = nullptr;

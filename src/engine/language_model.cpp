@@ -233,7 +233,7 @@ Generation LanguageModel::generate(std::span<const int32_t> prompt_ids, const Ge
       break;
     }
     visible.push_back(id);
-    if (text.update(m.tokenizer->decode(visible))) {
+    if (options.detokenize && text.update(m.tokenizer->decode(visible))) {
       g.finish_reason = "stop";
       break;
     }

@@ -49,6 +49,7 @@ Run time_one(const LanguageModel& lm, const std::vector<int32_t>& prompt, int64_
   g.max_tokens = new_tokens;
   g.sampling.temperature = 0;
   g.ignore_eos = true;
+  g.detokenize = false;  // like llama-bench tg: the model's time only
   std::vector<Clock::time_point> at;
   at.reserve(static_cast<size_t>(new_tokens));
   g.on_token = [&](int32_t) { at.push_back(Clock::now()); };

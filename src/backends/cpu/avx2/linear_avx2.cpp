@@ -157,10 +157,9 @@ struct Avx2W4A4 {
 // shift (even columns) and one mask (odd columns), two FMAs per row of x.
 struct Avx2Bf16Gemv {
   static constexpr int L = 8, kRegs = 16;
-  static constexpr int kPrefetchBytes = 1024;  // per weight row, ahead of the loads
 
   template <int R, int C>
-  static void tile(const float* xa, int64_t chunks, const uint16_t* const* w, float* acc) {
+  static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
     const __m256i odd = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
     const int64_t stride = chunks * 16;
     __m256 a[R][C];
@@ -170,7 +169,8 @@ struct Avx2Bf16Gemv {
       __m256 we[C], wo[C];
       for (int j = 0; j < C; ++j) {
         const uint16_t* p = w[j] + c * 16;
-        if ((c & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        // The next tile's rows follow these C rows in memory: fetch the same columns of them.
+        if ((c & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
         we[j] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
         wo[j] = _mm256_castsi256_ps(_mm256_and_si256(v, odd));

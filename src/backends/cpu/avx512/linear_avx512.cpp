@@ -123,10 +123,9 @@ struct Avx512Float {
 // shift (even columns) and one mask (odd columns), two FMAs per row of x.
 struct Avx512Bf16Gemv {
   static constexpr int L = 16, kRegs = 32;
-  static constexpr int kPrefetchBytes = 1024;  // per weight row, ahead of the loads
 
   template <int R, int C>
-  static void tile(const float* xa, int64_t chunks, const uint16_t* const* w, float* acc) {
+  static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
     const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
     const int64_t stride = chunks * 32;
     __m512 a[R][C];
@@ -136,7 +135,8 @@ struct Avx512Bf16Gemv {
       __m512 we[C], wo[C];
       for (int j = 0; j < C; ++j) {
         const uint16_t* p = w[j] + c * 32;
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        // The next tile's rows follow these C rows in memory: fetch the same columns of them.
+        _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
         const __m512i v = _mm512_loadu_si512(p);
         we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));

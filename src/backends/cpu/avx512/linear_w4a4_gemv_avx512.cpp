@@ -77,6 +77,7 @@ void tile(const GroupedActivations& a, int64_t blocks, const uint8_t* const* wc,
   const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
   const __m512i nib = _mm512_set1_epi8(0x0f);
   const __m512i per_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const int64_t row_bytes = blocks * 16;
   __m512 s[R][C];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < C; ++j) s[i][j] = _mm512_setzero_ps();
@@ -86,7 +87,9 @@ void tile(const GroupedActivations& a, int64_t blocks, const uint8_t* const* wc,
     __m512 wsv[C];
     for (int j = 0; j < C; ++j) {
       const uint8_t* p = wc[j] + b * 16;
-      _mm_prefetch(reinterpret_cast<const char*>(p) + 1024, _MM_HINT_T0);
+      // The next tile's rows follow these C rows in memory: fetch the same columns of them.
+      _mm_prefetch(reinterpret_cast<const char*>(p + C * row_bytes), _MM_HINT_T0);
+      if ((g & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(ws[j] + b + C * blocks), _MM_HINT_T0);
       const __m512i v = nb == 4 ? _mm512_loadu_si512(p)
                                 : _mm512_maskz_loadu_epi8((__mmask64{1} << (16 * nb)) - 1, p);
       lo[j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nib));

@@ -16,8 +16,9 @@
 // kernel that provides:
 //   static constexpr int L;      // fp32 lanes per vector; a chunk is 2L columns
 //   static constexpr int kRegs;  // vector registers (16 for AVX2, 32 for AVX-512)
-//   template <int R, int C> static void tile(const float* xa, int64_t chunks,
+//   template <int R, int C> static void tile(const float* xa, int64_t chunks, int64_t row,
 //       const uint16_t* const* w, float* acc /* [R][C] */);
+//     // row: elements per weight row (K), for prefetching the next tile's rows
 //     // xa: R rearranged activation rows, one after another (stride chunks·2L floats)
 #pragma once
 #include <algorithm>
@@ -72,7 +73,7 @@ void bf16_gemv_rows(const LinearWeight& w, const float* x, const float* xa, int6
       const uint16_t* wr[C];
       for (int j = 0; j < C; ++j) wr[j] = data + (n + std::min(j, nr - 1)) * K;  // edge: repeat the last row
       float acc[R * C];
-      Kernel::template tile<R, C>(xa, chunks, wr, acc);
+      Kernel::template tile<R, C>(xa, chunks, K, wr, acc);
       for (int i = 0; i < R; ++i)
         for (int j = 0; j < nr; ++j) {
           float s = acc[i * C + j];
