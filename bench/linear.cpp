@@ -10,6 +10,7 @@
 // bf16-expanded operands, dispatched at level amx, vs the earlier tdpbssd kernel with a
 // per-block rescale; skipped below level amx), also at M = 2048 like w4a4_bf16, so the three
 // W4A4 prefill kernels compare on one table (FLOP/s = GFLOP/s × 1e9).
+// The lm_head slice (32768 of the vocabulary × 4096) measures the decode step's largest read.
 // Counters: FLOP/s = 2·M·N·K per second; WeightB/s = bytes of stored weight read per second.
 //
 // Built with -DSTAVE_CUDA=ON, also the GPU's fast-precision MXFP4 W4A4 linear layers on the
@@ -60,6 +61,7 @@ constexpr Shape kShapes[] = {
     {"attn_o_proj", 5120, 6144},
     {"9b_mlp_up_4096x12288", 12288, 4096},
     {"9b_mlp_down_12288x4096", 4096, 12288},
+    {"lm_head_slice_32768x4096", 32768, 4096},  // 1/8 of the 9B lm_head's vocabulary (bf16: 256 MiB)
 };
 
 enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split, kW4A4AmxBf16, kW4A4Int8Amx };
@@ -192,6 +194,7 @@ int register_all() {
                                              [s, k = k](benchmark::State& st) { BM_Linear(st, s, k); });
       b->Arg(1)->Arg(64);
       if (k == Kernel::kBF16) b->Arg(32);
+      if (k == Kernel::kBF16 || k == Kernel::kW4A4) b->Arg(2)->Arg(8);  // decode rows (M ≤ kGemvMaxRows)
       if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
       if (amx_kernel(k) || k == Kernel::kW4A4Bf16) b->Arg(2048);

@@ -318,6 +318,65 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
   }
 }
 
+// Decode shapes (M = 1, 2, 5, 8) at the Clef input widths: 4096 (9B hidden: every projection
+// from the residual stream and the lm_head), 12288 (9B down_proj), 5120 (27B hidden). Output
+// features are cut to a few hundred so the double-precision oracle stays fast; N is not a
+// multiple of any micro-tile. BF16 weights must take the streaming kernel (bf16_gemv.h) at
+// avx2 and above (amx included: below 16 rows it runs the avx512 one), and never at generic;
+// W4A4 weights the VNNI decode kernel (linear_w4a4_gemv_avx512) at avx512 and above.
+TEST(CpuLinear, DecodeRowsOnClefWidthsTakeTheStreamingKernel) {
+  std::mt19937 rng(2024);
+  const int64_t shapes[][2] = {{301, 4096}, {67, 12288}, {130, 5120}};
+  for (const auto& s : shapes)
+    for (Kind kind : {Kind::kBF16, Kind::kW4A4Even}) {
+      TestWeight t = make_weight(kind, s[0], s[1], kind == Kind::kBF16, rng);
+      for (int64_t M : {1, 2, 5, 8}) {
+        std::vector<float> x = random_activation(M, s[1], rng);
+        for (Isa isa : levels()) {
+          cpu::ScopedIsa scoped(isa);
+          std::vector<float> y(static_cast<size_t>(M * s[0]), NAN);
+          const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=" + std::to_string(M) +
+                                    " N=" + std::to_string(s[0]) + " K=" + std::to_string(s[1]);
+          const uint64_t before = cpu::kern::bf16_gemv_calls(), before_w4a4 = cpu::kern::w4a4_gemv_calls();
+          cpu::linear(t.w, x.data(), M, y.data());
+          const bool gemv = kind == Kind::kBF16 && isa >= Isa::kAvx2;
+          const bool w4a4_gemv = kind == Kind::kW4A4Even && isa >= Isa::kAvx512;
+          EXPECT_EQ(cpu::kern::bf16_gemv_calls() - before, gemv ? 1u : 0u) << where;
+          EXPECT_EQ(cpu::kern::w4a4_gemv_calls() - before_w4a4, w4a4_gemv ? 1u : 0u) << where;
+          check_against_oracles(t, kind, x.data(), M, y, where);
+        }
+      }
+    }
+}
+
+// The W4A4 decode kernel forms 2^(byte − 127) from the scale byte by a shift, with byte 0
+// (2^-127, subnormal) patched in: weight scale bytes 252, 1 and 0 against tiny activations,
+// K = 320 (10 blocks: a partial group of two at the end).
+TEST(CpuLinear, W4A4DecodeExtremeWeightScales) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or STAVE_CPU_ISA below avx512)";
+  std::mt19937 rng(31);
+  const int64_t N = 70, K = 320;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+  for (int64_t r = 0; r < N; ++r) {
+    t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
+    t.scales[r * (K / 32) + 9] = r % 2 == 0 ? 0 : 100;  // the partial group's last block
+  }
+  for (int64_t M : {1, 3, 8}) {
+    std::vector<float> x = random_activation(M, K, rng);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < 32; ++k) {
+        x[m * K + k] = std::ldexp(x[m * K + k], -120);
+        // Against 2^-127 (byte 0) these give terms near 1: a lost subnormal scale would show.
+        x[m * K + 9 * 32 + k] = std::ldexp(x[m * K + 9 * 32 + k], 120);
+      }
+    std::vector<float> y(static_cast<size_t>(M * N), NAN);
+    const uint64_t before = cpu::kern::w4a4_gemv_calls();
+    cpu::linear(t.w, x.data(), M, y.data());
+    EXPECT_EQ(cpu::kern::w4a4_gemv_calls(), before + 1);
+    check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "decode extreme scales M=" + std::to_string(M));
+  }
+}
+
 TEST(CpuLinear, ZeroRowsIsANoOpAndBadShapesAreErrors) {
   std::mt19937 rng(3);
   TestWeight t = make_weight(Kind::kW4A4Even, 8, 64, true, rng);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/linear/bf16_gemv.h"
 #include "backends/cpu/linear/float_gemm.h"
 #include "backends/cpu/linear/kernels.h"
 #include "backends/cpu/linear/w4a4_gemm.h"
@@ -152,6 +153,39 @@ struct Avx2W4A4 {
   }
 };
 
+// BF16 weights at M ≤ kGemvMaxRows (bf16_gemv.h): 16 bf16 per 32-byte load, widened by one
+// shift (even columns) and one mask (odd columns), two FMAs per row of x.
+struct Avx2Bf16Gemv {
+  static constexpr int L = 8, kRegs = 16;
+
+  template <int R, int C>
+  static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
+    const __m256i odd = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    const int64_t stride = chunks * 16;
+    __m256 a[R][C];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) a[i][j] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m256 we[C], wo[C];
+      for (int j = 0; j < C; ++j) {
+        const uint16_t* p = w[j] + c * 16;
+        // The next tile's rows follow these C rows in memory: fetch the same columns of them.
+        if ((c & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        we[j] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        wo[j] = _mm256_castsi256_ps(_mm256_and_si256(v, odd));
+      }
+      for (int i = 0; i < R; ++i) {
+        const float* xr = xa + i * stride + c * 16;
+        const __m256 xe = _mm256_loadu_ps(xr), xo = _mm256_loadu_ps(xr + 8);
+        for (int j = 0; j < C; ++j) a[i][j] = _mm256_fmadd_ps(xo, wo[j], _mm256_fmadd_ps(xe, we[j], a[i][j]));
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) acc[i * C + j] = hsum(a[i][j]);
+  }
+};
+
 }  // namespace
 
 void quantize_activations_avx2(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, int64_t row_multiple,
@@ -202,6 +236,10 @@ void linear_avx2(const LinearWeight& w, const float* x, int64_t M, float* y) {
     QuantizedActivations q;
     quantize_activations_avx2(x, M, w.in, w.input_scale_mode, 1, q);
     w4a4_gemm<Avx2W4A4>(w, q, y);
+    return;
+  }
+  if (w.format == WeightFormat::kBF16 && M <= kGemvMaxRows) {
+    bf16_gemv<Avx2Bf16Gemv>(w, x, M, y);
     return;
   }
   float_gemm<Avx2Float>(w, x, M, y);

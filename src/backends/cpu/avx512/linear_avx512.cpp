@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/linear/bf16_gemv.h"
 #include "backends/cpu/linear/float_gemm.h"
 #include "backends/cpu/linear/kernels.h"
 #include "backends/cpu/linear/w4a4_gemm.h"
@@ -115,6 +116,39 @@ struct Avx512Float {
         }
       }
     }
+  }
+};
+
+// BF16 weights at M ≤ kGemvMaxRows (bf16_gemv.h): 32 bf16 per 64-byte load, widened by one
+// shift (even columns) and one mask (odd columns), two FMAs per row of x.
+struct Avx512Bf16Gemv {
+  static constexpr int L = 16, kRegs = 32;
+
+  template <int R, int C>
+  static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
+    const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    const int64_t stride = chunks * 32;
+    __m512 a[R][C];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) a[i][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512 we[C], wo[C];
+      for (int j = 0; j < C; ++j) {
+        const uint16_t* p = w[j] + c * 32;
+        // The next tile's rows follow these C rows in memory: fetch the same columns of them.
+        _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
+        const __m512i v = _mm512_loadu_si512(p);
+        we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));
+      }
+      for (int i = 0; i < R; ++i) {
+        const float* xr = xa + i * stride + c * 32;
+        const __m512 xe = _mm512_loadu_ps(xr), xo = _mm512_loadu_ps(xr + 16);
+        for (int j = 0; j < C; ++j) a[i][j] = _mm512_fmadd_ps(xo, wo[j], _mm512_fmadd_ps(xe, we[j], a[i][j]));
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) acc[i * C + j] = _mm512_reduce_add_ps(a[i][j]);
   }
 };
 
@@ -282,8 +316,16 @@ void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, f
 
 void linear_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format == WeightFormat::kMXFP4 && w.quantize_input) {
+    if (M <= kGemvMaxRows) {
+      linear_w4a4_gemv_avx512(w, x, M, y);
+      return;
+    }
     if (M >= kW4A4Bf16MinRows && linear_w4a4_bf16_avx512(w, x, M, y)) return;
     linear_w4a4_int8_avx512(w, x, M, y);
+    return;
+  }
+  if (w.format == WeightFormat::kBF16 && M <= kGemvMaxRows) {
+    bf16_gemv<Avx512Bf16Gemv>(w, x, M, y);
     return;
   }
   float_gemm<Avx512Float>(w, x, M, y);

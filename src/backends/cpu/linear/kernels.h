@@ -145,6 +145,20 @@ bool linear_w4a4_int8_amx(const LinearWeight& w, const float* x, int64_t M, floa
 void activations_to_bf16_avx512(const QuantizedActivations& q, uint16_t* out);
 void expand_mxfp4_bf16_rows_avx512(const LinearWeight& w, int64_t n0, int64_t kb, uint16_t* out);
 
+// Decode-shaped products (bf16_gemv.h): BF16 weights with M ≤ kGemvMaxRows go to a kernel that
+// streams each weight row once from its stored bf16 (threads split N), at levels avx2 and
+// avx512 (amx uses the avx512 one below its own M ≥ 16 threshold). Calls are counted so tests
+// can assert the dispatch (baseline flags, safe on any CPU).
+inline constexpr int64_t kGemvMaxRows = 8;
+uint64_t bf16_gemv_calls();
+void count_bf16_gemv_call();
+// MXFP4 W4A4 with M ≤ kGemvMaxRows on AVX-512 VNNI (avx512/linear_w4a4_gemv_avx512.cpp): the
+// activation rearranged to the packed nibble order, four blocks per weight load, threads split
+// N. linear_avx512 dispatches it below kGemvMaxRows + 1 rows. Level avx512 or above.
+void linear_w4a4_gemv_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+uint64_t w4a4_gemv_calls();
+void count_w4a4_gemv_call();
+
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();
 

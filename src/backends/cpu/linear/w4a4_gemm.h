@@ -20,6 +20,16 @@ namespace {
 //   template <int R, int C> static void tile(const QuantizedActivations& q, const int64_t* rows,
 //       const uint8_t* const* wcodes, const uint8_t* const* wscales, int64_t b0, int64_t nb,
 //       float* acc /* [R][C] */);   // blocks b0 .. b0+nb of activation rows `rows`
+// Kernel::tile<R, NR> for R = mr (1 ≤ mr ≤ MR): acc holds mr rows of NR.
+template <class Kernel, int R>
+void w4a4_tile_rows(int mr, const QuantizedActivations& q, const int64_t* rows, const uint8_t* const* wc,
+                    const uint8_t* const* ws, int64_t b0, int64_t nb, float* acc) {
+  if constexpr (R > 1) {
+    if (mr < R) return w4a4_tile_rows<Kernel, R - 1>(mr, q, rows, wc, ws, b0, nb, acc);
+  }
+  Kernel::template tile<R, Kernel::NR>(q, rows, wc, ws, b0, nb, acc);
+}
+
 template <class Kernel>
 void w4a4_gemm(const LinearWeight& w, const QuantizedActivations& q, float* y) {
   constexpr int MR = Kernel::MR, NR = Kernel::NR;
@@ -47,16 +57,10 @@ void w4a4_gemm(const LinearWeight& w, const QuantizedActivations& q, float* y) {
             ws[j] = w.scales + r * blocks;
           }
           float acc[MR * NR];
-          if (mr == MR) {
-            int64_t rows[MR];
-            for (int i = 0; i < MR; ++i) rows[i] = m0 + m + i;
-            Kernel::template tile<MR, NR>(q, rows, wc, ws, b0, nb, acc);
-          } else {
-            for (int i = 0; i < mr; ++i) {
-              const int64_t row = m0 + m + i;
-              Kernel::template tile<1, NR>(q, &row, wc, ws, b0, nb, acc + i * NR);
-            }
-          }
+          int64_t rows[MR];
+          for (int i = 0; i < mr; ++i) rows[i] = m0 + m + i;
+          // All mr rows in one tile, so each weight block is unpacked once (decode: M < MR).
+          w4a4_tile_rows<Kernel, MR>(mr, q, rows, wc, ws, b0, nb, acc);
           for (int i = 0; i < mr; ++i) {
             float* yr = y + (m0 + m + i) * N + n0 + n;
             for (int j = 0; j < nr; ++j) {

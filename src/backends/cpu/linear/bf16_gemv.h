@@ -1,0 +1,108 @@
+// The decode-shaped product for BF16 weights (M = 1 .. kGemvMaxRows rows): every weight row is
+// read once, straight from the stored bf16 (no widened scratch copy), by one thread; threads
+// split the output features N into contiguous runs, so the whole weight streams from memory
+// once per call. This is the lm_head of a decode step (a Clef lm_head is [248k × hidden] bf16,
+// the largest tensor a decode step reads) and every linear of a BF16 release at M ≤ 8.
+//
+// A bf16 value is the upper half of an fp32, so a vector of 2L bf16 becomes two fp32 vectors
+// with one shift (even columns) and one mask (odd columns) — no lane shuffles. The activation
+// is rearranged once per call to match (per chunk of 2L columns: the L even ones, then the L
+// odd ones), and both halves are multiplied into the same fp32 accumulator with FMA (one
+// rounding per term, as in float_gemm), so the result differs from ref::linear only by
+// summation order: each accumulator lane chains K / L terms, then a reduction — inside the
+// float kernels' bound (K/8 + 48 terms). Fast precision only, like every kernel here.
+//
+// Each ISA file includes this (anonymous namespace: one copy per ISA, see float_gemm.h) with a
+// kernel that provides:
+//   static constexpr int L;      // fp32 lanes per vector; a chunk is 2L columns
+//   static constexpr int kRegs;  // vector registers (16 for AVX2, 32 for AVX-512)
+//   template <int R, int C> static void tile(const float* xa, int64_t chunks, int64_t row,
+//       const uint16_t* const* w, float* acc /* [R][C] */);
+//     // row: elements per weight row (K), for prefetching the next tile's rows
+//     // xa: R rearranged activation rows, one after another (stride chunks·2L floats)
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/linear/kernels.h"
+#include "formats/linear_weight.h"
+#include "util/bf16.h"
+
+namespace stave::cpu::kern {
+namespace {
+
+// Columns of x per chunk rearranged as [even | odd] (the chunk is 2L wide).
+inline void rearrange_even_odd(const float* x, int64_t M, int64_t K, int64_t chunk, int64_t chunks, float* xa) {
+  const int64_t half = chunk / 2;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float* s = x + m * K + c * chunk;
+      float* d = xa + (m * chunks + c) * chunk;
+      for (int64_t t = 0; t < half; ++t) {
+        d[t] = s[2 * t];
+        d[half + t] = s[2 * t + 1];
+      }
+    }
+}
+
+// Output features per task: enough rows that a task streams ≥ 256 KiB of a Clef-sized weight,
+// few enough that the runs balance over the threads.
+constexpr int64_t kGemvRowsPerTask = 64;
+
+// Weight rows per micro-tile: R·C accumulators + 2C widened weights + 2 activation vectors
+// must fit the register file; at most 4 (four streams per thread are plenty).
+constexpr int gemv_cols(int R, int regs) {
+  for (int c = 4; c > 1; --c)
+    if (R * c + 2 * c + 2 <= regs) return c;
+  return 1;
+}
+
+template <class Kernel, int R>
+void bf16_gemv_rows(const LinearWeight& w, const float* x, const float* xa, int64_t chunks, float* y) {
+  constexpr int C = gemv_cols(R, Kernel::kRegs);
+  constexpr int64_t chunk = 2 * Kernel::L;
+  const int64_t N = w.out, K = w.in, kmain = chunks * chunk;
+  const uint16_t* data = static_cast<const uint16_t*>(w.data);
+  const int64_t tasks = (N + kGemvRowsPerTask - 1) / kGemvRowsPerTask;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t n_end = std::min(N, (t + 1) * kGemvRowsPerTask);
+    for (int64_t n = t * kGemvRowsPerTask; n < n_end; n += C) {
+      const int nr = static_cast<int>(std::min<int64_t>(C, n_end - n));
+      const uint16_t* wr[C];
+      for (int j = 0; j < C; ++j) wr[j] = data + (n + std::min(j, nr - 1)) * K;  // edge: repeat the last row
+      float acc[R * C];
+      Kernel::template tile<R, C>(xa, chunks, K, wr, acc);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < nr; ++j) {
+          float s = acc[i * C + j];
+          for (int64_t k = kmain; k < K; ++k) s += x[i * K + k] * bf16_to_f32(wr[j][k]);  // K tail
+          y[i * N + n + j] = s + (w.bias ? w.bias[n + j] : 0.0f);
+        }
+    }
+  }
+}
+
+// y[M, N] = x · Wᵀ (+ bias) for a BF16 weight, 1 ≤ M ≤ kGemvMaxRows.
+template <class Kernel>
+void bf16_gemv(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  constexpr int64_t chunk = 2 * Kernel::L;
+  const int64_t K = w.in, chunks = K / chunk;
+  std::vector<float> xa(static_cast<size_t>(M * chunks * chunk));
+  rearrange_even_odd(x, M, K, chunk, chunks, xa.data());
+  count_bf16_gemv_call();
+  switch (M) {
+    case 1: bf16_gemv_rows<Kernel, 1>(w, x, xa.data(), chunks, y); break;
+    case 2: bf16_gemv_rows<Kernel, 2>(w, x, xa.data(), chunks, y); break;
+    case 3: bf16_gemv_rows<Kernel, 3>(w, x, xa.data(), chunks, y); break;
+    case 4: bf16_gemv_rows<Kernel, 4>(w, x, xa.data(), chunks, y); break;
+    case 5: bf16_gemv_rows<Kernel, 5>(w, x, xa.data(), chunks, y); break;
+    case 6: bf16_gemv_rows<Kernel, 6>(w, x, xa.data(), chunks, y); break;
+    case 7: bf16_gemv_rows<Kernel, 7>(w, x, xa.data(), chunks, y); break;
+    default: bf16_gemv_rows<Kernel, 8>(w, x, xa.data(), chunks, y); break;
+  }
+}
+
+}  // namespace
+}  // namespace stave::cpu::kern
