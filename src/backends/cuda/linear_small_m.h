@@ -10,6 +10,10 @@
 // two, reduces over the warp by shuffles, adds the bias. y fp32.
 //
 // Fast precision only (exact precision keeps its fp64 path), M ≤ kSmallMMax.
+// Expected (docs/benchmarks.md, "Decode linear layers"): near the memory bandwidth at M = 1
+// (≈ 3–4 TB/s of packed weight, the decode instructions near the SM's issue limit), falling
+// with M as the activation loads from L1 (4M/R bytes per weight) take over: ≈ 2 TB/s at M = 4,
+// ≈ 1 at 8, ≈ 0.5 at 16. bench_linear's cuda_decode_* cases measure it against today's path.
 // OPT-IN: STAVE_CUDA_SMALL_M=mxfp4 (read per call) dispatches it from dev::linear; unset, empty
 // or "off" keeps today's path; anything else is an Error naming the variable. The default stays
 // off until the kernel has run on a GPU (GPU suite: CudaLinearSmallM.*, bench_linear cuda_small_m).
