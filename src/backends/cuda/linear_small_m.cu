@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "backends/cuda/linear_small_m.h"
+#include "backends/cuda/mxfp4_device.cuh"
 #include "stave/errors.h"
 
 namespace stave::cuda {
@@ -27,6 +28,36 @@ __device__ __forceinline__ float2 e2m1_pair(uint32_t u) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
+// The activations' layout for the product: lane l of a warp reads chunk c = 32·i + l (32 values)
+// as 8 float4s, so the float4s are stored lane-innermost: float4 q of chunk c of row m at
+// m·Cp·8 + (i·8 + q)·32 + l (Cp = chunks rounded up to 32), and each warp-wide load is 512
+// contiguous bytes (row-major rows would put the lanes' 16 bytes 128 bytes apart, 32 L1 lines
+// per load). Chunks C … Cp − 1 are never written nor read.
+__host__ __device__ inline int64_t padded_chunks(int64_t chunks) { return (chunks + 31) / 32 * 32; }
+
+// The MXFP4 QDQ of x [M, K] (K % 32 == 0) into that layout: qdq_kernel of linear_ops.cu, the
+// same device functions (mxfp4_device.cuh) and roundings, bit for bit; one warp per block.
+// Rows M … rows − 1 (the kernel's MB rounding) are written as zeros (the QDQ of 0 is +0), so the
+// product needs no per-row branch.
+__global__ void qdq_lanes_kernel(const float* __restrict__ x, int64_t M, int64_t rows, int64_t K, int mode,
+                                 float* __restrict__ out) {
+  const int64_t chunks = K / 32, cp = padded_chunks(chunks);
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= rows * chunks) return;  // whole warps
+  const int64_t m = warp / chunks, c = warp % chunks;
+  const float v = m < M ? x[m * K + c * 32 + lane] : 0.0f;
+  float amax = fabsf(v);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, amax, o);
+    amax = amax < other ? other : amax;
+  }
+  const int e = scale_exponent(amax, mode);
+  const float inv = ldexpf(1.0f, -e), sc = ldexpf(1.0f, e);
+  const float q = e2m1_round(__fmul_rn(v, inv));
+  out[m * cp * 32 + (((c >> 5) * 8 + lane / 4) * 32 + (c & 31)) * 4 + lane % 4] = __fmul_rn(q, sc);
+}
+
 // 2^(e − 127) as the reference's ldexpf gives it (e = 0: 2^−127, e = 255: +inf).
 __device__ __forceinline__ float e8m0_scale(uint32_t e) { return e == 0 ? 0x1p-127f : __uint_as_float(e << 23); }
 
@@ -35,7 +66,8 @@ __device__ __forceinline__ float e8m0_scale(uint32_t e) { return e == 0 ? 0x1p-1
 // Σ w·x over the block for each of the M activation rows in fp32 (products exact unless an
 // activation is below ~2^−110, where a product would underflow), times the
 // block scale (a power of two: exact), added to the lane's accumulators; a shuffle reduction
-// over the warp at the end. xq: the MXFP4-QDQ'd activations, fp32 [M, K] (L1/L2 resident).
+// over the warp at the end. xq: the MXFP4-QDQ'd activations in the lane layout above (fp32,
+// L1/L2 resident).
 template <int MB, int R>
 __global__ void __launch_bounds__(kWarps * 32) small_m_kernel(const uint8_t* __restrict__ codes,
                                                               const uint8_t* __restrict__ scales,
@@ -45,6 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_kernel(const uint8_t* __r
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
   if (row0 >= N) return;  // whole warps only: no shuffle below misses a lane
   const int64_t chunks = K / 32, row_bytes = K / 2;
+  const int x_row4 = static_cast<int>(padded_chunks(chunks) * 8);  // float4s per activation row (< 2^31: K < 2^31)
   const uint4* wrow[R];
   const uint8_t* srow[R];
 #pragma unroll
@@ -81,6 +114,8 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_kernel(const uint8_t* __r
         next[r] = __ldg(wrow[r] + c + 32);
         next_s[r] = __ldg(srow[r] + c + 32);
       }
+    // This lane's float4s of chunk c in activation row 0 (the lane layout above).
+    const float4* xc = reinterpret_cast<const float4*>(xq) + (c >> 5) * 256 + lane;
     float part[R][MB];
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -100,9 +135,8 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_kernel(const uint8_t* __r
       }
 #pragma unroll
       for (int m = 0; m < MB; ++m) {
-        if (m >= M) continue;  // warp-uniform
-        const float4* xp = reinterpret_cast<const float4*>(xq + m * K + c * 32 + 8 * j);
-        const float4 lo = __ldg(xp), hi = __ldg(xp + 1);
+        const float4* xp = xc + (m * x_row4 + 64 * j);
+        const float4 lo = __ldg(xp), hi = __ldg(xp + 32);  // float4s 2j and 2j + 1 of chunk c
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float p = part[r][m];
@@ -147,15 +181,20 @@ void launch(const DeviceLinear& w, const float* xq, const float* bias, int M, fl
 }
 
 // Two rows per warp halve the activation loads (L1) per weight byte, which bound the kernel from
-// M ≈ 8 on (linear_small_m.h); one row where two would leave fewer than two blocks per SM's worth
-// of work (H200: 132 SMs). ptxas -v (sm_90a, nvcc 13.0), registers for MB = 1, 2, 4, 8, 16:
-// one row 40, 64, 64, 78, 102; two rows 54, 72, 94, 112, 124; no spills.
+// M ≈ 4 on (linear_small_m.h); one row where two would leave fewer than two blocks per SM's worth
+// of work (H200: 132 SMs), and at MB = 16. ptxas -v (sm_90a, nvcc 13.0; it hoists the chunk's
+// activation loads, hence the counts), registers for MB = 1, 2, 4, 8, 16: one row 40, 64, 73,
+// 140, 156; two rows 58, 80, 102, 144 (255 with a spill at MB = 16, not used).
 template <int MB>
 void launch_rows(const DeviceLinear& w, const float* xq, const float* bias, int M, float* y, cudaStream_t s) {
-  if (w.out >= int64_t{2} * 132 * kWarps * 2)
+  if (MB <= 8 && w.out >= int64_t{2} * 132 * kWarps * 2)
     launch<MB, 2>(w, xq, bias, M, y, s);
   else
     launch<MB, 1>(w, xq, bias, M, y, s);
+}
+
+int mode_code(mxfp4::ScaleMode m) {
+  return m == mxfp4::ScaleMode::kEven ? 0 : (m == mxfp4::ScaleMode::kFloor ? 1 : 2);
 }
 
 }  // namespace
@@ -185,11 +224,15 @@ void linear_small_m(GpuContext& ctx, const DeviceLinear& w, const float* x, int6
   if (!linear_small_m_supports(ctx, w, M))
     throw Error(ErrorKind::kInternal, w.name + ": small-M MXFP4 linear called for a weight or M (" +
                                           std::to_string(M) + ") it does not support");
-  const int64_t K = w.in;
+  const int64_t K = w.in, chunks = K / 32;
+  const int64_t rows = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : 16;  // the kernel's MB
   cudaStream_t s = ctx.stream();
-  ctx.scratch_x().reserve(static_cast<size_t>(M * K) * sizeof(float));
+  ctx.scratch_x().reserve(static_cast<size_t>(rows * padded_chunks(chunks) * 32) * sizeof(float));
   float* xq = ctx.scratch_x().as<float>();
-  mxfp4_qdq(x, M, K, w.input_scale_mode, xq, s);  // bit-exact with mxfp4::qdq_row
+  const int64_t threads = rows * chunks * 32;  // bit-exact with mxfp4::qdq_row
+  qdq_lanes_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, s>>>(
+      x, M, rows, K, mode_code(w.input_scale_mode), xq);
+  STAVE_CUDA_LAUNCHED();
   const float* bias = w.bias.bytes() ? w.bias.as<float>() : nullptr;
   const int m = static_cast<int>(M);
   if (m <= 1)

@@ -2,7 +2,9 @@
 // running sequences) is small and the product costs far less than expanding the whole packed
 // weight to BF16/FP8 in scratch, which today's paths (linear_ops.cu, linear_fp8.cu) do per call.
 //
-// The activations are MXFP4-QDQ'd bit-exactly by the device quantizer (dev::mxfp4_qdq), then
+// The activations are MXFP4-QDQ'd bit-exactly by the device quantizer's functions
+// (mxfp4_device.cuh, as dev::mxfp4_qdq), stored lane-interleaved so that each warp's activation
+// loads are 512 contiguous bytes, then
 // each warp streams R packed weight rows straight from the resident weight (16-byte loads of
 // E2M1 codes, one E8M0 scale byte per 32), decodes them in registers and accumulates Σ w·x per
 // scale block in fp32 for all M activation rows (each product of two E2M1·2^e values is exact
@@ -13,10 +15,11 @@
 // Expected (docs/benchmarks.md, "Decode linear layers"): near the memory bandwidth at M = 1
 // (≈ 3–4 TB/s of packed weight, the decode instructions near the SM's issue limit), falling
 // with M as the activation loads from L1 (4M/R bytes per weight) take over: ≈ 2 TB/s at M = 4,
-// ≈ 1 at 8, ≈ 0.5 at 16. bench_linear's cuda_decode_* cases measure it against today's path.
+// ≈ 1 at 8, ≈ 0.3 at 16 (one row per warp there). bench_linear's cuda_decode_* cases measure it
+// against today's path; they decide where the bound kSmallMMax should sit.
 // OPT-IN: STAVE_CUDA_SMALL_M=mxfp4 (read per call) dispatches it from dev::linear; unset, empty
 // or "off" keeps today's path; anything else is an Error naming the variable. The default stays
-// off until the kernel has run on a GPU (GPU suite: CudaLinearSmallM.*, bench_linear cuda_small_m).
+// off until the kernel has run on a GPU (GPU suite: CudaLinearSmallM.*, bench_linear cuda_decode_small_m).
 #pragma once
 #include <cstdint>
 
