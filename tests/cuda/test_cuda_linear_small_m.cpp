@@ -134,7 +134,9 @@ void check_shape(std::mt19937& rng, const Shape& s, bool bias, int64_t slice, in
   const Mxfp4Weight h = make_mxfp4(rng, s.N, s.K, lo, hi, bias);
   const auto x = test::random_floats(rng, static_cast<size_t>(s.M * s.K), -3.0f, 3.0f);
   cuda::GpuContext ctx(/*exact=*/false);
-  const cuda::DeviceLinear d = cuda::upload_linear(h.w, /*fp8_check=*/true);
+  // No FP8 check: the kernel reads only the packed weight (and the wide random scale ranges
+  // here would have the check name the weight on stderr).
+  const cuda::DeviceLinear d = cuda::upload_linear(h.w, /*fp8_check=*/false);
   ASSERT_TRUE(cuda::dev::linear_small_m_applies(ctx, d, s.M));
   const int64_t before = cuda::linear_small_m_calls();
   const auto got = run_linear(ctx, d, x, s.M);
