@@ -19,6 +19,12 @@
 // quantized to E4M3, cuBLASLt FP8) count the expansion and the activation quantization;
 // cuda_bf16_gemm / cuda_fp8_gemm time the product alone on the operands the full call left;
 // cuda_fp8_epilogue is cuda_fp8 with the row scales applied by a kernel after the GEMM.
+// Decode (M = 1, 4, 8, 16) on the six Clef-27B shapes: cuda_decode_small_m runs the small-M
+// kernel that reads the packed MXFP4 weight directly (linear_small_m.h, opt-in in the engine by
+// STAVE_CUDA_SMALL_M=mxfp4), cuda_decode_today today's dispatch (FP8 or BF16 expansion per call;
+// skipped while STAVE_CUDA_SMALL_M is set, which would change it); time in µs and WeightB/s =
+// bytes of packed weight (codes + scales) per second: the decode floor is the GPU's memory
+// bandwidth (H200 ≈ 4.3 TB/s).
 // Only those: --benchmark_filter=cuda_
 #include <benchmark/benchmark.h>
 
@@ -39,6 +45,7 @@
 
 #include "backends/cuda/device_ops.h"
 #include "backends/cuda/linear_fp8.h"
+#include "backends/cuda/linear_small_m.h"
 #include "stave/errors.h"
 #endif
 
@@ -209,7 +216,7 @@ const int registered = register_all();
 #ifdef STAVE_BENCH_CUDA
 // --- the GPU's MXFP4 W4A4 linear layers (fast precision) ---
 
-enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm };
+enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm, kSmallM, kToday };
 
 struct GpuState {
   stave::cuda::GpuContext ctx{/*exact=*/false};
@@ -255,11 +262,20 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
     return;
   }
   const int64_t M = state.range(0);
+  if (k == GpuKernel::kToday && cu::small_m_path_from_env() != cu::SmallMPath::kOff) {
+    state.SkipWithError("STAVE_CUDA_SMALL_M is set: unset it to time today's path");
+    return;
+  }
   GpuState& g = gpu_for(s, M);
   const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm;
   g.ctx.set_linear_path(!fp8 ? cu::LinearPath::kBf16
                         : k == GpuKernel::kFp8Epilogue ? cu::LinearPath::kFp8EpilogueScales
                                                        : cu::LinearPath::kFp8);
+  if (k == GpuKernel::kToday) g.ctx.set_linear_path(cu::linear_path_from_env());
+  if (k == GpuKernel::kSmallM && !cu::dev::linear_small_m_supports(g.ctx, *g.w, M)) {
+    state.SkipWithError("the small-M kernel does not support this weight or M");
+    return;
+  }
   if (fp8 && !cu::dev::linear_fp8_applies(g.ctx, *g.w)) {
     state.SkipWithError("FP8 path does not apply to this weight");
     return;
@@ -268,7 +284,8 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   float* y = g.y.as<float>();
   auto full = [&] { cu::dev::linear(g.ctx, *g.w, x, M, y); };
   auto once = [&] {
-    if (k == GpuKernel::kBf16Gemm) bf16_gemm_only(g, M);
+    if (k == GpuKernel::kSmallM) cu::dev::linear_small_m(g.ctx, *g.w, x, M, y);
+    else if (k == GpuKernel::kBf16Gemm) bf16_gemm_only(g, M);
     else if (k == GpuKernel::kFp8Gemm) cu::dev::linear_fp8_gemm_only(g.ctx, *g.w, M, y);
     else full();
   };
@@ -292,10 +309,19 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * s.out * s.in, benchmark::Counter::kIsIterationInvariantRate);
+  const double weight_bytes = static_cast<double>(s.out) * s.in / 2 + static_cast<double>(s.out) * s.in / 32;
+  state.counters["WeightB/s"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
   const cu::LinearFp8Stats st = cu::linear_fp8_stats();
   state.counters["rounded_act_blocks"] =
       static_cast<double>(st.activation_blocks_rounded - st0.activation_blocks_rounded);
   state.counters["weights_bf16_fallback"] = static_cast<double>(st.weights_out_of_range);
+  if (k == GpuKernel::kSmallM || k == GpuKernel::kToday) {
+    state.SetLabel(k == GpuKernel::kSmallM ? "small-M kernel"
+                   : st.gemms_scaled_in_gemm + st.gemms_scaled_after > st0.gemms_scaled_in_gemm + st0.gemms_scaled_after
+                       ? "today: fp8"
+                       : "today: bf16");
+    return;
+  }
   state.SetLabel(!fp8 ? "bf16"
                  : st.gemms_scaled_in_gemm > st0.gemms_scaled_in_gemm ? "fp8, scales in GEMM"
                                                                       : "fp8, scales after GEMM");
@@ -316,6 +342,19 @@ int register_gpu() {
           ->Arg(2048)
           ->Arg(8192)
           ->Unit(benchmark::kMillisecond)
+          ->UseManualTime();
+  // Decode: the small-M kernel beside today's path.
+  const std::pair<GpuKernel, const char*> decode[] = {{GpuKernel::kSmallM, "cuda_decode_small_m"},
+                                                      {GpuKernel::kToday, "cuda_decode_today"}};
+  for (const Shape& s : clef)
+    for (auto [k, kname] : decode)
+      benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),
+                                   [s, k = k](benchmark::State& st) { BM_GpuLinear(st, s, k); })
+          ->Arg(1)
+          ->Arg(4)
+          ->Arg(8)
+          ->Arg(16)
+          ->Unit(benchmark::kMicrosecond)
           ->UseManualTime();
   return 0;
 }

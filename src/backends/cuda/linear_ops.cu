@@ -10,6 +10,7 @@
 
 #include "backends/cuda/device_ops.h"
 #include "backends/cuda/linear_fp8.h"
+#include "backends/cuda/linear_small_m.h"
 #include "backends/cuda/mxfp4_device.cuh"
 #include "stave/errors.h"
 
@@ -255,6 +256,10 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
       STAVE_CUDA_LAUNCHED();
     }
     wide_product(ctx, d, M, N, K, bias, y);
+    return;
+  }
+  if (linear_small_m_applies(ctx, w, M)) {  // opt-in: STAVE_CUDA_SMALL_M=mxfp4 (linear_small_m.h)
+    linear_small_m(ctx, w, x, M, y);
     return;
   }
   if (linear_fp8_applies(ctx, w) && linear_fp8(ctx, w, x, M, y)) return;
