@@ -1,56 +1,40 @@
 // stave bench: decision latency, prefill throughput and memory per prompt length (src/bench).
-#include <fstream>
 #include <iostream>
 
-#include "measure/bench_run.h"
+#include "bench_cli.h"
 #include "command.h"
-#include "stave/errors.h"
+#include "measure/bench_run.h"
 
 namespace stave::cli {
 namespace {
 
 Register reg{{"bench", "Time decisions on synthetic requests of exact token lengths (like llama-bench -p)", [](CLI::App& sub) {
                 auto o = std::make_shared<measure::BenchOptions>();
-                auto tokens = std::make_shared<std::string>("256,512,2048");
-                auto precision = std::make_shared<std::string>("fast");
+                auto flags = std::make_shared<bench_cli::TextFlags>();
+                flags->prompt_tokens = "256,512,2048";
                 auto image = std::make_shared<std::string>();
-                auto json_out = std::make_shared<std::string>();
-                sub.add_option("--model", o->model, "release folder or Hugging Face repo id")->required();
-                sub.add_option("--prompt-tokens", *tokens, "encoded request lengths, comma-separated")
-                    ->capture_default_str();
+                bench_cli::add_model(sub, o->model);
+                bench_cli::add_prompt_tokens(sub, flags->prompt_tokens, "encoded request lengths, comma-separated");
                 sub.add_option("--questions", o->questions, "questions per request (noul, choice, score in turn)")
                     ->capture_default_str()
                     ->check(in_range(1, std::numeric_limits<int>::max()));
-                sub.add_option("--repeat", o->repeat, "timed decisions per length")
-                    ->capture_default_str()
-                    ->check(in_range(1, std::numeric_limits<int>::max()));
-                sub.add_option("--warmup", o->warmup, "untimed decisions per length first")
-                    ->capture_default_str()
-                    ->check(in_range(0, std::numeric_limits<int>::max()));
-                sub.add_option("--threads", o->threads, "threads (0: all cores)")->capture_default_str()->check(in_range(0, 4096));
+                bench_cli::add_repeat_warmup(sub, o->repeat, o->warmup, "decisions");
+                bench_cli::add_threads(sub, o->threads);
                 sub.add_option("--batch", o->batch,
                                "decisions per run, through Engine::decide_batch (one packed prefill on cuda)")
                     ->capture_default_str()
                     ->check(in_range(1, 4096));
-                sub.add_option("--precision", *precision, "exact or fast")->capture_default_str();
-                sub.add_option("--device", o->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
-                    ->capture_default_str();
+                bench_cli::add_precision_device(sub, flags->precision, o->device, "backbone");
                 sub.add_option("--image", *image, "add one WxH PNG to each request (counted in the length)");
-                sub.add_option("--json", *json_out, "also write the results as JSON to this file");
-                return std::function<int()>([o, tokens, precision, image, json_out]() -> int {
-                  o->prompt_tokens = measure::parse_token_list(*tokens);
-                  auto p = parse_precision(*precision);
-                  if (!p) throw Error(ErrorKind::kInvalidRequest, "--precision must be exact or fast, not \"" + *precision + "\"");
-                  o->precision = *p;
+                bench_cli::add_json(sub, flags->json_out);
+                return std::function<int()>([o, flags, image]() -> int {
+                  o->prompt_tokens = measure::parse_token_list(flags->prompt_tokens);
+                  o->precision = bench_cli::precision_flag(flags->precision);
                   if (!image->empty()) o->image = measure::parse_image_size(*image);
-                  o->log = [](const std::string& line) { std::cerr << "bench: " << line << std::endl; };
-                  measure::BenchReport report = measure::run_bench(*o);
+                  o->log = bench_cli::stderr_log("bench");
+                  const measure::BenchReport report = measure::run_bench(*o);
                   std::cout << measure::markdown_table(report) << std::flush;
-                  if (!json_out->empty()) {
-                    std::ofstream f(*json_out, std::ios::trunc);
-                    f << measure::to_json(report).dump(2) << "\n";
-                    if (!f) throw Error(ErrorKind::kIo, "cannot write " + *json_out);
-                  }
+                  if (!flags->json_out.empty()) bench_cli::write_json_file(flags->json_out, measure::to_json(report).dump(2));
                   return 0;
                 });
               }, 85}};
