@@ -47,12 +47,34 @@ ApiError parsed_error(OpenAiKind kind, const std::string& body) {
   return {};
 }
 
+// Request bodies: one user message (or a prompt) plus the given fields; keys come out sorted,
+// which the parser does not care about.
+std::string chat_body(const std::string& user, json fields = json::object()) {
+  fields["messages"] = json::array({{{"role", "user"}, {"content", user}}});
+  return fields.dump();
+}
+
+std::string completion_body(json prompt, json fields = json::object()) {
+  fields["prompt"] = std::move(prompt);
+  return fields.dump();
+}
+
+// `body` (a JSON object) with `fields` set or replaced.
+std::string with_fields(const std::string& body, const json& fields) {
+  json j = json::parse(body);
+  j.update(fields);
+  return j.dump();
+}
+
+// The messages of a one-line chat as a JSON fragment, for bodies written out by hand.
 const std::string kChat = R"("messages":[{"role":"user","content":"hi"}])";
 
 TEST(ServeOpenAiRequest, ChatFields) {
-  const OpenAiRequest r = parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"max_completion_tokens":7,"max_tokens":99,
-      "temperature":0,"top_p":0.5,"seed":3,"stop":"x","stream":true,"stream_options":{"include_usage":true},"n":1,
-      "logprobs":false,"model":"m"})");
+  const OpenAiRequest r = parsed_ok(
+      OpenAiKind::kChat, chat_body("hi", {{"max_completion_tokens", 7}, {"max_tokens", 99}, {"temperature", 0},
+                                          {"top_p", 0.5}, {"seed", 3}, {"stop", "x"}, {"stream", true},
+                                          {"stream_options", {{"include_usage", true}}}, {"n", 1},
+                                          {"logprobs", false}, {"model", "m"}}));
   EXPECT_EQ(r.generation.max_tokens, 7);  // max_completion_tokens wins, as in OpenAI's API
   EXPECT_EQ(r.generation.sampling.temperature, 0.0);
   EXPECT_EQ(r.generation.sampling.top_p, 0.5);
@@ -62,17 +84,20 @@ TEST(ServeOpenAiRequest, ChatFields) {
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.model, "m");
   EXPECT_NE(r.body.find("messages"), std::string::npos);
-  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + "}").generation.max_tokens, 256);
-  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"stop":["a","b"]})").generation.stop,
+  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, chat_body("hi")).generation.max_tokens, 256);
+  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, chat_body("hi", {{"stop", json::array({"a", "b"})}})).generation.stop,
             (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(ServeOpenAiRequest, LogprobsFields) {
-  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + "}").generation.logprobs, -1);
-  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":false})").generation.logprobs, -1);
-  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":true})").generation.logprobs, 0);
-  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":true,"top_logprobs":20})").generation.logprobs, 20);
-  EXPECT_EQ(parsed_ok(OpenAiKind::kChat, "{" + kChat + R"(,"logprobs":true,"top_logprobs":null})").generation.logprobs, 0);
+  auto chat_logprobs = [](const json& fields) {
+    return parsed_ok(OpenAiKind::kChat, chat_body("hi", fields)).generation.logprobs;
+  };
+  EXPECT_EQ(chat_logprobs(json::object()), -1);
+  EXPECT_EQ(chat_logprobs({{"logprobs", false}}), -1);
+  EXPECT_EQ(chat_logprobs({{"logprobs", true}}), 0);
+  EXPECT_EQ(chat_logprobs({{"logprobs", true}, {"top_logprobs", 20}}), 20);
+  EXPECT_EQ(chat_logprobs({{"logprobs", true}, {"top_logprobs", nullptr}}), 0);
   EXPECT_EQ(parsed_ok(OpenAiKind::kCompletion, R"({"prompt":"a"})").generation.logprobs, -1);
   EXPECT_EQ(parsed_ok(OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":0})").generation.logprobs, 0);
   EXPECT_EQ(parsed_ok(OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":5})").generation.logprobs, 5);
@@ -93,11 +118,11 @@ TEST(ServeOpenAiRequest, RefusalsNameTheField) {
     std::string body, field, says;
   };
   const std::vector<Case> cases = {
-      {OpenAiKind::kChat, R"({"n":2,)" + kChat + "}", "n", "\"n\""},
-      {OpenAiKind::kChat, R"({"logprobs":1,)" + kChat + "}", "logprobs", "boolean"},
-      {OpenAiKind::kChat, R"({"top_logprobs":2,)" + kChat + "}", "top_logprobs", "needs \"logprobs\": true"},
-      {OpenAiKind::kChat, R"({"logprobs":true,"top_logprobs":21,)" + kChat + "}", "top_logprobs", "0 to 20"},
-      {OpenAiKind::kChat, R"({"logprobs":true,"top_logprobs":-1,)" + kChat + "}", "top_logprobs", "0 to 20"},
+      {OpenAiKind::kChat, chat_body("hi", {{"n", 2}}), "n", "\"n\""},
+      {OpenAiKind::kChat, chat_body("hi", {{"logprobs", 1}}), "logprobs", "boolean"},
+      {OpenAiKind::kChat, chat_body("hi", {{"top_logprobs", 2}}), "top_logprobs", "needs \"logprobs\": true"},
+      {OpenAiKind::kChat, chat_body("hi", {{"logprobs", true}, {"top_logprobs", 21}}), "top_logprobs", "0 to 20"},
+      {OpenAiKind::kChat, chat_body("hi", {{"logprobs", true}, {"top_logprobs", -1}}), "top_logprobs", "0 to 20"},
       {OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":21})", "logprobs", "0 to 20"},
       {OpenAiKind::kCompletion, R"({"prompt":"a","logprobs":true})", "logprobs", "0 to 20"},
       {OpenAiKind::kCompletion, R"({"prompt":"a","top_logprobs":2})", "top_logprobs", "chat field"},
@@ -107,14 +132,14 @@ TEST(ServeOpenAiRequest, RefusalsNameTheField) {
       {OpenAiKind::kCompletion, R"({"prompt":["a","b"]})", "prompt", "one prompt"},
       {OpenAiKind::kCompletion, R"({"prompt":""})", "prompt", "empty"},
       {OpenAiKind::kCompletion, R"({"prompt":{}})", "prompt", "prompt must be"},
-      {OpenAiKind::kChat, R"({"stream":"yes",)" + kChat + "}", "stream", "boolean"},
-      {OpenAiKind::kChat, R"({"temperature":3,)" + kChat + "}", "temperature", "between 0 and 2"},
-      {OpenAiKind::kChat, R"({"temperature":"hot",)" + kChat + "}", "temperature", "temperature"},
-      {OpenAiKind::kChat, R"({"top_p":0,)" + kChat + "}", "top_p", "top_p"},
-      {OpenAiKind::kChat, R"({"max_tokens":-1,)" + kChat + "}", "max_tokens", "max_tokens"},
-      {OpenAiKind::kChat, R"({"stop":[1],)" + kChat + "}", "stop", "stop"},
-      {OpenAiKind::kChat, R"({"stop":["a","b","c","d","e"],)" + kChat + "}", "stop", "at most 4"},
-      {OpenAiKind::kChat, R"({"seed":1.5,)" + kChat + "}", "seed", "seed"},
+      {OpenAiKind::kChat, chat_body("hi", {{"stream", "yes"}}), "stream", "boolean"},
+      {OpenAiKind::kChat, chat_body("hi", {{"temperature", 3}}), "temperature", "between 0 and 2"},
+      {OpenAiKind::kChat, chat_body("hi", {{"temperature", "hot"}}), "temperature", "temperature"},
+      {OpenAiKind::kChat, chat_body("hi", {{"top_p", 0}}), "top_p", "top_p"},
+      {OpenAiKind::kChat, chat_body("hi", {{"max_tokens", -1}}), "max_tokens", "max_tokens"},
+      {OpenAiKind::kChat, chat_body("hi", {{"stop", json::array({1})}}), "stop", "stop"},
+      {OpenAiKind::kChat, chat_body("hi", {{"stop", json::array({"a", "b", "c", "d", "e"})}}), "stop", "at most 4"},
+      {OpenAiKind::kChat, chat_body("hi", {{"seed", 1.5}}), "seed", "seed"},
       {OpenAiKind::kCompletion, R"({"prompt":"a","echo":true})", "echo", "echo"},
   };
   for (const Case& c : cases) {
@@ -334,10 +359,8 @@ TEST(ServeOpenAiHttp, ChatWholeAndStreamedGiveTheLanguageModelsText) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], expected.prompt_token_ids.size());
   EXPECT_EQ(j["usage"]["completion_tokens"], expected.completion_token_ids.size());
 
-  json sbody = json::parse(kGreedyChat);
-  sbody["stream"] = true;
-  sbody["stream_options"] = {{"include_usage", true}};
-  auto streamed = srv.post("/v1/chat/completions", sbody.dump());
+  auto streamed = srv.post("/v1/chat/completions",
+                           with_fields(kGreedyChat, {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
   ASSERT_TRUE(streamed);
   ASSERT_EQ(streamed->status, 200) << streamed->body;
   EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
@@ -418,15 +441,15 @@ TEST(ServeOpenAiHttp, LogprobsWholeAndStreamed) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   LiveServer srv;
   const auto& lm = *fixture_models().lm;
-  const std::string chat_body =
+  const std::string chat_request =
       R"({"messages":[{"role":"user","content":"What is the capital of France?"}],"temperature":0,"max_tokens":6,
           "logprobs":true,"top_logprobs":3})";
-  GenerationOptions g = generation_options_from_request(chat_body);
+  GenerationOptions g = generation_options_from_request(chat_request);
   g.logprobs = 3;
-  const Generation expected = lm.chat(chat_body, g);
+  const Generation expected = lm.chat(chat_request, g);
   ASSERT_EQ(expected.logprobs.size(), expected.completion_token_ids.size());
 
-  auto whole = srv.post("/v1/chat/completions", chat_body);
+  auto whole = srv.post("/v1/chat/completions", chat_request);
   ASSERT_TRUE(whole);
   ASSERT_EQ(whole->status, 200) << whole->body;
   const json content = json::parse(whole->body)["choices"][0]["logprobs"]["content"];
@@ -444,9 +467,7 @@ TEST(ServeOpenAiHttp, LogprobsWholeAndStreamed) {
       EXPECT_DOUBLE_EQ(content[i]["top_logprobs"][k]["logprob"].get<double>(), s.top[k].logprob);
     }
   }
-  json sbody = json::parse(chat_body);
-  sbody["stream"] = true;
-  auto streamed = srv.post("/v1/chat/completions", sbody.dump());
+  auto streamed = srv.post("/v1/chat/completions", with_fields(chat_request, {{"stream", true}}));
   ASSERT_TRUE(streamed);
   ASSERT_EQ(streamed->status, 200) << streamed->body;
   json joined = json::array();
@@ -469,9 +490,7 @@ TEST(ServeOpenAiHttp, LogprobsWholeAndStreamed) {
     EXPECT_LE(lp["top_logprobs"][i].size(), 3u);  // the top 2 and the picked token
     EXPECT_DOUBLE_EQ(lp["top_logprobs"][i][lp["tokens"][i].get<std::string>()].get<double>(), lp["token_logprobs"][i].get<double>());
   }
-  json tsbody = json::parse(text_body);
-  tsbody["stream"] = true;
-  auto tstream = srv.post("/v1/completions", tsbody.dump());
+  auto tstream = srv.post("/v1/completions", with_fields(text_body, {{"stream", true}}));
   ASSERT_TRUE(tstream);
   json tokens = json::array(), offsets = json::array();
   for (const json& c : choice_chunks(tstream->body)) {
@@ -490,7 +509,9 @@ std::string streamed_text(const std::string& body, const std::string& never = ""
   for (const json& c : choice_chunks(body)) {
     const json& ch = c["choices"][0];
     const std::string piece = ch.contains("delta") ? ch["delta"].value("content", "") : ch["text"].get<std::string>();
-    if (!never.empty()) EXPECT_EQ(piece.find(never), std::string::npos) << "a chunk holds the stop string: " << piece;
+    if (!never.empty()) {
+      EXPECT_EQ(piece.find(never), std::string::npos) << "a chunk holds the stop string: " << piece;
+    }
     text += piece;
   }
   return text;
@@ -538,10 +559,8 @@ TEST(ServeOpenAiHttp, SeedStopAndMaxCompletionTokens) {
   auto streamed = srv.post("/v1/completions", body.dump());
   ASSERT_TRUE(streamed);
   EXPECT_EQ(streamed_text(streamed->body, stop), want);
-  json chat = json::parse(kGreedyChat);
-  chat["stream"] = true;
-  chat["stop"] = stop;  // the chat route shares the stop handling; here only: never past it
-  auto cs = srv.post("/v1/chat/completions", chat.dump());
+  // The chat route shares the stop handling; here only: never past it.
+  auto cs = srv.post("/v1/chat/completions", with_fields(kGreedyChat, {{"stream", true}, {"stop", stop}}));
   ASSERT_TRUE(cs);
   EXPECT_EQ(streamed_text(cs->body, stop).find(stop), std::string::npos);
 
@@ -562,26 +581,25 @@ TEST(ServeOpenAiHttp, TheContextLengthBoundsPromptAndCompletion) {
   o.decide.max_length = 24;
   LiveServer srv(o);
   EXPECT_EQ(json::parse(srv.get("/v1/models")->body)["data"][0]["context_length"], 24);
-  const std::string chat = R"({"messages":[{"role":"user","content":"hi"}],"temperature":0,"ignore_eos":true)";
-  auto asked = srv.post("/v1/chat/completions", chat + R"(,"max_tokens":100})");
+  const std::string chat = chat_body("hi", {{"temperature", 0}, {"ignore_eos", true}});
+  auto asked = srv.post("/v1/chat/completions", with_fields(chat, {{"max_tokens", 100}}));
   ASSERT_TRUE(asked);
   EXPECT_EQ(asked->status, 400) << asked->body;
   EXPECT_NE(asked->body.find("context length is 24 tokens"), std::string::npos) << asked->body;
-  auto defaulted = srv.post("/v1/chat/completions", chat + "}");  // the default budget shrinks to fit
+  auto defaulted = srv.post("/v1/chat/completions", chat);  // the default budget shrinks to fit
   ASSERT_TRUE(defaulted);
   ASSERT_EQ(defaulted->status, 200) << defaulted->body;
   const json d = json::parse(defaulted->body);
   EXPECT_EQ(d["usage"]["total_tokens"], 24);
   EXPECT_EQ(d["choices"][0]["finish_reason"], "length");
-  std::string ids;
-  for (int i = 0; i < 24; ++i) ids += (i ? "," : "") + std::to_string(1000 + i);
-  auto too_long = srv.post("/v1/completions", R"({"prompt":[)" + ids + "]}");
+  json ids = json::array();
+  for (int i = 0; i < 24; ++i) ids.push_back(1000 + i);
+  auto too_long = srv.post("/v1/completions", completion_body(ids));
   ASSERT_TRUE(too_long);
   EXPECT_EQ(too_long->status, 400) << too_long->body;
   EXPECT_NE(too_long->body.find("the prompt has 24 tokens"), std::string::npos) << too_long->body;
-  json streamed = json::parse(chat + R"(,"max_tokens":100})");
-  streamed["stream"] = true;  // refused before the stream starts: a plain 400
-  auto s = srv.post("/v1/chat/completions", streamed.dump());
+  // Refused before the stream starts: a plain 400.
+  auto s = srv.post("/v1/chat/completions", with_fields(chat, {{"max_tokens", 100}, {"stream", true}}));
   ASSERT_TRUE(s);
   EXPECT_EQ(s->status, 400) << s->body;
 }
