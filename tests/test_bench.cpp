@@ -81,6 +81,12 @@ TEST(BenchRequest, ParsesTokenListsAndImageSizes) {
   EXPECT_THROW(measure::parse_token_list("128,,512"), Error);
   EXPECT_THROW(measure::parse_token_list("12x"), Error);
   EXPECT_THROW(measure::parse_token_list("-5"), Error);
+  try {
+    measure::parse_token_list("1,x", "--batch");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--batch takes positive counts separated by commas (like 128,512); bad item \"x\"");
+  }
   auto s = measure::parse_image_size("640x480");
   EXPECT_EQ(s.width, 640);
   EXPECT_EQ(s.height, 480);

@@ -32,7 +32,7 @@ Register reg{{"bench-decode", "Time generation: time to first token and decode t
                 bench_cli::add_json(sub, flags->json_out);
                 return std::function<int()>([o, flags, batches]() -> int {
                   o->prompt_tokens = measure::parse_token_list(flags->prompt_tokens);
-                  o->batches = measure::parse_token_list(*batches);
+                  o->batches = measure::parse_token_list(*batches, "--batch");
                   o->precision = bench_cli::precision_flag(flags->precision);
                   o->log = bench_cli::stderr_log("bench-decode");
                   const measure::DecodeReport report = measure::run_decode_bench(*o);

@@ -85,7 +85,7 @@ nlohmann::ordered_json summary_json(const Summary& s) {
 
 }  // namespace
 
-std::vector<int64_t> parse_token_list(const std::string& text) {
+std::vector<int64_t> parse_token_list(const std::string& text, const std::string& option) {
   std::vector<int64_t> out;
   std::stringstream ss(text);
   std::string item;
@@ -99,10 +99,10 @@ std::vector<int64_t> parse_token_list(const std::string& text) {
     }
     if (used == 0 || used != item.size() || v < 1 || v > (1ll << 24))
       throw Error(ErrorKind::kInvalidRequest,
-                  "--prompt-tokens takes positive counts separated by commas (like 128,512); bad item \"" + item + "\"");
+                  option + " takes positive counts separated by commas (like 128,512); bad item \"" + item + "\"");
     out.push_back(v);
   }
-  if (out.empty()) throw Error(ErrorKind::kInvalidRequest, "--prompt-tokens is empty");
+  if (out.empty()) throw Error(ErrorKind::kInvalidRequest, option + " is empty");
   return out;
 }
 

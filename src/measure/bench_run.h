@@ -60,8 +60,9 @@ struct BenchReport {
 // Throws stave::Error for a bad model or option.
 BenchReport run_bench(const BenchOptions& options);
 
-// "128,512,2048" → {128, 512, 2048}; throws stave::Error(kInvalidRequest) naming the bad item.
-std::vector<int64_t> parse_token_list(const std::string& text);
+// "128,512,2048" → {128, 512, 2048}; throws stave::Error(kInvalidRequest) naming the option
+// (`option`, e.g. "--prompt-tokens") and the bad item.
+std::vector<int64_t> parse_token_list(const std::string& text, const std::string& option = "--prompt-tokens");
 
 std::string markdown_table(const BenchReport& report);
 nlohmann::ordered_json to_json(const BenchReport& report);
