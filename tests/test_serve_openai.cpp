@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,12 @@ std::string with_fields(const std::string& body, const json& fields) {
 
 // The messages of a one-line chat as a JSON fragment, for bodies written out by hand.
 const std::string kChat = R"("messages":[{"role":"user","content":"hi"}])";
+
+// Runs `f` when the scope ends (a test that occupies a worker frees it even when it fails early).
+struct OnExit {
+  std::function<void()> f;
+  ~OnExit() { f(); }
+};
 
 TEST(ServeOpenAiRequest, ChatFields) {
   const OpenAiRequest r = parsed_ok(
@@ -624,30 +631,53 @@ TEST(ServeOpenAiHttp, TheApiKeyGuardsTheGenerationRoutes) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+// Generation has its own admission: --max-decode-batch slots and --max-queue waiting, then 503 +
+// Retry-After; the decisions' workers (--max-running) are neither needed nor taken.
 TEST(ServeOpenAiHttp, AFullQueueAnswers503) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   ServeOptions o;
-  o.max_running = 1;
+  o.max_decode_batch = 1;
   o.max_queue = 0;
   LiveServer srv(o);
   std::mutex m;
   std::condition_variable cv;
   bool open = false;
-  auto busy = srv.server().admission().try_submit([&] {
-    std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [&] { return open; });
-  });
-  ASSERT_TRUE(busy);
-  while (srv.server().admission().running() == 0) std::this_thread::sleep_for(1ms);
+  auto occupy = [&](AdmissionQueue& q) {
+    auto job = q.try_submit([&] {
+      std::unique_lock<std::mutex> l(m);
+      cv.wait(l, [&] { return open; });
+    });
+    while (job && q.running() == 0) std::this_thread::sleep_for(1ms);
+    return job;
+  };
+  auto release = [&] {
+    {
+      std::lock_guard<std::mutex> l(m);
+      open = true;
+    }
+    cv.notify_all();
+  };
+  const OnExit released{release};  // before the server stops, whatever fails
+  // The one decision worker busy: generation still answers.
+  ASSERT_TRUE(occupy(srv.server().admission()));
+  auto ok = srv.post("/v1/chat/completions", kGreedyChat);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  // The one generation slot busy, no queue: 503.
+  ASSERT_TRUE(occupy(srv.server().generation_admission()));
   auto r = srv.post("/v1/chat/completions", kGreedyChat);
-  {
-    std::lock_guard<std::mutex> l(m);
-    open = true;
-  }
-  cv.notify_all();
+  auto c = srv.post("/v1/completions", R"({"prompt":"hi","max_tokens":2})");
+  const std::string metrics = srv.get("/metrics")->body;
+  release();
+  for (const char* line : {"\nstave_generation_slots 1\n", "\nstave_generation_queue_capacity 0\n",
+                           "\nstave_generation_requests_running 1\n", "\nstave_generation_queue_depth 0\n"})
+    EXPECT_NE(metrics.find(line), std::string::npos) << line << metrics;
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->status, 503) << r->body;
   EXPECT_FALSE(r->get_header_value("Retry-After").empty());
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->status, 503) << c->body;
+  EXPECT_FALSE(c->get_header_value("Retry-After").empty());
 }
 
 // stave_generated_tokens_total now (counted as tokens are picked).
@@ -692,12 +722,12 @@ TEST(ServeOpenAiHttp, StreamStopsWhenTheClientLeaves) {
   while (std::chrono::steady_clock::now() < until) {
     metrics = srv.get("/metrics")->body;
     if (metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1") != std::string::npos &&
-        srv.server().admission().running() == 0)
+        srv.server().generation_admission().running() == 0)
       break;
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_NE(metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1"), std::string::npos) << metrics;
-  EXPECT_EQ(srv.server().admission().running(), 0u);
+  EXPECT_EQ(srv.server().generation_admission().running(), 0u);
   // The live token counter stopped: the same a while later, far below the request's budget.
   const int64_t stopped_at = generated_tokens(srv);
   EXPECT_GT(stopped_at, 0);
@@ -723,9 +753,9 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
   const auto until = std::chrono::steady_clock::now() + 30s;
-  while (srv.server().admission().running() == 0 && std::chrono::steady_clock::now() < until)
+  while (srv.server().generation_admission().running() == 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(srv.server().admission().running(), 1u);
+  ASSERT_EQ(srv.server().generation_admission().running(), 1u);
   // The token counter grows while the generation runs …
   const int64_t before = generated_tokens(srv);
   while (generated_tokens(srv) < before + 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
@@ -734,10 +764,10 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   std::string metrics;
   while (std::chrono::steady_clock::now() < until + 30s) {
     metrics = srv.get("/metrics")->body;
-    if (srv.server().admission().running() == 0) break;
+    if (srv.server().generation_admission().running() == 0) break;
     std::this_thread::sleep_for(20ms);
   }
-  EXPECT_EQ(srv.server().admission().running(), 0u) << "the generation ran on after its client left";
+  EXPECT_EQ(srv.server().generation_admission().running(), 0u) << "the generation ran on after its client left";
   EXPECT_NE(metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1"), std::string::npos) << metrics;
   // … and stops when its client has left.
   const int64_t stopped_at = generated_tokens(srv);
@@ -746,15 +776,16 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   EXPECT_LT(stopped_at, 16000);
 }
 
-// Continuous batching over HTTP: streaming clients that arrive together (different prompts,
-// budgets, one sampled with its own seed) get the same text as the same requests sent one after
-// another, while the scheduler decodes several of them in one step (the batch-size histogram
-// says a step advanced more than one).
+// Continuous batching over HTTP with the default --max-running (1): streaming clients that
+// arrive together (different prompts, budgets, one sampled with its own seed) get the same text
+// as the same requests sent one after another, while the scheduler decodes several of them in
+// one step (the batch-size histogram says a step advanced more than one) — even with the one
+// decision worker held busy all along (generation does not use it).
 TEST(ServeOpenAiHttp, ConcurrentStreamsGetTheSequentialText) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
   ServeOptions o;
-  o.max_running = 6;
-  o.max_decode_batch = 4;
+  ASSERT_EQ(o.max_running, 1);
+  o.max_decode_batch = 4;  // 6 clients: 2 wait in the generation queue
   LiveServer srv(o);
   std::vector<json> bodies;
   const char* questions[] = {"What is the capital of France?", "Name a colour.", "Count to five.",
@@ -778,6 +809,22 @@ TEST(ServeOpenAiHttp, ConcurrentStreamsGetTheSequentialText) {
     EXPECT_EQ(sse_payloads(r->body).back(), "[DONE]");
     sequential.push_back(streamed_text(r->body));
   }
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  auto busy = srv.server().admission().try_submit([&] {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return open; });
+  });
+  ASSERT_TRUE(busy);
+  const OnExit released{[&] {
+    {
+      std::lock_guard<std::mutex> l(m);
+      open = true;
+    }
+    cv.notify_all();
+  }};
+  while (srv.server().admission().running() == 0) std::this_thread::sleep_for(1ms);
   std::vector<std::string> concurrent(bodies.size());
   std::vector<int> status(bodies.size(), 0);
   std::vector<std::thread> clients;
@@ -789,6 +836,7 @@ TEST(ServeOpenAiHttp, ConcurrentStreamsGetTheSequentialText) {
       concurrent[i] = streamed_text(r->body);
     });
   for (auto& t : clients) t.join();
+  EXPECT_EQ(srv.server().admission().running(), 1u) << "the decision worker stayed busy";
   for (size_t i = 0; i < bodies.size(); ++i) {
     EXPECT_EQ(status[i], 200) << "client " << i;
     EXPECT_FALSE(sequential[i].empty()) << "client " << i;
@@ -807,6 +855,7 @@ TEST(ServeOpenAiHttp, ConcurrentStreamsGetTheSequentialText) {
   const double steps = value("stave_generation_decode_batch_count");
   const double advanced = value("stave_generation_decode_batch_sum");
   EXPECT_GT(advanced, steps) << "no decode step batched two requests";
+  EXPECT_LT(value("stave_generation_decode_batch_bucket{le=\"1\"}"), steps) << "no step had 2 or more sequences";
   EXPECT_EQ(value("stave_generation_decode_batch_bucket{le=\"4\"}"), steps) << "a step went past --max-decode-batch";
 }
 

@@ -179,12 +179,13 @@ Register reg{{"serve",
                 sub.add_option("--max-running", a->max_running, "decisions computed at once")
                     ->capture_default_str()
                     ->check(in_range(1, 4096));
-                sub.add_option("--max-queue", a->max_queue, "decisions that may wait (then 503)")
+                sub.add_option("--max-queue", a->max_queue,
+                               "decisions that may wait (then 503); generation requests have their own queue of this size")
                     ->capture_default_str()
                     ->check(in_range(0, std::numeric_limits<int>::max()));
                 sub.add_option("--max-decode-batch", a->max_decode_batch,
-                               "generation: requests decoded together in one step (continuous batching; "
-                               "each also holds one of --max-running)")
+                               "generation: requests admitted and decoded together in one step (continuous batching; "
+                               "apart from --max-running; more wait up to --max-queue, then 503)")
                     ->capture_default_str()
                     ->check(in_range(1, 4096));
                 sub.add_option("--timeout-ms", a->timeout_ms, "per request, queue wait included (then 504)")

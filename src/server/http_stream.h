@@ -1,5 +1,5 @@
 // A response body written while it is produced (server-sent events): a bounded byte queue
-// between the thread that produces (a generation on an admission worker) and the connection
+// between the thread that produces (a generation on its admission slot) and the connection
 // that writes it as chunked transfer encoding. The producer blocks while `max_buffered` bytes
 // wait unsent, so a client that reads slowly slows its generation instead of growing memory;
 // once the connection is gone, write() returns false and the producer stops.

@@ -59,4 +59,14 @@ void GenerationMetrics::render(std::string& out) const {
   batch_.render(out, "stave_generation_decode_batch");
 }
 
+void render_generation_gauges(std::string& out, int64_t queued, int64_t running, int64_t capacity, int64_t slots) {
+  auto gauge = [&](const char* name, const char* help, int64_t v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
+  };
+  gauge("stave_generation_queue_depth", "Generation requests waiting for a slot.", queued);
+  gauge("stave_generation_queue_capacity", "Generation requests that may wait (--max-queue).", capacity);
+  gauge("stave_generation_requests_running", "Generation requests holding a slot (prefilling, decoding or streaming).", running);
+  gauge("stave_generation_slots", "Generation requests admitted at once (--max-decode-batch).", slots);
+}
+
 }  // namespace stave::server

@@ -35,4 +35,8 @@ class GenerationMetrics {
   std::atomic<uint64_t> completion_tokens_{0};
 };
 
+// The generation admission gauges (server.cpp's second AdmissionQueue): requests waiting for a
+// slot, holding one, and the bounds (--max-queue, --max-decode-batch).
+void render_generation_gauges(std::string& out, int64_t queued, int64_t running, int64_t capacity, int64_t slots);
+
 }  // namespace stave::server

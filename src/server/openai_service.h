@@ -1,13 +1,15 @@
-// POST /v1/chat/completions and POST /v1/completions over one LanguageModel, sharing the
-// server's admission queue (503 + Retry-After when full), deadline (504 before the reply
-// starts), access log and request metrics; their own metrics are server/openai_metrics.h.
+// POST /v1/chat/completions and POST /v1/completions over one LanguageModel, with the server's
+// admission policy (503 + Retry-After when full), deadline (504 before the reply starts), access
+// log and request metrics; their own metrics are server/openai_metrics.h.
 // A stream answers with server-sent events through HttpStream (server/http_stream.h): the
 // generation blocks while the client is slow to read, and stops between decode steps when the
 // client goes away.
 // Generation runs through one GenerationScheduler (engine/generation_scheduler.h): each request
-// holds its admission worker while it waits for its tokens, and the scheduler decodes all of
-// them together (continuous batching, at most --max-decode-batch per step); the worker runs the
-// request's callbacks, so a slow client delays only its own request.
+// holds a slot of the generation admission queue (OpenAiHost::admission — the server gives it
+// --max-decode-batch slots and --max-queue waiting, apart from the decisions' workers) while it
+// waits for its tokens, and the scheduler decodes all of them together (continuous batching, at
+// most --max-decode-batch per step); the slot's thread runs the request's callbacks, so a slow
+// client delays only its own request.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -35,7 +37,7 @@ struct OpenAiHost {
   const ServeOptions& options;
   const ModelNames& names;
   Metrics& metrics;
-  AdmissionQueue& admission;
+  AdmissionQueue& admission;  // the generations' own (not the decisions' workers)
   std::function<HttpReply(AccessRecord&, const ApiError&)> error_reply;
   // Metrics and the access-log line for a reply about to be sent (t0: arrival).
   std::function<void(AccessRecord&, HttpReply&, std::chrono::steady_clock::time_point)> finish;

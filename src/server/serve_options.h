@@ -36,9 +36,9 @@ struct ServeOptions {
   int max_running = 1;
   int max_queue = 16;
   int timeout_ms = 30000;               // from arrival to answer, queue wait included; then 504
-  // Generation: sequences one decode step advances together (continuous batching; more wait
-  // for a slot). Each generating request also holds an admission worker, so the batch is at
-  // most min(max_running, max_decode_batch).
+  // Generation: sequences one decode step advances together (continuous batching). Generation
+  // requests have their own admission: `max_decode_batch` admitted at once, `max_queue` more
+  // waiting, beyond that 503; they never take one of the `max_running` decision workers.
   int max_decode_batch = 32;
 
   // HTTP front: connections, deadlines, header limits (server/http_limits.h).

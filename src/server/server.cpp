@@ -73,11 +73,12 @@ struct Server::Impl : HttpHandler {
         log(stderr, o.access_log),
         http(transport_limits(o), *this, gauges),
         admission(static_cast<size_t>(std::max(1, o.max_running)), static_cast<size_t>(std::max(0, o.max_queue))),
-        openai(OpenAiHost{o, names, metrics, admission,
+        openai(OpenAiHost{o, names, metrics, generation,
                           [this](AccessRecord& rec, const ApiError& e) { return error_reply(rec, e); },
                           [this](AccessRecord& rec, HttpReply& r, Clock::time_point t0) { finish(rec, r, t0); },
                           [this](const AccessRecord& rec) { log.write(rec); },
-                          [this] { return retry_after_s(); }}) {
+                          [this] { return retry_after_s(); }}),
+        generation(static_cast<size_t>(std::max(1, o.max_decode_batch)), static_cast<size_t>(std::max(0, o.max_queue))) {
     std::random_device rd;
     id_prefix = fmt::format("{:08x}", rd());
   }
@@ -164,8 +165,12 @@ struct Server::Impl : HttpHandler {
   HttpGauges gauges;
   AccessLog log;
   HttpServer http;          // before admission: destroyed after the workers are joined
-  AdmissionQueue admission;
-  OpenAiService openai;     // /v1/chat/completions, /v1/completions
+  AdmissionQueue admission;  // decisions: --max-running workers, --max-queue waiting
+  OpenAiService openai;      // /v1/chat/completions, /v1/completions (over `generation`)
+  // Generations: --max-decode-batch slots (each runs its request's callbacks while the
+  // scheduler decodes it), --max-queue waiting; never the decisions' workers. After `openai`:
+  // its workers (which use the service) are joined before the service goes.
+  AdmissionQueue generation;
   std::string id_prefix;
   std::atomic<uint64_t> next_id{1};
   std::atomic<double> compute_s_ewma{0.05};
@@ -414,6 +419,8 @@ HttpReply Server::Impl::metrics_text() {
   r.content_type = "text/plain; version=0.0.4";
   r.body = metrics.render(g);
   openai.metrics().render(r.body);
+  render_generation_gauges(r.body, static_cast<int64_t>(generation.queued()), static_cast<int64_t>(generation.running()),
+                           static_cast<int64_t>(generation.capacity()), static_cast<int64_t>(generation.workers()));
   return r;
 }
 
@@ -485,6 +492,7 @@ void Server::run() {
   m.log.event("listening", {{"address", fmt::format("http://{}:{}", options_.host, port_)}});
   m.http.run();  // returns after stop(), once every connection is answered and closed
   m.admission.shutdown();
+  m.generation.shutdown();
   m.log.event("stopped");
   std::lock_guard<std::mutex> lock(m.mutex);
   m.run_finished = true;
@@ -570,5 +578,6 @@ void Server::wait_loaded_or_failed() const {
 }
 
 AdmissionQueue& Server::admission() { return impl_->admission; }
+AdmissionQueue& Server::generation_admission() { return impl_->generation; }
 
 }  // namespace stave::server

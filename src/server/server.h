@@ -53,7 +53,8 @@ class Server {
   void wait_loaded_or_failed() const;
 
   const ServeOptions& options() const { return options_; }
-  AdmissionQueue& admission();  // tests occupy workers through it
+  AdmissionQueue& admission();             // decisions' workers (tests occupy them through it)
+  AdmissionQueue& generation_admission();  // generations' slots (--max-decode-batch, --max-queue)
   int port() const { return port_; }
 
   struct Impl;
