@@ -11,9 +11,7 @@
 // kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
 #include <cfloat>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -29,6 +27,7 @@
 #include "ops/reference.h"
 #include "formats/mxfp4.h"
 #include "stave/errors.h"
+#include "test_env.h"
 #include "util/bf16.h"
 
 namespace stave {
@@ -939,38 +938,21 @@ TEST(CpuLinear, W4A4AmxBf16ExtremeWeightScalesEmulated) {
 // Of the Clef shapes, rows 0..31 and the last 32..40 rows are checked (the oracles are scalar and
 // rows are independent: the first activation block, and the last blocks including M = 100's and
 // 513's partial one), so the test stays within seconds.
-// Sets an environment variable for one scope (each CTest test runs in its own process).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // The AMX-BF16 W4A4 kernel is opt-in (STAVE_CPU_W4A4_AMX=bf16) until it has run on AMX hardware.
 TEST(CpuLinear, W4A4AmxKernelChoiceIsReadFromTheEnvironment) {
   {
-    ScopedEnv e("STAVE_CPU_W4A4_AMX", "");
+    test::ScopedEnv e("STAVE_CPU_W4A4_AMX", "");
     EXPECT_FALSE(cpu::kern::w4a4_amx_bf16_enabled());
   }
   {
-    ScopedEnv e("STAVE_CPU_W4A4_AMX", "int8");
+    test::ScopedEnv e("STAVE_CPU_W4A4_AMX", "int8");
     EXPECT_FALSE(cpu::kern::w4a4_amx_bf16_enabled());
   }
   {
-    ScopedEnv e("STAVE_CPU_W4A4_AMX", "bf16");
+    test::ScopedEnv e("STAVE_CPU_W4A4_AMX", "bf16");
     EXPECT_TRUE(cpu::kern::w4a4_amx_bf16_enabled());
   }
-  ScopedEnv e("STAVE_CPU_W4A4_AMX", "fp8");
+  test::ScopedEnv e("STAVE_CPU_W4A4_AMX", "fp8");
   try {
     cpu::kern::w4a4_amx_bf16_enabled();
     ADD_FAILURE() << "expected an error";
@@ -983,7 +965,7 @@ TEST(CpuLinear, W4A4AmxKernelChoiceIsReadFromTheEnvironment) {
 TEST(CpuLinear, W4A4AmxBf16MatchesReference) {
   if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";
   cpu::ScopedIsa scoped(Isa::kAmx);
-  ScopedEnv opt_in("STAVE_CPU_W4A4_AMX", "bf16");
+  test::ScopedEnv opt_in("STAVE_CPU_W4A4_AMX", "bf16");
   auto through_dispatch = [](const LinearWeight& w, const float* x, int64_t M, float* y) {
     const uint64_t before = cpu::kern::w4a4_amx_bf16_calls();
     cpu::linear(w, x, M, y);

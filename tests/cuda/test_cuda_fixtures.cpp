@@ -4,7 +4,6 @@
 // choice, |Δp| ≤ 0.005).
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -16,6 +15,7 @@
 #include "io/release.h"
 #include "model/backbone.h"
 #include "stave/engine.h"
+#include "test_env.h"
 #include "test_util.h"
 #include "util/mapped_file.h"
 
@@ -170,24 +170,6 @@ TEST_P(CudaFixtures, ExactDecisionsMatchFixtureLogits) {
   std::printf("[ cuda exact ] %s: %zu cases, worst |Δlogit| %.3g\n", variant.c_str(), names.size(), worst);
 }
 
-// Sets an environment variable for a scope (the GPU contexts read STAVE_CUDA_ATTENTION when
-// they are made).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // Fast decisions with the automatic attention choice (prefills of ≥ 16 tokens take the BF16
 // flash kernel, shorter ones and the head the older forms), with the 3xTF32 flash kernel pinned,
 // and with the BF16 one pinned (every backbone attention, decode included).
@@ -201,7 +183,7 @@ TEST_P(CudaFixtures, FastDecisionsAgreeWithExactCpu) {
   auto cpu = Engine::load(eo);
   for (const char* kernel : {"auto", "flash", "bf16"}) {
     SCOPED_TRACE(kernel);
-    const ScopedEnv env("STAVE_CUDA_ATTENTION", kernel);
+    const test::ScopedEnv env("STAVE_CUDA_ATTENTION", kernel);
     eo.precision = Precision::kFast;
     eo.device = "cuda";
     auto gpu = Engine::load(eo);

@@ -12,59 +12,19 @@
 
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/linear_fp8.h"
-#include "cuda_test_util.h"
+#include "cuda_linear_test_util.h"
 #include "formats/linear_weight.h"
 #include "ops/reference.h"
+#include "test_env.h"
 
 namespace stave {
 namespace {
 
-struct Mxfp4Weight {
-  std::vector<uint8_t> codes, scales;
-  std::vector<float> bias;
-  LinearWeight w;
-};
+using test::make_mxfp4;
+using test::Mxfp4Weight;
+using test::run_linear;
+using test::scaled_diff;
 
-// Random codes; scale bytes uniform in [lo, hi].
-Mxfp4Weight make_mxfp4(std::mt19937& rng, int64_t out, int64_t in, int lo, int hi, bool bias) {
-  Mxfp4Weight h;
-  h.codes.resize(out * in / 2);
-  h.scales.resize(out * in / 32);
-  for (auto& b : h.codes) b = static_cast<uint8_t>(rng());
-  for (auto& s : h.scales) s = static_cast<uint8_t>(std::uniform_int_distribution<int>(lo, hi)(rng));
-  h.w.name = "fp8_test";
-  h.w.out = out;
-  h.w.in = in;
-  h.w.format = WeightFormat::kMXFP4;
-  h.w.quantize_input = true;
-  h.w.data = h.codes.data();
-  h.w.scales = h.scales.data();
-  if (bias) {
-    h.bias = test::random_floats(rng, out);
-    h.w.bias = h.bias.data();
-  }
-  return h;
-}
-
-// max |Δ| / max(1, max |want|), as the op suite measures.
-double scaled_diff(const std::vector<float>& got, const std::vector<float>& want) {
-  double scale = 1.0;
-  for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-  return test::max_abs_diff(got, want) / scale;
-}
-
-std::vector<float> run_linear(cuda::GpuContext& ctx, const cuda::DeviceLinear& d, const std::vector<float>& x,
-                              int64_t M) {
-  cuda::DeviceBuffer dx, dy(static_cast<size_t>(M * d.out) * sizeof(float));
-  dx.upload(x.data(), x.size() * sizeof(float));
-  std::vector<float> y(static_cast<size_t>(M * d.out), NAN);
-  STAVE_CUDA_CHECK(cudaMemset(dy.as<void>(), 0xff, dy.bytes()));  // NaN poison
-  STAVE_CUDA_CHECK(cudaDeviceSynchronize());
-  cuda::dev::linear(ctx, d, dx.as<float>(), M, dy.as<float>());
-  ctx.synchronize();
-  dy.download(y.data(), y.size() * sizeof(float));
-  return y;
-}
 
 // Hopper's FP8 tensor cores accumulate a K step with fewer than fp32's bits before cuBLASLt
 // promotes the partial sums (DeepSeek-V3 report §3.3.2): the op suite's cuda fast linear bound.
@@ -83,7 +43,7 @@ TEST(CudaLinearFp8, BothScaleModesRaggedAndClefShapes) {
       const bool bias = s.M % 2 == 1;
       SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path) << " M " << s.M << " N " << s.N
                                         << " K " << s.K << " bias " << bias);
-      const Mxfp4Weight h = make_mxfp4(rng, s.N, s.K, 118, 130, bias);
+      const Mxfp4Weight h = make_mxfp4(rng, s.N, s.K, 118, 130, bias, "fp8_test");
       const auto x = test::random_floats(rng, s.M * s.K, -2.0f, 2.0f);
       cuda::GpuContext ctx(/*exact=*/false);
       ctx.set_linear_path(path);
@@ -114,7 +74,7 @@ TEST(CudaLinearFp8, WideWeightRowsTakeBf16Products) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(6);
   const int64_t M = 33, N = 64, K = 256;
-  Mxfp4Weight h = make_mxfp4(rng, N, K, 120, 126, false);
+  Mxfp4Weight h = make_mxfp4(rng, N, K, 120, 126, false, "fp8_test");
   h.scales[5 * (K / 32) + 3] = 100;  // row 5: 26 binades
   h.codes[(5 * (K / 32) + 3) * 16] = 0x11;  // a non-zero code in that block
   const auto before = cuda::linear_fp8_stats();
@@ -134,7 +94,7 @@ TEST(CudaLinearFp8, ZeroBlocksIgnoredNarrowNFallsBack) {
   std::mt19937 rng(7);
   const int64_t M = 20, K = 128;
   for (int64_t N : {48, 40}) {
-    Mxfp4Weight h = make_mxfp4(rng, N, K, 122, 128, true);
+    Mxfp4Weight h = make_mxfp4(rng, N, K, 122, 128, true, "fp8_test");
     // Every row's block 1: ±0 codes with exponent byte 0 (1 in row 0), far below the others:
     // the row still fits, since only blocks with a non-zero code count.
     for (int64_t r = 0; r < N; ++r) {
@@ -157,7 +117,7 @@ TEST(CudaLinearFp8, TinyActivationBlocksAreRoundedAndCounted) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(8);
   const int64_t M = 16, N = 32, K = 128;
-  const Mxfp4Weight h = make_mxfp4(rng, N, K, 124, 128, false);
+  const Mxfp4Weight h = make_mxfp4(rng, N, K, 124, 128, false, "fp8_test");
   auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
   for (int64_t i = 0; i < 32; ++i) x[3 * K + 64 + i] *= 0x1p-20f;  // row 3, block 2: 20 binades down
   const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
@@ -173,17 +133,20 @@ TEST(CudaLinearFp8, TinyActivationBlocksAreRoundedAndCounted) {
 }
 
 TEST(CudaLinearFp8, PathFromEnvironment) {
-  const char* was = std::getenv("STAVE_CUDA_LINEAR");
-  const std::string saved = was ? was : "";
-  setenv("STAVE_CUDA_LINEAR", "bf16", 1);
-  EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kBf16);
-  setenv("STAVE_CUDA_LINEAR", "fp8-epilogue", 1);
-  EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kFp8EpilogueScales);
-  setenv("STAVE_CUDA_LINEAR", "int4", 1);
-  EXPECT_THROW(cuda::linear_path_from_env(), Error);
-  unsetenv("STAVE_CUDA_LINEAR");
+  {
+    const test::ScopedEnv e("STAVE_CUDA_LINEAR", "bf16");
+    EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kBf16);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_LINEAR", "fp8-epilogue");
+    EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kFp8EpilogueScales);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_LINEAR", "int4");
+    EXPECT_THROW(cuda::linear_path_from_env(), Error);
+  }
+  const test::ScopedEnv e("STAVE_CUDA_LINEAR", nullptr);
   EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kFp8);
-  if (was) setenv("STAVE_CUDA_LINEAR", saved.c_str(), 1);
 }
 
 }  // namespace

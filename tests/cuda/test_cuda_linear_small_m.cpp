@@ -14,67 +14,26 @@
 
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/linear_small_m.h"
-#include "cuda_test_util.h"
+#include "cuda_linear_test_util.h"
 #include "formats/linear_weight.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
+#include "test_env.h"
 
 namespace stave {
 namespace {
 
+using test::make_mxfp4;
+using test::Mxfp4Weight;
+using test::run_linear;
+using test::scaled_diff;
+
 constexpr const char* kVar = "STAVE_CUDA_SMALL_M";
 
-// Sets STAVE_CUDA_SMALL_M for one scope and puts the old value back.
-class ScopedSwitch {
- public:
-  explicit ScopedSwitch(const char* value) {
-    const char* was = std::getenv(kVar);
-    had_ = was != nullptr;
-    if (had_) old_ = was;
-    if (value)
-      setenv(kVar, value, 1);
-    else
-      unsetenv(kVar);
-  }
-  ~ScopedSwitch() {
-    if (had_)
-      setenv(kVar, old_.c_str(), 1);
-    else
-      unsetenv(kVar);
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
+// STAVE_CUDA_SMALL_M set (or unset, nullptr) for one scope.
+struct ScopedSwitch : test::ScopedEnv {
+  explicit ScopedSwitch(const char* value) : test::ScopedEnv(kVar, value) {}
 };
-
-struct Mxfp4Weight {
-  std::vector<uint8_t> codes, scales;
-  std::vector<float> bias;
-  LinearWeight w;
-};
-
-// Random codes; scale bytes uniform in [lo, hi].
-Mxfp4Weight make_mxfp4(std::mt19937& rng, int64_t out, int64_t in, int lo, int hi, bool bias) {
-  Mxfp4Weight h;
-  h.codes.resize(static_cast<size_t>(out * in / 2));
-  h.scales.resize(static_cast<size_t>(out * in / 32));
-  for (auto& b : h.codes) b = static_cast<uint8_t>(rng());
-  std::uniform_int_distribution<int> e(lo, hi);
-  for (auto& s : h.scales) s = static_cast<uint8_t>(e(rng));
-  h.w.name = "small_m_test";
-  h.w.out = out;
-  h.w.in = in;
-  h.w.format = WeightFormat::kMXFP4;
-  h.w.quantize_input = true;
-  h.w.data = h.codes.data();
-  h.w.scales = h.scales.data();
-  if (bias) {
-    h.bias = test::random_floats(rng, static_cast<size_t>(out));
-    h.w.bias = h.bias.data();
-  }
-  return h;
-}
 
 // Output rows [r0, r0 + n) of w as a weight of its own (same storage).
 LinearWeight row_slice(const LinearWeight& w, int64_t r0, int64_t n) {
@@ -84,26 +43,6 @@ LinearWeight row_slice(const LinearWeight& w, int64_t r0, int64_t n) {
   s.scales = w.scales + r0 * (w.in / 32);
   if (w.bias) s.bias = w.bias + r0;
   return s;
-}
-
-std::vector<float> run_linear(cuda::GpuContext& ctx, const cuda::DeviceLinear& d, const std::vector<float>& x,
-                              int64_t M) {
-  cuda::DeviceBuffer dx, dy(static_cast<size_t>(M * d.out) * sizeof(float));
-  dx.upload(x.data(), x.size() * sizeof(float));
-  std::vector<float> y(static_cast<size_t>(M * d.out));
-  STAVE_CUDA_CHECK(cudaMemset(dy.as<void>(), 0xff, dy.bytes()));  // NaN poison
-  STAVE_CUDA_CHECK(cudaDeviceSynchronize());
-  cuda::dev::linear(ctx, d, dx.as<float>(), M, dy.as<float>());
-  ctx.synchronize();
-  dy.download(y.data(), y.size() * sizeof(float));
-  return y;
-}
-
-// max |Δ| / max(1, max |want|), as the op suite measures.
-double scaled_diff(const std::vector<float>& got, const std::vector<float>& want) {
-  double scale = 1.0;
-  for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-  return test::max_abs_diff(got, want) / scale;
 }
 
 // Exact products, fp32 sums in another order than the reference's: a few fp32 roundings of the
@@ -131,7 +70,7 @@ struct Shape {
 
 void check_shape(std::mt19937& rng, const Shape& s, bool bias, int64_t slice, int lo = 110, int hi = 135) {
   SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K << " bias " << bias);
-  const Mxfp4Weight h = make_mxfp4(rng, s.N, s.K, lo, hi, bias);
+  const Mxfp4Weight h = make_mxfp4(rng, s.N, s.K, lo, hi, bias, "small_m_test");
   const auto x = test::random_floats(rng, static_cast<size_t>(s.M * s.K), -3.0f, 3.0f);
   cuda::GpuContext ctx(/*exact=*/false);
   // No FP8 check: the kernel reads only the packed weight (and the wide random scale ranges
@@ -184,7 +123,7 @@ TEST(CudaLinearSmallM, ClefShapes) {
 TEST(CudaLinearSmallM, OffExactAndLargeMKeepTodaysPath) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(27);
-  const Mxfp4Weight h = make_mxfp4(rng, 64, 128, 120, 130, false);
+  const Mxfp4Weight h = make_mxfp4(rng, 64, 128, 120, 130, false, "small_m_test");
   const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
   cuda::GpuContext fast(false), exact(true);
   {
