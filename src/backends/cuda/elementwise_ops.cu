@@ -2,6 +2,7 @@
 // the reference op is (so exact mode stays within an fp32 rounding of the oracle).
 #include <cmath>
 
+#include "backends/cuda/block_reduce.cuh"
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
 
@@ -10,19 +11,6 @@ namespace {
 
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
-
-__device__ double block_sum(double v) {
-  __shared__ double part[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  const int warps = (blockDim.x + 31) >> 5;
-  for (int i = 0; i < warps; ++i) total += part[i];
-  __syncthreads();  // part[] is reused by the next call
-  return total;
-}
 
 __global__ void rms_norm_zc_kernel(const float* x, int64_t dim, const float* w, float eps, float* y) {
   const float* xr = x + blockIdx.x * dim;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/block_reduce.cuh"
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
 
@@ -95,20 +96,6 @@ __device__ float block_sum_f(float v) {
   return total;
 }
 
-// elementwise_ops.cu's block_sum, repeated so that the exact fused kernel reduces in its order.
-__device__ double block_sum_d(double v) {
-  __shared__ double part[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  const int warps = (blockDim.x + 31) >> 5;
-  for (int i = 0; i < warps; ++i) total += part[i];
-  __syncthreads();
-  return total;
-}
-
 // h += y (kAdd); x = rms_norm_zero_centered(h): one block per row, float4 when kVec (dim % 4 == 0
 // and the pointers 16-byte aligned). The second pass re-reads the thread's own h (cache hits),
 // so x may alias h when there is no add.
@@ -168,7 +155,7 @@ __global__ void add_rms_norm_exact_kernel(float* h, const float* y, int64_t dim,
     xr_h[i] += yr[i];
     ss += static_cast<double>(xr_h[i]) * xr_h[i];
   }
-  ss = block_sum_d(ss);
+  ss = block_sum(ss);
   const float inv = 1.0f / sqrtf(static_cast<float>(ss / dim) + eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[i] = __fmul_rn(__fmul_rn(xr_h[i], inv), 1.0f + w[i]);
 }
