@@ -12,5 +12,6 @@ cp "$P/model-bf16/tokenizer.json" "$work/ref/alt-bf16/"
 PYTHONUNBUFFERED=1 python3 tools/reference/make_video_reference.py --fixtures "$work/ref/fixtures" \
   --alt-bf16 "$work/ref/alt-bf16" --video-config tests/data/video/video_preprocessor_config.json \
   --out "$work/out" 2>&1 | tee "$OUT/video-log.txt"
-cp "$OUT/video-log.txt" "$work/out/make_video_reference.log"
+# The log kept beside the data names the scratch folder as $WORK, not as this machine's path.
+sed "s|$work|\$WORK|g" "$OUT/video-log.txt" > "$work/out/make_video_reference.log"
 tar -C "$work/out" -cJf "$OUT/video-refout.tar.xz" .
