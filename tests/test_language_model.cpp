@@ -355,6 +355,46 @@ TEST(LanguageModel, SeededSamplingIsReproducible) {
   EXPECT_NE(a.completion_token_ids, c.completion_token_ids);  // 6 draws at T=1.5 from ~50 candidates
 }
 
+// The fixture's lm_head has 151,936 rows and its tokenizer 151,669 ids: sampling near-uniformly
+// (a random model at a high temperature) picks the padded rows' ids now and then. Such an id is
+// kept among the completion ids and adds no text (Hugging Face's decode skips it), as its
+// logprobs entry shows an empty token — never an error in the middle of a reply.
+TEST(LanguageModel, PaddedVocabularyIdsAddNoText) {
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
+  const auto lm = load("bf16", Precision::kFast);
+  ASSERT_EQ(lm->vocab_size(), 151936);
+  const std::vector<int32_t> prompt = {151644, 872, 198, 13048, 0, 151645, 198, 151644, 77091, 198};
+  GenerationOptions g;
+  g.max_tokens = 40;
+  g.ignore_eos = true;
+  g.logprobs = 0;
+  g.sampling.temperature = 1000;
+  int64_t padded = 0;
+  for (uint64_t seed = 1; seed <= 400 && padded == 0; ++seed) {
+    g.sampling.seed = seed;
+    std::string streamed;
+    const Generation out = lm->generate(prompt, g, [&](std::string_view piece) { streamed += piece; });
+    ASSERT_EQ(out.completion_token_ids.size(), 40u) << "seed " << seed;
+    std::vector<int32_t> with_text;
+    for (const int32_t id : out.completion_token_ids) {
+      if (id < 151669) {
+        with_text.push_back(id);
+        continue;
+      }
+      ++padded;
+      EXPECT_EQ(lm->token_text(id), "");
+      EXPECT_EQ(lm->token_bytes(id), "");
+    }
+    EXPECT_EQ(out.text, lm->detokenize(with_text)) << "seed " << seed;
+    EXPECT_EQ(out.text, lm->detokenize(out.completion_token_ids)) << "seed " << seed;
+    EXPECT_EQ(streamed, out.text) << "seed " << seed;
+  }
+  EXPECT_GT(padded, 0) << "no padded id was drawn: the test checked nothing";
+  // Past the model's vocabulary an id is still an error.
+  EXPECT_THROW(lm->detokenize({151936}), Error);
+  EXPECT_THROW(lm->token_text(-1), Error);
+}
+
 TEST(LanguageModel, BadInputsAreErrors) {
   STAVE_REQUIRE_FIXTURE("public/lm/lm-bf16.json");
   const auto lm = load("bf16", Precision::kFast);

@@ -761,10 +761,12 @@ TEST(ServeOpenAiHttp, AWholeReplyStopsWhenTheClientLeaves) {
   while (generated_tokens(srv) < before + 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
   EXPECT_GE(generated_tokens(srv), before + 3);
   ::close(fd);
+  // The count of cancelled generations and running() are two updates: wait for both.
   std::string metrics;
   while (std::chrono::steady_clock::now() < until + 30s) {
+    const bool stopped = srv.server().generation_admission().running() == 0;
     metrics = srv.get("/metrics")->body;
-    if (srv.server().generation_admission().running() == 0) break;
+    if (stopped && metrics.find("stave_decisions_cancelled_total{reason=\"client_gone\"} 1") != std::string::npos) break;
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(srv.server().generation_admission().running(), 0u) << "the generation ran on after its client left";

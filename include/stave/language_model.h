@@ -72,8 +72,8 @@ struct GenerationOptions {
   std::vector<int32_t> stop_token_ids;  // besides the model's eos ids (generation_config.json, else <|im_end|>)
   bool ignore_eos = false;
   // false: ids only — no detokenization (Generation::text stays empty, on_text is not called,
-  // `stop` must be empty), e.g. for timing the model alone (stave bench-decode) or a model whose
-  // lm_head can pick ids past the tokenizer's vocabulary (random synthetic weights).
+  // `stop` must be empty), e.g. for timing the model alone (stave bench-decode). (An id the
+  // lm_head picks that no token has — padded rows — adds no text either way.)
   bool detokenize = true;
   // Set (by another thread) to stop: checked between decode steps; generate then throws
   // stave::DecisionCancelled. The server sets it when the client goes away.
@@ -116,7 +116,9 @@ class LanguageModel {
   // needs at least 2 tokens and ids in [0, vocab); else stave::Error(kInvalidRequest).
   Perplexity perplexity(std::span<const std::vector<int32_t>> windows) const;
 
-  // The release tokenizer (HF semantics, no special tokens added) and its decoding.
+  // The release tokenizer (HF semantics, no special tokens added) and its decoding. An id of the
+  // model's vocabulary that no token has (the lm_head's rows are padded past the tokenizer's) has
+  // no text, as in Hugging Face's decode; an id outside the vocabulary is stave::Error.
   std::vector<int32_t> tokenize(std::string_view text) const;
   std::string detokenize(const std::vector<int32_t>& ids) const;
   // One token alone: its text (a piece of a multi-byte character shows as U+FFFD; a special

@@ -52,7 +52,7 @@ bool GenerationSequence::take(std::span<float> logits, const Deliver& deliver) {
     return ended_ = true;
   }
   if (!options_.detokenize) return ended_ = static_cast<int64_t>(g_.completion_token_ids.size()) >= max_tokens_;
-  visible_.push_back(id);
+  if (!m_.textless(id)) visible_.push_back(id);  // a padded row's id is kept among the ids, adds no text
   if (text_.update(m_.tokenizer->decode(visible_))) {
     g_.finish_reason = "stop";
     return ended_ = true;

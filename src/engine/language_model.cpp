@@ -96,9 +96,20 @@ const std::vector<int32_t>& LanguageModel::eos_token_ids() const { return impl_-
 int64_t LanguageModel::vocab_size() const { return impl_->lm_head->vocab(); }
 
 std::vector<int32_t> LanguageModel::tokenize(std::string_view text) const { return impl_->tokenizer->encode(text); }
-std::string LanguageModel::detokenize(const std::vector<int32_t>& ids) const { return impl_->tokenizer->decode(ids); }
-std::string LanguageModel::token_text(int32_t id) const { return impl_->tokenizer->decode({id}); }
-std::string LanguageModel::token_bytes(int32_t id) const { return impl_->tokenizer->token_bytes(id); }
+// An id of the model's vocabulary that no token has (the lm_head's padded rows) has no text, as
+// Hugging Face's decode skips it; an id past the model's vocabulary is an error (the tokenizer's).
+bool LanguageModel::Impl::textless(int32_t id) const {
+  return id >= 0 && id < lm_head->vocab() && !tokenizer->has_token(id);
+}
+std::string LanguageModel::detokenize(const std::vector<int32_t>& ids) const {
+  std::vector<int32_t> kept;
+  kept.reserve(ids.size());
+  for (const int32_t id : ids)
+    if (!impl_->textless(id)) kept.push_back(id);
+  return impl_->tokenizer->decode(kept);
+}
+std::string LanguageModel::token_text(int32_t id) const { return impl_->textless(id) ? std::string() : impl_->tokenizer->decode({id}); }
+std::string LanguageModel::token_bytes(int32_t id) const { return impl_->textless(id) ? std::string() : impl_->tokenizer->token_bytes(id); }
 
 std::vector<std::vector<int32_t>> LanguageModel::split_windows(std::span<const int32_t> ids, int64_t ctx,
                                                                int64_t max_windows) {

@@ -36,6 +36,9 @@ struct LanguageModel::Impl {
   std::string chat_template_error;
   std::vector<int32_t> eos;
 
+  // An id the lm_head can pick that no token has (padded rows): it adds no text.
+  bool textless(int32_t id) const;
+
   void set_threads() const {
     if (options.threads > 0 && omp_get_max_threads() != options.threads) omp_set_num_threads(options.threads);
   }

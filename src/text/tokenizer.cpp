@@ -102,6 +102,9 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   int32_t vocab_size() const override { return vocab_size_; }
+  bool has_token(int32_t id) const override {
+    return added_content_.contains(id) || (id >= 0 && size_t(id) < id_bytes_.size() && model_.id_to_token(id) != nullptr);
+  }
 
  private:
   // Calls emit(piece, added_id) for every piece in order: added_id >= 0 for an added token,

@@ -37,6 +37,9 @@ class Tokenizer {
   // added token: its content. The default decodes the id alone.
   virtual std::string token_bytes(int32_t id) const { return decode({id}); }
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  // Whether some token (vocabulary or added) has this id. A model's lm_head is often wider than
+  // the tokenizer (rows padded to a round size): such ids have no token and no text.
+  virtual bool has_token(int32_t id) const { return id >= 0 && id < vocab_size(); }
   // Number of ids (vocabulary + added tokens): the largest id + 1.
   virtual int32_t vocab_size() const = 0;
 
