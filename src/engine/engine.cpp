@@ -71,6 +71,7 @@ struct Engine::Impl {
   EngineOptions options;
   std::unique_ptr<Release> release;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<const Backend> cpu;  // the CPU backend (wrapped by StagedBackend under STAVE_STAGES)
   const Backend* backend = nullptr;
   std::unique_ptr<Backbone> backbone;
   std::shared_ptr<DeviceBackbone> device_backbone;  // set when options.device is not "cpu"
@@ -96,7 +97,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   const Release& rel = *impl->release;
   const std::string& dir = rel.dir;
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
-  impl->backend = &cpu_backend(options.precision);
+  impl->cpu = make_backend("cpu", options.precision);
+  impl->backend = impl->cpu.get();
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
   impl->device_backbone = make_device_backbone(rel, options);
   if (impl->device_backbone && options.batch_tokens > 0)
