@@ -183,12 +183,15 @@ std::vector<float> GenerationScheduler::prefill(std::vector<std::shared_ptr<Requ
       states.push_back(&r->state);
       tokens += static_cast<int64_t>(r->seq.prompt().size());
     }
+    std::vector<float> hidden;
     try {
-      std::vector<float> hidden = m.backbone->prefill_batch(ids, states);
-      if (options_.on_prefill) options_.on_prefill(static_cast<int64_t>(batch.size()), tokens);
-      return hidden;
+      hidden = m.backbone->prefill_batch(ids, states);
     } catch (...) {
       again = true;  // the states are unusable; whatever failed, each request tries alone
+    }
+    if (!again) {
+      if (options_.on_prefill) options_.on_prefill(static_cast<int64_t>(batch.size()), tokens);
+      return hidden;
     }
   }
   std::vector<float> hidden;
@@ -196,16 +199,18 @@ std::vector<float> GenerationScheduler::prefill(std::vector<std::shared_ptr<Requ
   size_t keep = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     Request& r = *batch[i];
+    std::vector<float> rows;
     try {
       if (again) r.state = m.backbone->new_state(r.seq.expected_tokens());
-      const std::vector<float> rows = m.backbone->prefill(r.seq.prompt(), r.state);
-      if (options_.on_prefill) options_.on_prefill(1, static_cast<int64_t>(r.seq.prompt().size()));
-      hidden.insert(hidden.end(), rows.end() - H, rows.end());
-      if (keep != i) batch[keep] = std::move(batch[i]);
-      ++keep;
+      rows = m.backbone->prefill(r.seq.prompt(), r.state);
     } catch (...) {
       r.fail(std::current_exception());
+      continue;
     }
+    if (options_.on_prefill) options_.on_prefill(1, static_cast<int64_t>(r.seq.prompt().size()));
+    hidden.insert(hidden.end(), rows.end() - H, rows.end());
+    if (keep != i) batch[keep] = std::move(batch[i]);
+    ++keep;
   }
   batch.resize(keep);
   return hidden;
@@ -264,7 +269,15 @@ GenerationScheduler::Ended GenerationScheduler::pick(std::vector<std::shared_ptr
   std::vector<bool> gone(batch.size(), false);
   for (int64_t r0 = 0; r0 < n; r0 += block) {
     const int64_t rows = std::min(block, n - r0);
-    m.lm_head->logits(*m.head_backend, hidden.data() + r0 * H, rows, logits.data());
+    try {
+      m.lm_head->logits(*m.head_backend, hidden.data() + r0 * H, rows, logits.data());
+    } catch (...) {  // the block's requests end with the error; the loop goes on
+      for (int64_t i = 0; i < rows; ++i) {
+        gone[static_cast<size_t>(r0 + i)] = true;
+        ended.emplace_back(batch[static_cast<size_t>(r0 + i)], std::current_exception());
+      }
+      continue;
+    }
     for (int64_t i = 0; i < rows; ++i) {
       const auto at = static_cast<size_t>(r0 + i);
       Request& r = *batch[at];
