@@ -10,8 +10,9 @@
 // next layer starts, carrying its state (conv history, delta-rule state, KV cache) from step
 // to step. Temporaries are O(step × layer width); the residual stream is O(L × hidden), and
 // one full-attention layer's KV cache O(L × 2·n_kv·head_dim) while that layer runs. Several
-// sequences packed into one pass (forward_batch) share the linear layers' rows; the conv, the
-// delta rule and attention keep each sequence apart.
+// sequences packed into one pass (forward_batch; prefill_batch and decode_batch, which keep
+// each sequence's state) share the linear layers' rows; the conv, the delta rule and attention
+// keep each sequence apart.
 #pragma once
 #include <cstdint>
 #include <memory>
