@@ -2,7 +2,7 @@
 // whole-sequence forward, on the public fixture models and on every backend (the same model
 // code; CUDA instances skip without a GPU): prefill N tokens, then K decode steps of one token
 // (and one step of two), and compare every row of hidden states. Also the packed prefill
-// (forward_batch) against each sequence alone.
+// (forward_batch, and prefill_batch into per-sequence states) against each sequence alone.
 //
 // Exact precision: the reference's own fp32 order on both paths, but the delta rule runs chunked
 // over the prefill and per token in a decode step (as transformers does with a cache), so rows
@@ -12,12 +12,14 @@
 // 3.6e-5 on BF16, 0 on MXFP4); held to 1e-3.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 
 #include "backends/registry.h"
 #include "io/release.h"
 #include "model/backbone.h"
+#include "model/lm_head.h"
 #include "stave/errors.h"
 #include "ops/backend.h"
 #include "test_util.h"
@@ -133,6 +135,134 @@ TEST_P(DecodeStepOn, DecodeBatchEqualsEachSequenceAlone) {
   EXPECT_EQ(batched[0].tokens, before);
   std::vector<Backbone::SequenceState*> twice{&batched[0], &batched[0]};
   EXPECT_THROW(bb.decode_batch(twice, std::vector<int32_t>{ids[0], ids[1]}), Error);
+}
+
+// Largest |a − b| over the first `rows` rows of two tensors in the backend's memory.
+double max_rows_diff(const Backend& be, const Tensor& a, const Tensor& b, int64_t rows) {
+  const Tensor ha = be.to_host(a), hb = be.to_host(b);
+  const int64_t per = a.shape()[0] ? a.numel() / a.shape()[0] : 0;
+  return max_diff(ha.data<float>(), hb.data<float>(), static_cast<size_t>(rows * per));
+}
+
+// Largest difference between two states of the same sequence: every layer's conv window and
+// delta-rule state, or its KV cache rows; the token counts and cache lengths must be equal.
+double state_diff(const Backend& be, const Backbone::SequenceState& a, const Backbone::SequenceState& b) {
+  EXPECT_EQ(a.tokens, b.tokens);
+  double worst = 0;
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    const DecoderLayer::State &x = a.layers[l], &y = b.layers[l];
+    if (x.deltanet) {
+      worst = std::max(worst, max_rows_diff(be, x.deltanet->conv_history, y.deltanet->conv_history,
+                                             x.deltanet->conv_history.shape()[0]));
+      worst = std::max(worst, max_rows_diff(be, x.deltanet->recurrent, y.deltanet->recurrent,
+                                             x.deltanet->recurrent.shape()[0]));
+    } else {
+      EXPECT_EQ(x.attention->length, y.attention->length) << "layer " << l;
+      worst = std::max(worst, max_rows_diff(be, x.attention->k, y.attention->k, x.attention->length));
+      worst = std::max(worst, max_rows_diff(be, x.attention->v, y.attention->v, x.attention->length));
+    }
+  }
+  return worst;
+}
+
+// Continuous batching's admission: prompts prefilled together in one packed pass (one of them
+// continuing a state that has seen tokens, one longer than the CPU backend's 256-token step,
+// one of a single token) leave the same states and last rows (so the same logits) as each
+// prefilled alone, and decode on from them the same. A refused batch (an id outside the
+// vocabulary, a sequence past max_position_embeddings, an empty one) changes no state.
+TEST_P(DecodeStepOn, PrefillBatchEqualsEachSequenceAlone) {
+  const DecodeCase& c = GetParam();
+  STAVE_REQUIRE_FIXTURE("public/lm/lm-" + c.variant + ".json");
+  if (const std::string why = backend_unavailable_reason(c.device); !why.empty()) GTEST_SKIP() << why;
+  auto release = open_release(test::fixture("public/model-" + c.variant));
+  const auto backend = make_backend(c.device, c.precision);
+  const Backbone bb(*release, *backend);
+  const LmHead head(*release);
+  const Backend& head_be = cpu_backend(Precision::kFast);
+  const int64_t H = bb.hidden_size(), V = head.vocab();
+  const std::vector<int32_t> ids = window_ids(c.variant, 400);
+  // {from, count, tokens the state has already seen (from `from` on)}
+  struct Part {
+    size_t from, n, seen;
+  };
+  const std::vector<Part> parts{{0, 23, 0}, {30, 300, 0}, {7, 1, 0}, {100, 40, 9}, {200, 64, 0}};
+  std::vector<Backbone::SequenceState> alone, packed;
+  std::vector<std::span<const int32_t>> prompts;
+  std::vector<std::vector<float>> alone_last;
+  for (const Part& p : parts) {
+    alone.push_back(bb.new_state(4));
+    packed.push_back(bb.new_state(4));
+    if (p.seen > 0) {
+      bb.prefill(std::span(ids).subspan(p.from, p.seen), alone.back());
+      bb.prefill(std::span(ids).subspan(p.from, p.seen), packed.back());
+    }
+    prompts.push_back(std::span(ids).subspan(p.from + p.seen, p.n));
+    const std::vector<float> rows = bb.prefill(prompts.back(), alone.back());
+    alone_last.emplace_back(rows.end() - H, rows.end());
+  }
+  std::vector<Backbone::SequenceState*> pointers;
+  for (auto& s : packed) pointers.push_back(&s);
+  const std::vector<float> last = bb.prefill_batch(prompts, pointers);
+  ASSERT_EQ(last.size(), parts.size() * H);
+  double worst_row = 0, worst_state = 0, worst_logit = 0, worst_decode = 0;
+  std::vector<float> la(static_cast<size_t>(V)), lp(static_cast<size_t>(V));
+  for (size_t b = 0; b < parts.size(); ++b) {
+    worst_row = std::max(worst_row, max_diff(last.data() + b * H, alone_last[b].data(), H));
+    worst_state = std::max(worst_state, state_diff(*backend, packed[b], alone[b]));
+    head.logits(head_be, alone_last[b].data(), 1, la.data());
+    head.logits(head_be, last.data() + b * H, 1, lp.data());
+    worst_logit = std::max(worst_logit, max_diff(la.data(), lp.data(), la.size()));
+    EXPECT_EQ(std::max_element(la.begin(), la.end()) - la.begin(), std::max_element(lp.begin(), lp.end()) - lp.begin())
+        << "sequence " << b;
+  }
+  // Decoding on from the packed states equals decoding on from the states prefilled alone.
+  for (size_t k = 0; k < 3; ++k) {
+    std::vector<int32_t> next;
+    for (const Part& p : parts) next.push_back(ids[(p.from + p.seen + p.n + k) % ids.size()]);
+    const std::vector<float> rows = bb.decode_batch(pointers, next);
+    for (size_t b = 0; b < parts.size(); ++b) {
+      const std::vector<float> one = bb.decode_step(alone[b], std::span(&next[b], 1));
+      worst_decode = std::max(worst_decode, max_diff(rows.data() + b * H, one.data(), H));
+    }
+  }
+  std::cout << "[ prefill batch " << c.variant << " " << c.device << " " << to_string(c.precision)
+            << " ] max |Δ| vs alone: last rows " << worst_row << ", states " << worst_state << ", logits "
+            << worst_logit << ", decode after " << worst_decode << "\n";
+  EXPECT_LE(worst_row, c.tol);
+  EXPECT_LE(worst_state, c.tol);
+  EXPECT_LE(worst_logit, c.tol);
+  EXPECT_LE(worst_decode, c.tol);
+
+  // Refused batches leave every state as it was.
+  const int64_t t0 = packed[0].tokens, t1 = packed[1].tokens;
+  std::vector<Backbone::SequenceState*> two{&packed[0], &packed[1]};
+  const std::vector<int32_t> good{ids[0], ids[1]}, bad{ids[2], -5};
+  const std::vector<std::span<const int32_t>> with_bad{good, bad};
+  try {
+    bb.prefill_batch(with_bad, two);
+    ADD_FAILURE() << "an id outside the vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidRequest);
+    EXPECT_NE(std::string(e.what()).find("sequence 1 of the batch: token id -5 at position 1"), std::string::npos)
+        << e.what();
+  }
+  Backbone::SequenceState full = bb.new_state();
+  full.tokens = bb.config().max_position_embeddings - 1;  // as if it had seen that many
+  std::vector<Backbone::SequenceState*> long_one{&packed[0], &full};
+  const std::vector<std::span<const int32_t>> two_good{good, good};
+  try {
+    bb.prefill_batch(two_good, long_one);
+    ADD_FAILURE() << "a sequence past max_position_embeddings was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kRequestTooLarge);
+  }
+  const std::vector<std::span<const int32_t>> with_empty{good, {}};
+  EXPECT_THROW(bb.prefill_batch(with_empty, two), Error);
+  std::vector<Backbone::SequenceState*> twice{&packed[0], &packed[0]};
+  EXPECT_THROW(bb.prefill_batch(two_good, twice), Error);
+  EXPECT_EQ(packed[0].tokens, t0);
+  EXPECT_EQ(packed[1].tokens, t1);
+  EXPECT_TRUE(bb.prefill_batch({}, {}).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DecodeStepOn,

@@ -859,6 +859,13 @@ TEST(ServeOpenAiHttp, ConcurrentStreamsGetTheSequentialText) {
   EXPECT_GT(advanced, steps) << "no decode step batched two requests";
   EXPECT_LT(value("stave_generation_decode_batch_bucket{le=\"1\"}"), steps) << "no step had 2 or more sequences";
   EXPECT_EQ(value("stave_generation_decode_batch_bucket{le=\"4\"}"), steps) << "a step went past --max-decode-batch";
+  // stave_generation_prefill_batch: every prompt (6 sequential, 6 concurrent) prefilled once,
+  // in passes of at most 4 (those admitted in one iteration together).
+  EXPECT_EQ(value("stave_generation_prefill_batch_sum"), 12.0);
+  const double passes = value("stave_generation_prefill_batch_count");
+  EXPECT_GE(passes, 7.0);
+  EXPECT_LE(passes, 12.0);
+  EXPECT_EQ(value("stave_generation_prefill_batch_bucket{le=\"4\"}"), passes);
 }
 
 }  // namespace

@@ -147,21 +147,73 @@ void GenerationScheduler::loop() {
 
 void GenerationScheduler::admit(std::vector<std::shared_ptr<Request>>& admitted) {
   const LanguageModel::Impl& m = *model_->impl_;
+  std::vector<std::shared_ptr<Request>> batch;
   for (auto& r : admitted) {
     if (r->cancelled()) {
       r->fail(std::make_exception_ptr(DecisionCancelled()));
       continue;
     }
+    // What the backbone would refuse fails this request alone, before anything runs.
     try {
       r->state = m.backbone->new_state(r->seq.expected_tokens());
-      std::vector<float> logits = m.last_logits(m.backbone->prefill(r->seq.prompt(), r->state));
-      if (r->seq.take(logits, r->post)) r->succeed();
-      else running_.push_back(std::move(r));
+      m.backbone->check_extend(r->seq.prompt(), r->state);
+      batch.push_back(std::move(r));
     } catch (...) {
       r->fail(std::current_exception());
     }
   }
+  if (batch.empty()) return;
+  const std::vector<float> hidden = prefill(batch);
+  Ended ended = pick(batch, hidden);
+  for (auto& r : batch) running_.push_back(std::move(r));
   running_count_.store(static_cast<int64_t>(running_.size()), std::memory_order_relaxed);
+  complete(ended);
+}
+
+std::vector<float> GenerationScheduler::prefill(std::vector<std::shared_ptr<Request>>& batch) {
+  const LanguageModel::Impl& m = *model_->impl_;
+  const int64_t H = m.backbone->hidden_size();
+  bool again = false;  // a packed pass failed: fresh states
+  if (batch.size() > 1) {
+    std::vector<std::span<const int32_t>> ids;
+    std::vector<Backbone::SequenceState*> states;
+    int64_t tokens = 0;
+    for (auto& r : batch) {
+      ids.emplace_back(r->seq.prompt());
+      states.push_back(&r->state);
+      tokens += static_cast<int64_t>(r->seq.prompt().size());
+    }
+    std::vector<float> hidden;
+    try {
+      hidden = m.backbone->prefill_batch(ids, states);
+    } catch (...) {
+      again = true;  // the states are unusable; whatever failed, each request tries alone
+    }
+    if (!again) {
+      if (options_.on_prefill) options_.on_prefill(static_cast<int64_t>(batch.size()), tokens);
+      return hidden;
+    }
+  }
+  std::vector<float> hidden;
+  hidden.reserve(batch.size() * static_cast<size_t>(H));
+  size_t keep = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Request& r = *batch[i];
+    std::vector<float> rows;
+    try {
+      if (again) r.state = m.backbone->new_state(r.seq.expected_tokens());
+      rows = m.backbone->prefill(r.seq.prompt(), r.state);
+    } catch (...) {
+      r.fail(std::current_exception());
+      continue;
+    }
+    if (options_.on_prefill) options_.on_prefill(1, static_cast<int64_t>(r.seq.prompt().size()));
+    hidden.insert(hidden.end(), rows.end() - H, rows.end());
+    if (keep != i) batch[keep] = std::move(batch[i]);
+    ++keep;
+  }
+  batch.resize(keep);
+  return hidden;
 }
 
 void GenerationScheduler::drop_cancelled() {
@@ -199,36 +251,54 @@ void GenerationScheduler::step() {
     return;
   }
   if (options_.on_step) options_.on_step(n);
+  Ended ended = pick(running_, hidden);
+  running_count_.store(static_cast<int64_t>(running_.size()), std::memory_order_relaxed);
+  complete(ended);
+}
+
+GenerationScheduler::Ended GenerationScheduler::pick(std::vector<std::shared_ptr<Request>>& batch,
+                                                     const std::vector<float>& hidden) {
+  const LanguageModel::Impl& m = *model_->impl_;
+  const auto n = static_cast<int64_t>(batch.size());
   // The lm_head in blocks of the model's row block (exact precision: the rows of one block are
   // each computed as a row alone would be).
   const int64_t H = m.backbone->hidden_size(), V = m.lm_head->vocab();
   const int64_t block = std::min(n, m.head_rows);
-  std::vector<float> logits(static_cast<size_t>(block * V));
-  // Finished ones leave the batch first, then are completed (so running() no longer counts a
-  // request whose caller has its result).
-  std::vector<std::pair<std::shared_ptr<Request>, std::exception_ptr>> finished;
-  std::vector<bool> ended(running_.size(), false);
+  std::vector<float> logits(static_cast<size_t>(std::max<int64_t>(block, 0) * V));
+  Ended ended;
+  std::vector<bool> gone(batch.size(), false);
   for (int64_t r0 = 0; r0 < n; r0 += block) {
     const int64_t rows = std::min(block, n - r0);
-    m.lm_head->logits(*m.head_backend, hidden.data() + r0 * H, rows, logits.data());
+    try {
+      m.lm_head->logits(*m.head_backend, hidden.data() + r0 * H, rows, logits.data());
+    } catch (...) {  // the block's requests end with the error; the loop goes on
+      for (int64_t i = 0; i < rows; ++i) {
+        gone[static_cast<size_t>(r0 + i)] = true;
+        ended.emplace_back(batch[static_cast<size_t>(r0 + i)], std::current_exception());
+      }
+      continue;
+    }
     for (int64_t i = 0; i < rows; ++i) {
       const auto at = static_cast<size_t>(r0 + i);
-      Request& r = *running_[at];
+      Request& r = *batch[at];
       try {
-        ended[at] = r.seq.take(std::span(logits).subspan(static_cast<size_t>(i * V), static_cast<size_t>(V)), r.post);
-        if (ended[at]) finished.emplace_back(running_[at], nullptr);
+        gone[at] = r.seq.take(std::span(logits).subspan(static_cast<size_t>(i * V), static_cast<size_t>(V)), r.post);
+        if (gone[at]) ended.emplace_back(batch[at], nullptr);
       } catch (...) {
-        ended[at] = true;
-        finished.emplace_back(running_[at], std::current_exception());
+        gone[at] = true;
+        ended.emplace_back(batch[at], std::current_exception());
       }
     }
   }
   size_t keep = 0;
-  for (size_t i = 0; i < running_.size(); ++i)
-    if (!ended[i]) running_[keep++] = std::move(running_[i]);
-  running_.resize(keep);
-  running_count_.store(static_cast<int64_t>(running_.size()), std::memory_order_relaxed);
-  for (auto& [r, error] : finished) {
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (!gone[i]) batch[keep++] = std::move(batch[i]);
+  batch.resize(keep);
+  return ended;
+}
+
+void GenerationScheduler::complete(Ended& ended) {
+  for (auto& [r, error] : ended) {
     if (error) r->fail(error);
     else r->succeed();
   }

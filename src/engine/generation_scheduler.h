@@ -2,11 +2,14 @@
 // generation and advances every running request by one token per iteration in ONE
 // Backbone::decode_batch step, so requests share the linear layers' weight reads (the decode
 // limit on a GPU is weight bandwidth). Each iteration
-//   (a) admits waiting requests while fewer than `max_batch` run: each prompt is prefilled on its
-//       own (Backbone::prefill into the request's own SequenceState — forward_batch packs fresh
-//       sequences but keeps no state to continue from), at most `prefill_tokens` prompt tokens
-//       per iteration so a burst of long prompts does not stall the running ones for long (the
-//       first waiting request is always admitted);
+//   (a) admits waiting requests while fewer than `max_batch` run, at most `prefill_tokens` prompt
+//       tokens per iteration so a burst of long prompts does not stall the running ones for long
+//       (the first waiting request is always admitted). The prompts admitted together are
+//       prefilled in ONE packed pass (Backbone::prefill_batch: the linear layers read their
+//       weights once for all of them, each prompt fills its own SequenceState); one admitted
+//       alone takes Backbone::prefill. Each request is checked first (Backbone::check_extend), so
+//       one the backbone refuses (an id outside the vocabulary, too long) fails alone; if the
+//       packed pass itself fails, each of its requests is prefilled again alone;
 //   (b) runs one decode_batch step over all running sequences, each at its own position;
 //   (c) gives each sequence its logits: its own sampler picks the token, which streams to its
 //       caller; sequences that finished (stop token, stop string, max tokens) or whose client
@@ -22,11 +25,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "stave/language_model.h"
@@ -39,6 +44,9 @@ struct SchedulerOptions {
   // Called on the loop's thread after each decode step with the number of sequences it advanced
   // (metrics); must not block.
   std::function<void(int64_t batch)> on_step;
+  // Called on the loop's thread after each prefill pass with the number of prompts it ran
+  // together (> 1: a packed Backbone::prefill_batch) and their tokens; must not block.
+  std::function<void(int64_t sequences, int64_t tokens)> on_prefill;
 };
 
 class GenerationScheduler {
@@ -66,6 +74,16 @@ class GenerationScheduler {
   void loop();
   // (a): prefills `admitted` (moved from waiting); the ones that go on join `running_`.
   void admit(std::vector<std::shared_ptr<Request>>& admitted);
+  // The prefill of `batch` (checked requests with fresh states): packed when there are several,
+  // each alone again if that fails. Returns each one's last hidden row [n, hidden]; a request
+  // whose own prefill failed is failed and removed from `batch` (its row with it).
+  std::vector<float> prefill(std::vector<std::shared_ptr<Request>>& batch);
+  // (c) for `batch` and its last hidden rows [n, hidden]: each request's pick. Those that ended
+  // (finished, or failed with the error) leave `batch` and are returned, to be completed once
+  // running() no longer counts them.
+  using Ended = std::vector<std::pair<std::shared_ptr<Request>, std::exception_ptr>>;
+  Ended pick(std::vector<std::shared_ptr<Request>>& batch, const std::vector<float>& hidden);
+  static void complete(Ended& ended);
   // (b) + (c): one decode_batch step over `running_`, then each sequence's pick.
   void step();
   // Drops cancelled sequences from `running_`.

@@ -260,7 +260,7 @@ Backbone::SequenceState Backbone::new_state(int64_t expected_tokens) const {
   return s;
 }
 
-std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState& state) const {
+void Backbone::check_extend(std::span<const int32_t> ids, const SequenceState& state) const {
   if (state.layers.size() != layers_.size())
     throw Error(ErrorKind::kInternal, "sequence state has " + std::to_string(state.layers.size()) +
                                           " layers, the model " + std::to_string(layers_.size()));
@@ -269,6 +269,16 @@ std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState&
     throw Error(ErrorKind::kRequestTooLarge, "the sequence would reach " + std::to_string(state.tokens + L) +
                                                  " tokens, past the model's max_position_embeddings " +
                                                  std::to_string(config_.max_position_embeddings));
+  for (int64_t t = 0; t < L; ++t)
+    if (ids[t] < 0 || ids[t] >= config_.vocab_size)
+      throw Error(ErrorKind::kInvalidRequest, "token id " + std::to_string(ids[t]) + " at position " +
+                                                  std::to_string(t) + " is outside the vocabulary [0, " +
+                                                  std::to_string(config_.vocab_size) + ")");
+}
+
+std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState& state) const {
+  check_extend(ids, state);
+  const int64_t L = static_cast<int64_t>(ids.size());
   Sequence seq = rows_in(ids, {}, {}, state.tokens);
   const Tensor normed = backend_.empty({L, config_.hidden_size});
   for (int64_t l = 0; l < num_layers(); ++l)
@@ -280,45 +290,104 @@ std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState&
 
 std::vector<float> Backbone::decode_batch(std::span<SequenceState* const> states,
                                           std::span<const int32_t> next_ids) const {
-  const int64_t n = static_cast<int64_t>(states.size()), H = config_.hidden_size, half = rope_.half();
-  if (static_cast<int64_t>(next_ids.size()) != n)
+  if (next_ids.size() != states.size())
     throw Error(ErrorKind::kInternal, "decode_batch: " + std::to_string(next_ids.size()) + " tokens for " +
+                                          std::to_string(states.size()) + " sequences");
+  std::vector<std::span<const int32_t>> ids;
+  ids.reserve(next_ids.size());
+  for (size_t b = 0; b < next_ids.size(); ++b) ids.push_back(next_ids.subspan(b, 1));
+  return prefill_batch(ids, states);
+}
+
+namespace {
+
+// One step of a packed extend: rows [row0, row0 + rows) of the packed rows, holding `slices`
+// (row0 relative to the step) of the sequences `which`.
+struct PackedStep {
+  int64_t row0 = 0, rows = 0;
+  std::vector<SequenceSlice> slices;
+  std::vector<size_t> which;
+};
+
+}  // namespace
+
+std::vector<float> Backbone::prefill_batch(std::span<const std::span<const int32_t>> ids,
+                                           std::span<SequenceState* const> states) const {
+  const int64_t n = static_cast<int64_t>(states.size()), H = config_.hidden_size, half = rope_.half();
+  if (static_cast<int64_t>(ids.size()) != n)
+    throw Error(ErrorKind::kInternal, "prefill_batch: " + std::to_string(ids.size()) + " token lists for " +
                                           std::to_string(n) + " sequences");
+  // Everything is checked before anything runs: a refused batch leaves every state as it was.
+  int64_t longest = 0, total = 0;
   for (int64_t b = 0; b < n; ++b) {
     const SequenceState* s = states[b];
-    if (s == nullptr || s->layers.size() != layers_.size())
-      throw Error(ErrorKind::kInternal, "decode_batch: sequence " + std::to_string(b) + " has no state of this model");
+    if (s == nullptr) throw Error(ErrorKind::kInternal, "sequence " + std::to_string(b) + " has no state");
     for (int64_t c = 0; c < b; ++c)
-      if (states[c] == s) throw Error(ErrorKind::kInternal, "decode_batch: a state appears twice");
-    if (s->tokens + 1 > config_.max_position_embeddings)
-      throw Error(ErrorKind::kRequestTooLarge, "sequence " + std::to_string(b) + " would reach " +
-                                                   std::to_string(s->tokens + 1) +
-                                                   " tokens, past the model's max_position_embeddings " +
-                                                   std::to_string(config_.max_position_embeddings));
+      if (states[c] == s) throw Error(ErrorKind::kInternal, "a sequence state appears twice in one batch");
+    if (ids[b].empty())
+      throw Error(ErrorKind::kInvalidRequest, "sequence " + std::to_string(b) + " of the batch has no tokens");
+    try {
+      check_extend(ids[b], *s);
+    } catch (const Error& e) {
+      throw Error(e.kind(), "sequence " + std::to_string(b) + " of the batch: " + e.what());
+    }
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(ids[b].size()));
+    total += static_cast<int64_t>(ids[b].size());
   }
   std::vector<float> out(static_cast<size_t>(n * H));
   if (n == 0) return out;
-  // One row per sequence, each at its own position; ids are checked before anything runs.
-  Tensor h = Tensor::host_empty({n, H}), cos = Tensor::host_empty({n, half}), sin = Tensor::host_empty({n, half});
-  embed_rows(next_ids, {}, h.data<float>());
-  for (int64_t b = 0; b < n; ++b)
-    rope_rows({}, states[b]->tokens, 1, cos.data<float>() + b * half, sin.data<float>() + b * half);
-  const Tensor dh = backend_.to_device(h), dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
-  TokenBatch batch;
-  batch.rows = n;
-  for (int64_t b = 0; b < n; ++b) batch.slices.push_back({b, 1, states[b]->tokens});
-  batch.rope_cos = dcos.data<float>();
-  batch.rope_sin = dsin.data<float>();
-  std::vector<DecoderLayer::State*> pointers(static_cast<size_t>(n));
-  const Tensor normed = backend_.empty({n, config_.hidden_size});
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    for (int64_t b = 0; b < n; ++b) pointers[b] = &states[b]->layers[l];
-    const DecoderLayer::Carry carry{normed.data<float>(), l > 0, layer_after(static_cast<int64_t>(l))};
-    layers_[l].forward(backend_, dh.data<float>(), batch, pointers, nullptr, &carry);
+  int64_t C = options_.chunk_tokens;
+  if (C == 0) C = backend_.preferred_step_tokens();
+  if (C == 0) C = longest;
+  // Step-major packing: step k holds tokens [k·C, (k+1)·C) of each sequence, at its position.
+  std::vector<PackedStep> steps;
+  std::vector<int64_t> last_row(static_cast<size_t>(n));
+  Tensor h = Tensor::host_empty({total, H}), cos = Tensor::host_empty({total, half}),
+         sin = Tensor::host_empty({total, half});
+  int64_t row = 0;
+  for (int64_t c0 = 0; c0 < longest; c0 += C) {
+    PackedStep step;
+    step.row0 = row;
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t Lb = static_cast<int64_t>(ids[b].size());
+      if (c0 >= Lb) continue;
+      const int64_t t = std::min(C, Lb - c0), begin = states[b]->tokens + c0;
+      embed_rows(ids[b].subspan(static_cast<size_t>(c0), static_cast<size_t>(t)), {}, h.data<float>() + row * H);
+      rope_rows({}, begin, t, cos.data<float>() + row * half, sin.data<float>() + row * half);
+      step.slices.push_back({row - step.row0, t, begin});
+      step.which.push_back(static_cast<size_t>(b));
+      row += t;
+      if (c0 + t == Lb) last_row[b] = row - 1;
+    }
+    step.rows = row - step.row0;
+    steps.push_back(std::move(step));
   }
-  for (SequenceState* s : states) s->tokens += 1;
-  final_norm(dh.data<float>(), n);
-  backend_.copy_to_host(dh, out.data());
+  const Tensor dh = backend_.to_device(h), dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
+  const Tensor normed = backend_.empty({total, H});
+  std::vector<DecoderLayer::State*> pointers;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const DecoderLayer* next = layer_after(static_cast<int64_t>(l));
+    for (const PackedStep& step : steps) {
+      TokenBatch batch;
+      batch.rows = step.rows;
+      batch.slices = step.slices;
+      batch.rope_cos = dcos.data<float>() + step.row0 * half;
+      batch.rope_sin = dsin.data<float>() + step.row0 * half;
+      pointers.clear();
+      for (size_t b : step.which) pointers.push_back(&states[b]->layers[l]);
+      const DecoderLayer::Carry carry{normed.data<float>() + step.row0 * H, l > 0, next};
+      layers_[l].forward(backend_, dh.data<float>() + step.row0 * H, batch, pointers, nullptr, &carry);
+    }
+  }
+  for (int64_t b = 0; b < n; ++b) states[b]->tokens += static_cast<int64_t>(ids[b].size());
+  // The last rows, in the order of `states` (a decode step's rows already are).
+  Tensor last = dh;
+  if (total != n) {
+    last = backend_.empty({n, H});
+    for (int64_t b = 0; b < n; ++b) backend_.copy(dh.rows(last_row[b], 1), last.rows(b, 1));
+  }
+  final_norm(last.data<float>(), n);
+  backend_.copy_to_host(last, out.data());
   return out;
 }
 

@@ -10,8 +10,9 @@
 // next layer starts, carrying its state (conv history, delta-rule state, KV cache) from step
 // to step. Temporaries are O(step × layer width); the residual stream is O(L × hidden), and
 // one full-attention layer's KV cache O(L × 2·n_kv·head_dim) while that layer runs. Several
-// sequences packed into one pass (forward_batch) share the linear layers' rows; the conv, the
-// delta rule and attention keep each sequence apart.
+// sequences packed into one pass (forward_batch; prefill_batch and decode_batch, which keep
+// each sequence's state) share the linear layers' rows; the conv, the delta rule and attention
+// keep each sequence apart.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -138,6 +139,25 @@ class Backbone {
   // order of `states`; each equals decode_step of that sequence alone, up to the accumulation
   // order of products over more rows. Ids are checked before anything runs.
   std::vector<float> decode_batch(std::span<SequenceState* const> states, std::span<const int32_t> next_ids) const;
+
+  // Several sequences extended in one packed pass (continuous batching's admission: the prompts
+  // admitted together): sequence b runs ids[b] (at least one token) continuing *states[b], as
+  // prefill(ids[b], *states[b]) would, and the linear layers read their weights once for all
+  // rows. Returns the final-normed hidden state of each sequence's LAST token [n, hidden], in
+  // the order of `states` (what the LM head needs to pick the next token). The rows are packed
+  // step-major: step k holds tokens [k·C, (k+1)·C) of every sequence that has them (C as in
+  // prefill: BackboneOptions::chunk_tokens or the backend's step), so each sequence is cut
+  // exactly where prefill() alone cuts it and its conv, delta rule and attention see the same
+  // slices; a step holds at most C rows per sequence. States and rows equal prefill() of each
+  // alone up to the accumulation order of products over more rows (tests/test_decode_step.cpp).
+  // Every sequence is checked (check_extend) before anything runs, so a refused call leaves every
+  // state as it was; an error after that leaves them all unusable. decode_batch is this with
+  // one id per sequence.
+  std::vector<float> prefill_batch(std::span<const std::span<const int32_t>> ids,
+                                   std::span<SequenceState* const> states) const;
+  // Throws what prefill(ids, state) would refuse before running: a state of another model, a
+  // sequence past max_position_embeddings (kRequestTooLarge), an id outside the vocabulary.
+  void check_extend(std::span<const int32_t> ids, const SequenceState& state) const;
 
  private:
   std::vector<float> extend(std::span<const int32_t> ids, SequenceState& state) const;

@@ -10,7 +10,8 @@ GenerationMetrics::GenerationMetrics()
     : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
       tps_({1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000}),
-      batch_({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
+      batch_({1, 2, 4, 8, 16, 32, 64, 128, 256}),
+      prefill_batch_({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
 
 void GenerationMetrics::observe_first_token(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -32,6 +33,11 @@ void GenerationMetrics::observe_generation(int64_t prompt_tokens, int64_t comple
 void GenerationMetrics::observe_decode_step(int64_t batch) {
   std::lock_guard<std::mutex> lock(mutex_);
   batch_.observe(static_cast<double>(batch));
+}
+
+void GenerationMetrics::observe_prefill(int64_t prompts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prefill_batch_.observe(static_cast<double>(prompts));
 }
 
 void GenerationMetrics::render(std::string& out) const {
@@ -57,6 +63,9 @@ void GenerationMetrics::render(std::string& out) const {
   out += "# HELP stave_generation_decode_batch Sequences advanced together by one decode step (continuous batching).\n";
   out += "# TYPE stave_generation_decode_batch histogram\n";
   batch_.render(out, "stave_generation_decode_batch");
+  out += "# HELP stave_generation_prefill_batch Prompts prefilled together by one packed prefill pass (continuous batching).\n";
+  out += "# TYPE stave_generation_prefill_batch histogram\n";
+  prefill_batch_.render(out, "stave_generation_prefill_batch");
 }
 
 void render_generation_gauges(std::string& out, int64_t queued, int64_t running, int64_t capacity, int64_t slots) {

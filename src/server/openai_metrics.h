@@ -1,6 +1,6 @@
 // Prometheus metrics of the generation endpoints (/v1/chat/completions, /v1/completions), in
 // the same exposition as server/metrics.h: time to first token, inter-token latency, decode
-// tokens per second, the decode batch size, and token counters. Thread-safe.
+// tokens per second, the decode and prefill batch sizes, and token counters. Thread-safe.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -26,11 +26,13 @@ class GenerationMetrics {
   void observe_generation(int64_t prompt_tokens, int64_t completion_tokens, double decode_seconds);
   // One decode step of the generation scheduler and how many sequences it advanced together.
   void observe_decode_step(int64_t batch);
+  // One prefill pass of the generation scheduler and how many prompts it ran together (packed).
+  void observe_prefill(int64_t prompts);
   void render(std::string& out) const;
 
  private:
   mutable std::mutex mutex_;
-  Histogram ttft_, itl_, tps_, batch_;
+  Histogram ttft_, itl_, tps_, batch_, prefill_batch_;
   uint64_t prompt_tokens_ = 0, generations_ = 0;
   std::atomic<uint64_t> completion_tokens_{0};
 };

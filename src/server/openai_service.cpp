@@ -256,6 +256,7 @@ void OpenAiService::set_model(std::shared_ptr<const LanguageModel> lm) {
   SchedulerOptions so;
   so.max_batch = host_.options.max_decode_batch;
   so.on_step = [this](int64_t n) { metrics_.observe_decode_step(n); };
+  so.on_prefill = [this](int64_t n, int64_t) { metrics_.observe_prefill(n); };
   auto scheduler = std::make_shared<GenerationScheduler>(lm, std::move(so));
   std::lock_guard<std::mutex> lock(mutex_);
   lm_ = std::move(lm);
