@@ -37,11 +37,11 @@ inline constexpr int64_t kAttentionTile = 64;  // keys per tile of the online so
 
 // Scratch floats attention_rows needs for `rows` rows of head_dim d.
 inline size_t attention_scratch_floats(int64_t rows, int64_t d) {
-  return static_cast<size_t>(rows * kAttentionTile + rows * d + 2 * rows + d * kAttentionTile);
+  return static_cast<size_t>(rows * kAttentionTile + 2 * rows * d + 2 * rows + d * kAttentionTile);
 }
 // Scratch floats gated_delta_head needs (chunk-sized, independent of the token count).
 inline size_t gated_delta_scratch_floats(const GatedDeltaDims& d, int64_t chunk) {
-  return static_cast<size_t>(chunk * (4 * d.d_k + 2 * d.d_v + 2 * chunk + 2) + d.d_k * chunk + d.d_k + d.d_v);
+  return static_cast<size_t>(chunk * (4 * d.d_k + d.d_v + 2 * chunk + 2));
 }
 
 struct OpKernels {
