@@ -29,6 +29,10 @@ struct AttentionRows {
   const float* k = nullptr;
   const float* v = nullptr;
   int64_t kv_stride = 0;
+  // Optional: the keys already transposed, tile t's [head_dim, kAttentionTile] block at
+  // k_tiles + t·head_dim·kAttentionTile (attention_key_tile's layout), shared by every row
+  // block of the head; null: attention_rows transposes each tile itself.
+  const float* k_tiles = nullptr;
   int64_t head_dim = 0;
   float scale = 1.0f;
 };
@@ -68,6 +72,8 @@ struct OpKernels {
                                      float* state_h, float* out, float* scratch);
   // Tiled online-softmax attention of one row block (scratch: attention_scratch_floats).
   void (*attention_rows)(const AttentionRows& a, float* scratch);
+  // Keys [0, n) (n ≤ kAttentionTile) of one tile transposed to kt[d, kAttentionTile], zero past n.
+  void (*attention_key_tile)(const float* k, int64_t kv_stride, int64_t n, int64_t d, float* kt);
   // x ← GELU(x), tanh form / erf form (vision MLP).
   void (*gelu_tanh)(float* x, int64_t n);
 };

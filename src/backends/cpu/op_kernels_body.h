@@ -179,6 +179,10 @@ inline vfloat load_v(const float* p) {
   return v;
 }
 inline void store_v(float* p, vfloat v) { __builtin_memcpy(p, &v, sizeof v); }
+// n rounded up to whole vectors, at most cap (a buffer's row length): products over columns
+// past n cost nothing extra when they fill a vector, where a scalar tail column costs a
+// strided pass over K.
+inline int64_t vec_ceil(int64_t n, int64_t cap) { return min_i(cap, (n + kVec - 1) / kVec * kVec); }
 
 // C[MR × NV·kVec] (+)= A[MR × K] · B[K × NV·kVec], all row-major with leading dimensions.
 template <int MR, int NV>
@@ -195,7 +199,7 @@ inline void gemm_tile(int64_t K, const float* A, int64_t lda, const float* B, in
     for (int v = 0; v < NV; ++v) b[v] = load_v(B + k * ldb + v * kVec);
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) {
-      const vfloat a = vfloat{} + A[r * lda + k];
+      const vfloat a = A[r * lda + k] - vfloat{};  // a broadcast (x − 0 is x, even for −0)
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) c[r][v] += a * b[v];
     }
@@ -273,11 +277,14 @@ void gated_delta_head(const GatedDeltaDims& dims, const GatedDeltaInput& in, int
     }
     for (int64_t j = 0; j < c; ++j)
       for (int64_t a = 0; a < dk; ++a) Kt[a * C + j] = K[j * dk + a];
+    for (int64_t a = 0; a < dk; ++a)  // a short last chunk: columns past c enter only unread products
+      for (int64_t j = c; j < C; ++j) Kt[a * C + j] = 0.0f;
     // K Kᵀ and Q Kᵀ up to each row block's diagonal, then decays and masks.
     for (int64_t i0 = 0; i0 < c; i0 += kRowBlock) {
       const int64_t mr = min_i(kRowBlock, c - i0);
-      gemm(mr, i0 + mr, dk, K + i0 * dk, dk, Kt, C, A + i0 * C, C, false);
-      gemm(mr, i0 + mr, dk, Q + i0 * dk, dk, Kt, C, P + i0 * C, C, false);
+      const int64_t w = vec_ceil(i0 + mr, C);  // past the diagonal only to a whole vector
+      gemm(mr, w, dk, K + i0 * dk, dk, Kt, C, A + i0 * C, C, false);
+      gemm(mr, w, dk, Q + i0 * dk, dk, Kt, C, P + i0 * C, C, false);
       for (int64_t i = i0; i < i0 + mr; ++i) {
         float* ar = A + i * C;
         float* pr = P + i * C;
@@ -369,8 +376,21 @@ void gated_delta_recurrent_head(const GatedDeltaDims& dims, const GatedDeltaInpu
   }
 }
 
+// Keys [0, n) of one tile (key j at k + j·kv_stride, d floats) transposed to kt[d, kAttentionTile],
+// columns past n zero (they enter only scores nobody reads).
+void attention_key_tile(const float* k, int64_t kv_stride, int64_t n, int64_t d, float* kt) {
+  const int64_t T = kAttentionTile;
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kr = k + j * kv_stride;
+    for (int64_t i = 0; i < d; ++i) kt[i * T + j] = kr[i];
+  }
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t j = n; j < T; ++j) kt[i * T + j] = 0.0f;
+}
+
 // Flash-style attention for a block of rows sharing one kv head: keys in tiles of
-// kAttentionTile, transposed once per tile for all rows, online softmax per row. Both products
+// kAttentionTile (transposed by the caller once for all blocks, or here per tile), online
+// softmax per row. Both products
 // of a tile (scores Q Kᵀ and the weighted sum P V) run through gemm() on groups of kRowBlock
 // rows, so each loaded key or value vector serves kRowBlock rows (the heads of one GQA group
 // when the caller orders rows token-major).
@@ -380,8 +400,8 @@ void attention_rows(const AttentionRows& a, float* scratch) {
   float* acc = score + R * T;      // [R, d]
   float* run_max = acc + R * d;    // [R]
   float* run_sum = run_max + R;    // [R]
-  float* kt = run_sum + R;         // [d, T]
-  float* qs = kt + d * T;          // [R, d]  q · scale
+  float* kt_own = run_sum + R;     // [d, T]  (unused when the caller passes k_tiles)
+  float* qs = kt_own + d * T;      // [R, d]  q · scale
   int64_t max_keys = 0;
   for (int64_t r = 0; r < R; ++r) {
     max_keys = a.n_keys[r] > max_keys ? a.n_keys[r] : max_keys;
@@ -397,16 +417,14 @@ void attention_rows(const AttentionRows& a, float* scratch) {
   }
   for (int64_t j0 = 0; j0 < max_keys; j0 += T) {
     const int64_t n = min_i(T, max_keys - j0);
-    for (int64_t j = 0; j < n; ++j) {
-      const float* kr = a.k + (j0 + j) * a.kv_stride;
-      for (int64_t i = 0; i < d; ++i) kt[i * T + j] = kr[i];
-    }
+    const float* kt = a.k_tiles ? a.k_tiles + (j0 / T) * d * T : kt_own;
+    if (!a.k_tiles) attention_key_tile(a.k + j0 * a.kv_stride, a.kv_stride, n, d, kt_own);
     for (int64_t r0 = 0; r0 < R; r0 += kRowBlock) {
       const int64_t mr = min_i(kRowBlock, R - r0);
       int64_t gn = 0;  // keys of this tile that some row of the group attends
       for (int64_t r = r0; r < r0 + mr; ++r) gn = max_i(gn, min_i(n, a.n_keys[r] - j0));
       if (gn <= 0) continue;
-      gemm(mr, gn, d, qs + r0 * d, d, kt, T, score + r0 * T, T, false);
+      gemm(mr, vec_ceil(gn, T), d, qs + r0 * d, d, kt, T, score + r0 * T, T, false);
       for (int64_t r = r0; r < r0 + mr; ++r) {
         const int64_t nk = min_i(n, a.n_keys[r] - j0);
         float* s = score + r * T;
@@ -456,6 +474,7 @@ const OpKernels& table() {
                               gated_delta_head,
                               gated_delta_recurrent_head,
                               attention_rows,
+                              attention_key_tile,
                               gelu_tanh};
   return k;
 }
