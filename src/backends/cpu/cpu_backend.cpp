@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include <omp.h>
+
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/op_kernels.h"
 
@@ -27,8 +29,17 @@ void parallel_blocks(int64_t n, int64_t grain, int64_t work, Fn fn) {
 constexpr int64_t kElementGrain = 16384;
 
 // Query tokens per attention block: the rows of a block (tokens × heads of one kv group) share
-// each transposed key tile.
+// each transposed key tile and each value tile.
 constexpr int64_t kQueryBlock = 32;
+
+// Query tokens per block for `rows` query rows over n_kv heads: kQueryBlock, or fewer (down to
+// 4, one register tile of rows per GQA head) when that would leave fewer than 4 blocks per
+// thread to balance (short prompts, or many threads).
+int64_t query_block(int64_t rows, int64_t n_kv) {
+  const int64_t want_tasks = 4 * static_cast<int64_t>(omp_get_max_threads());
+  const int64_t tokens = (rows * n_kv + want_tasks - 1) / want_tasks;
+  return std::clamp<int64_t>(tokens, 4, kQueryBlock);
+}
 
 // The keys of an attention call: n_kv heads of `keys` rows (head h's key j at k + j·kv_stride + h·d).
 struct AttentionKeys {
@@ -193,14 +204,14 @@ void CpuBackend::attention_causal(const AttentionShape& shape, const float* q, i
                                   const float* k, const float* v, float* out) const {
   if (tokens <= 0) return;
   const int64_t nq = shape.n_q_heads, nkv = shape.n_kv_heads, d = shape.head_dim, group = nq / nkv;
-  const int64_t blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+  const int64_t qb = query_block(tokens, nkv), blocks = (tokens + qb - 1) / qb;
   const int64_t work = 4 * tokens * (q_pos0 + tokens) * nq * d;
   const AttentionKeys keys{k, nkv * d, nkv, q_pos0 + tokens, d};
-  attention_tasks(nkv * blocks, kQueryBlock * group, keys, work,
+  attention_tasks(nkv * blocks, qb * group, keys, work,
                   [&](int64_t task, AttentionRows& a, const float** qr, float** orow, int64_t* nk) {
                     // Last query blocks first: they are the longest, so dynamic scheduling balances.
                     const int64_t block = blocks - 1 - task / nkv, kvh = task % nkv;
-                    const int64_t t0 = block * kQueryBlock, t1 = std::min(tokens, t0 + kQueryBlock);
+                    const int64_t t0 = block * qb, t1 = std::min(tokens, t0 + qb);
                     int64_t r = 0;
                     for (int64_t t = t0; t < t1; ++t)
                       for (int64_t g = 0; g < group; ++g, ++r) {
@@ -223,13 +234,13 @@ void CpuBackend::attention_dense(const AttentionShape& shape, const float* q, in
                                  int64_t out_stride) const {
   if (q_rows <= 0) return;
   const int64_t nq = shape.n_q_heads, nkv = shape.n_kv_heads, d = shape.head_dim, group = nq / nkv;
-  const int64_t blocks = (q_rows + kQueryBlock - 1) / kQueryBlock;
+  const int64_t qb = query_block(q_rows, nkv), blocks = (q_rows + qb - 1) / qb;
   const int64_t work = 4 * q_rows * kv_rows * nq * d;
   const AttentionKeys keys{k, kv_stride, nkv, kv_rows, d};
-  attention_tasks(nkv * blocks, kQueryBlock * group, keys, work,
+  attention_tasks(nkv * blocks, qb * group, keys, work,
                   [&](int64_t task, AttentionRows& a, const float** qr, float** orow, int64_t* nk) {
                     const int64_t block = task / nkv, kvh = task % nkv;
-                    const int64_t i0 = block * kQueryBlock, i1 = std::min(q_rows, i0 + kQueryBlock);
+                    const int64_t i0 = block * qb, i1 = std::min(q_rows, i0 + qb);
                     int64_t r = 0;
                     for (int64_t i = i0; i < i1; ++i)
                       for (int64_t g = 0; g < group; ++g, ++r) {
