@@ -445,9 +445,11 @@ void attention_rows(const AttentionRows& a, float* scratch) {
         for (int64_t j = nk; j < gn; ++j) s[j] = 0.0f;
         run_sum[r] = run_sum[r] * correction + sum;
         run_max[r] = m;
-        float* ar = acc + r * d;
+        if (correction != 1.0f) {  // exactly 1 when the running max did not move (most late tiles)
+          float* ar = acc + r * d;
 #pragma omp simd
-        for (int64_t i = 0; i < d; ++i) ar[i] *= correction;
+          for (int64_t i = 0; i < d; ++i) ar[i] *= correction;
+        }
       }
       gemm(mr, d, gn, score + r0 * T, T, a.v + j0 * a.kv_stride, a.kv_stride, acc + r0 * d, d, true);
     }
