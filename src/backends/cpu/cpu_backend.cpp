@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
+
+#include <omp.h>
 
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/op_kernels.h"
@@ -26,15 +29,44 @@ void parallel_blocks(int64_t n, int64_t grain, int64_t work, Fn fn) {
 constexpr int64_t kElementGrain = 16384;
 
 // Query tokens per attention block: the rows of a block (tokens × heads of one kv group) share
-// each transposed key tile.
+// each transposed key tile and each value tile.
 constexpr int64_t kQueryBlock = 32;
 
-// Attention of a list of (kv head, query block) tasks; block_rows fills the rows of one task.
+// Query tokens per block for `rows` query rows over n_kv heads: kQueryBlock, or fewer (down to
+// 4, one register tile of rows per GQA head) when that would leave fewer than 4 blocks per
+// thread to balance (short prompts, or many threads).
+int64_t query_block(int64_t rows, int64_t n_kv) {
+  const int64_t want_tasks = 4 * static_cast<int64_t>(omp_get_max_threads());
+  const int64_t tokens = (rows * n_kv + want_tasks - 1) / want_tasks;
+  return std::clamp<int64_t>(tokens, 4, kQueryBlock);
+}
+
+// The keys of an attention call: n_kv heads of `keys` rows (head h's key j at k + j·kv_stride + h·d).
+struct AttentionKeys {
+  const float* k = nullptr;
+  int64_t kv_stride = 0, n_kv = 0, keys = 0, d = 0;
+};
+
+// Attention of a list of (kv head, query block) tasks; fill_rows fills the rows of one task and
+// returns its kv head. With more than one task per kv head, each head's keys are transposed into
+// tiles once (attention_key_tile, in parallel) and shared by its tasks instead of transposed by each.
 template <class FillRows>
-void attention_tasks(int64_t tasks, int64_t max_rows, int64_t d, int64_t work, FillRows fill_rows) {
+void attention_tasks(int64_t tasks, int64_t max_rows, const AttentionKeys& keys, int64_t work, FillRows fill_rows) {
   const OpKernels& k = op_kernels();
+  const int64_t d = keys.d, T = kAttentionTile;
+  const int64_t tiles = (keys.keys + T - 1) / T, head_floats = tiles * d * T;
+  const bool pack = tasks > keys.n_kv;
+  std::unique_ptr<float[]> k_tiles(pack ? new float[static_cast<size_t>(keys.n_kv * head_floats)] : nullptr);
 #pragma omp parallel if (work >= kMinParallelWork && tasks > 1)
   {
+    if (pack) {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < keys.n_kv * tiles; ++i) {
+        const int64_t h = i / tiles, t = i % tiles;
+        k.attention_key_tile(keys.k + t * T * keys.kv_stride + h * d, keys.kv_stride,
+                             std::min(T, keys.keys - t * T), d, k_tiles.get() + h * head_floats + t * d * T);
+      }
+    }
     std::vector<const float*> q_rows(static_cast<size_t>(max_rows));
     std::vector<float*> out_rows(static_cast<size_t>(max_rows));
     std::vector<int64_t> n_keys(static_cast<size_t>(max_rows));
@@ -47,7 +79,8 @@ void attention_tasks(int64_t tasks, int64_t max_rows, int64_t d, int64_t work, F
     // Dynamic: causal blocks late in the sequence have many more keys than early ones.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
-      fill_rows(task, a, q_rows.data(), out_rows.data(), n_keys.data());
+      const int64_t kvh = fill_rows(task, a, q_rows.data(), out_rows.data(), n_keys.data());
+      a.k_tiles = pack ? k_tiles.get() + kvh * head_floats : nullptr;
       k.attention_rows(a, scratch.data());
     }
   }
@@ -171,13 +204,14 @@ void CpuBackend::attention_causal(const AttentionShape& shape, const float* q, i
                                   const float* k, const float* v, float* out) const {
   if (tokens <= 0) return;
   const int64_t nq = shape.n_q_heads, nkv = shape.n_kv_heads, d = shape.head_dim, group = nq / nkv;
-  const int64_t blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+  const int64_t qb = query_block(tokens, nkv), blocks = (tokens + qb - 1) / qb;
   const int64_t work = 4 * tokens * (q_pos0 + tokens) * nq * d;
-  attention_tasks(nkv * blocks, kQueryBlock * group, d, work,
+  const AttentionKeys keys{k, nkv * d, nkv, q_pos0 + tokens, d};
+  attention_tasks(nkv * blocks, qb * group, keys, work,
                   [&](int64_t task, AttentionRows& a, const float** qr, float** orow, int64_t* nk) {
                     // Last query blocks first: they are the longest, so dynamic scheduling balances.
                     const int64_t block = blocks - 1 - task / nkv, kvh = task % nkv;
-                    const int64_t t0 = block * kQueryBlock, t1 = std::min(tokens, t0 + kQueryBlock);
+                    const int64_t t0 = block * qb, t1 = std::min(tokens, t0 + qb);
                     int64_t r = 0;
                     for (int64_t t = t0; t < t1; ++t)
                       for (int64_t g = 0; g < group; ++g, ++r) {
@@ -191,6 +225,7 @@ void CpuBackend::attention_causal(const AttentionShape& shape, const float* q, i
                     a.v = v + kvh * d;
                     a.kv_stride = nkv * d;
                     a.scale = shape.scale;
+                    return kvh;
                   });
 }
 
@@ -199,12 +234,13 @@ void CpuBackend::attention_dense(const AttentionShape& shape, const float* q, in
                                  int64_t out_stride) const {
   if (q_rows <= 0) return;
   const int64_t nq = shape.n_q_heads, nkv = shape.n_kv_heads, d = shape.head_dim, group = nq / nkv;
-  const int64_t blocks = (q_rows + kQueryBlock - 1) / kQueryBlock;
+  const int64_t qb = query_block(q_rows, nkv), blocks = (q_rows + qb - 1) / qb;
   const int64_t work = 4 * q_rows * kv_rows * nq * d;
-  attention_tasks(nkv * blocks, kQueryBlock * group, d, work,
+  const AttentionKeys keys{k, kv_stride, nkv, kv_rows, d};
+  attention_tasks(nkv * blocks, qb * group, keys, work,
                   [&](int64_t task, AttentionRows& a, const float** qr, float** orow, int64_t* nk) {
                     const int64_t block = task / nkv, kvh = task % nkv;
-                    const int64_t i0 = block * kQueryBlock, i1 = std::min(q_rows, i0 + kQueryBlock);
+                    const int64_t i0 = block * qb, i1 = std::min(q_rows, i0 + qb);
                     int64_t r = 0;
                     for (int64_t i = i0; i < i1; ++i)
                       for (int64_t g = 0; g < group; ++g, ++r) {
@@ -218,6 +254,7 @@ void CpuBackend::attention_dense(const AttentionShape& shape, const float* q, in
                     a.v = v + kvh * d;
                     a.kv_stride = kv_stride;
                     a.scale = shape.scale;
+                    return kvh;
                   });
 }
 

@@ -29,6 +29,10 @@ struct AttentionRows {
   const float* k = nullptr;
   const float* v = nullptr;
   int64_t kv_stride = 0;
+  // Optional: the keys already transposed, tile t's [head_dim, kAttentionTile] block at
+  // k_tiles + t·head_dim·kAttentionTile (attention_key_tile's layout), shared by every row
+  // block of the head; null: attention_rows transposes each tile itself.
+  const float* k_tiles = nullptr;
   int64_t head_dim = 0;
   float scale = 1.0f;
 };
@@ -37,11 +41,11 @@ inline constexpr int64_t kAttentionTile = 64;  // keys per tile of the online so
 
 // Scratch floats attention_rows needs for `rows` rows of head_dim d.
 inline size_t attention_scratch_floats(int64_t rows, int64_t d) {
-  return static_cast<size_t>(rows * kAttentionTile + rows * d + 2 * rows + d * kAttentionTile);
+  return static_cast<size_t>(rows * kAttentionTile + 2 * rows * d + 2 * rows + d * kAttentionTile);
 }
 // Scratch floats gated_delta_head needs (chunk-sized, independent of the token count).
 inline size_t gated_delta_scratch_floats(const GatedDeltaDims& d, int64_t chunk) {
-  return static_cast<size_t>(chunk * (4 * d.d_k + 2 * d.d_v + 2 * chunk + 2) + d.d_k * chunk + d.d_k + d.d_v);
+  return static_cast<size_t>(chunk * (4 * d.d_k + d.d_v + 2 * chunk + 2));
 }
 
 struct OpKernels {
@@ -68,6 +72,8 @@ struct OpKernels {
                                      float* state_h, float* out, float* scratch);
   // Tiled online-softmax attention of one row block (scratch: attention_scratch_floats).
   void (*attention_rows)(const AttentionRows& a, float* scratch);
+  // Keys [0, n) (n ≤ kAttentionTile) of one tile transposed to kt[d, kAttentionTile], zero past n.
+  void (*attention_key_tile)(const float* k, int64_t kv_stride, int64_t n, int64_t d, float* kt);
   // x ← GELU(x), tanh form / erf form (vision MLP).
   void (*gelu_tanh)(float* x, int64_t n);
 };
