@@ -5,7 +5,8 @@
 // bit for bit to mxfp4::quantize_block. The AMX-BF16 kernel (bf16 weights, M ≥ 16, level amx)
 // has its own bound (activation split into bf16 hi + lo), an exact-integer test, and runs its
 // driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX. The AVX-512-BF16
-// W4A4 kernel is tested directly at every M and through the dispatch (asserted by its counter).
+// W4A4 kernel is tested directly at every M (it is no longer dispatched); the register-blocked
+// VNNI W4A4 kernel directly and through the dispatch from 16 rows (asserted by its counter).
 // The AMX-BF16 W4A4 kernel (MXFP4, M ≥ 16, level amx): its operand expansions bit for bit, its
 // driver (linear/w4a4_tile_gemm.h) with emulated tiles on any CPU with AVX-512, and the real
 // kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
