@@ -83,7 +83,7 @@ void count_amx_bf16_call();
 // does nothing) unless w is MXFP4 with quantize_input. Only call it at level avx512 or above.
 bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
 // Not dispatched since the register-blocked VNNI kernel below (linear_w4a4_vnni_avx512) beat it
-// on the 2-core EPYC (bench_linear, 9B MLP shapes, M = 16..512: 1.4–1.8×, docs/benchmarks.md);
+// on the 2-core EPYC (bench_linear, 9B MLP shapes, M = 16..512: 1.35–1.8×, docs/benchmarks.md);
 // kept for benchmarks and for CPUs where vdpbf16ps outruns vpdpbusd. Before, linear_avx512 ran
 // it from 32 rows (where it beat the int8 kernel below).
 // The VNNI int8 W4A4 kernel (exact integer 32-block dots, stored and rescaled per block):
