@@ -5,7 +5,8 @@
 // only: at M = 512 the scalar reference takes minutes per iteration on small machines).
 // w4a4_int8 / w4a4_bf16 run the two AVX-512 W4A4 kernels directly (VNNI int8 block dots vs
 // vdpbf16ps on bf16-expanded operands; skipped below level avx512), on the Clef-9B shapes too
-// (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked.
+// (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked. w4a4_vnni
+// runs the register-blocked VNNI prefill kernel (linear_w4a4_vnni_avx512) at the same M values.
 // w4a4_amx_bf16 / w4a4_int8_amx run the two AMX W4A4 kernels directly (tdpbf16ps on the
 // bf16-expanded operands, dispatched at level amx, vs the earlier tdpbssd kernel with a
 // per-block rescale; skipped below level amx), also at M = 2048 like w4a4_bf16, so the three
@@ -71,7 +72,9 @@ constexpr Shape kShapes[] = {
     {"lm_head_slice_32768x4096", 32768, 4096},  // 1/8 of the 9B lm_head's vocabulary (bf16: 256 MiB)
 };
 
-enum class Kernel { kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split, kW4A4AmxBf16, kW4A4Int8Amx };
+enum class Kernel {
+  kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split, kW4A4AmxBf16, kW4A4Int8Amx, kW4A4Vnni
+};
 
 bool amx_kernel(Kernel k) { return k == Kernel::kW4A4AmxBf16 || k == Kernel::kW4A4Int8Amx; }
 
@@ -96,7 +99,8 @@ struct Weight {
 
 Weight& weight_for(const Shape& s, Kernel k) {
   static std::unique_ptr<Weight> cur;
-  const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || amx_kernel(k)
+  const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 ||
+                                 k == Kernel::kW4A4Vnni || amx_kernel(k)
                              ? Kernel::kW4A4
                          : k == Kernel::kBf16Split                                          ? Kernel::kBF16
                                                                                              : k;
@@ -143,7 +147,8 @@ Weight& weight_for(const Shape& s, Kernel k) {
 
 void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
   const int64_t M = state.range(0);
-  const bool direct = k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split;
+  const bool direct =
+      k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split || k == Kernel::kW4A4Vnni;
   if (direct && stave::cpu::active_isa() < stave::cpu::Isa::kAvx512) {
     state.SkipWithError("needs level avx512");
     return;
@@ -166,6 +171,8 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
       stave::cpu::kern::linear_w4a4_int8_avx512(t.w, x.data(), M, y.data());
     else if (k == Kernel::kW4A4Bf16)
       stave::cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kW4A4Vnni)
+      stave::cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), M, y.data());
     else if (k == Kernel::kBf16Split)
       stave::cpu::kern::linear_bf16_split_avx512(t.w, x.data(), M, y.data());
     else if (k == Kernel::kW4A4AmxBf16)
@@ -185,7 +192,8 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
 }
 
 bool direct_kernel(Kernel k) {
-  return k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split || amx_kernel(k);
+  return k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split || k == Kernel::kW4A4Vnni ||
+         amx_kernel(k);
 }
 
 int register_all() {
@@ -193,7 +201,7 @@ int register_all() {
       {Kernel::kW4A4, "w4a4"},           {Kernel::kRef, "ref"},           {Kernel::kBF16, "bf16"},
       {Kernel::kF32, "f32"},             {Kernel::kW4A4Int8, "w4a4_int8"}, {Kernel::kW4A4Bf16, "w4a4_bf16"},
       {Kernel::kBf16Split, "bf16_split"}, {Kernel::kW4A4AmxBf16, "w4a4_amx_bf16"},
-      {Kernel::kW4A4Int8Amx, "w4a4_int8_amx"}};
+      {Kernel::kW4A4Int8Amx, "w4a4_int8_amx"}, {Kernel::kW4A4Vnni, "w4a4_vnni"}};
   // Shape-major (ref reads the W4A4 weight) so each weight is built once for all its M values.
   for (const Shape& s : kShapes)
     for (auto [k, kname] : kernels) {
@@ -204,7 +212,7 @@ int register_all() {
       if (k == Kernel::kBF16 || k == Kernel::kW4A4) b->Arg(2)->Arg(8);  // decode rows (M ≤ kGemvMaxRows)
       if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
-      if (amx_kernel(k) || k == Kernel::kW4A4Bf16) b->Arg(2048);
+      if (amx_kernel(k) || k == Kernel::kW4A4Bf16 || k == Kernel::kW4A4Vnni) b->Arg(2048);
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   std::printf("cpu isa: detected %s, active %s\n", stave::cpu::isa_name(stave::cpu::detected_isa()),

@@ -5,7 +5,8 @@
 // bit for bit to mxfp4::quantize_block. The AMX-BF16 kernel (bf16 weights, M ≥ 16, level amx)
 // has its own bound (activation split into bf16 hi + lo), an exact-integer test, and runs its
 // driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX. The AVX-512-BF16
-// W4A4 kernel is tested directly at every M and through the dispatch (asserted by its counter).
+// W4A4 kernel is tested directly at every M (it is no longer dispatched); the register-blocked
+// VNNI W4A4 kernel directly and through the dispatch from 16 rows (asserted by its counter).
 // The AMX-BF16 W4A4 kernel (MXFP4, M ≥ 16, level amx): its operand expansions bit for bit, its
 // driver (linear/w4a4_tile_gemm.h) with emulated tiles on any CPU with AVX-512, and the real
 // kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
@@ -205,11 +206,14 @@ void check_against_oracles(const TestWeight& t, Kind kind, const float* x, int64
 
 // Whether cpu::linear at this level takes the AMX-BF16 kernel (the dispatch rule under test).
 bool takes_amx_bf16(Isa isa, Kind kind, int64_t M) { return isa == Isa::kAmx && kind == Kind::kBF16 && M >= 16; }
-// Whether it takes the AVX-512-BF16 W4A4 kernel (level avx512; at amx, M ≥ 16 goes to AMX-BF16).
-// The AVX-512-BF16 hi + lo kernel for bf16 weights is not dispatched (kernels.h says why).
+// The AVX-512-BF16 hi + lo kernel for bf16 weights and the AVX-512-BF16 W4A4 kernel are not
+// dispatched (kernels.h says why).
 bool takes_bf16_split(Isa, Kind, int64_t) { return false; }
-bool takes_w4a4_bf16(Isa isa, Kind kind, int64_t M) {
-  return isa == Isa::kAvx512 && is_w4a4(kind) && M >= cpu::kern::kW4A4Bf16MinRows;
+bool takes_w4a4_bf16(Isa, Kind, int64_t) { return false; }
+// Whether it takes the register-blocked VNNI W4A4 kernel (level avx512; at amx, M ≥ 16 goes to
+// the AMX kernels and fewer rows to the avx512 int8 ones, below kW4A4VnniMinRows).
+bool takes_w4a4_vnni(Isa isa, Kind kind, int64_t M) {
+  return isa == Isa::kAvx512 && is_w4a4(kind) && M >= cpu::kern::kW4A4VnniMinRows;
 }
 // Whether it takes the AMX-BF16 W4A4 kernel (level amx; same numerics as the AVX-512-BF16 one).
 bool takes_w4a4_amx_bf16(Isa isa, Kind kind, int64_t M) {
@@ -261,7 +265,9 @@ TEST(CpuLinear, MatchesReferenceEveryFormatAndLevel) {
         const uint64_t before_split = cpu::kern::bf16_split_calls();
         const bool w4a4_amx = takes_w4a4_amx_bf16(isa, kind, M);
         const uint64_t before_w4a4_amx = cpu::kern::w4a4_amx_bf16_calls();
+        const uint64_t before_vnni = cpu::kern::w4a4_vnni_calls();
         cpu::linear(t.w, x.data(), M, y.data());
+        EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - before_vnni, takes_w4a4_vnni(isa, kind, M) ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << where;
@@ -306,7 +312,10 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
       const uint64_t before_split = cpu::kern::bf16_split_calls();
       const bool w4a4_amx = takes_w4a4_amx_bf16(isa, kind, 70);
       const uint64_t before_w4a4_amx = cpu::kern::w4a4_amx_bf16_calls();
+      const uint64_t before_vnni = cpu::kern::w4a4_vnni_calls();
       cpu::linear(t.w, x.data(), 70, y.data());
+      EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - before_vnni, takes_w4a4_vnni(isa, kind, 70) ? 1u : 0u)
+          << cpu::isa_name(isa) << " " << kind_name(kind);
       EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << cpu::isa_name(isa) << " " << kind_name(kind);
       EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << cpu::isa_name(isa);
       EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << cpu::isa_name(isa);
@@ -459,8 +468,8 @@ TEST(CpuLinear, ActivationQuantizersAreBitExact) {
 
 // ---- AVX-512-BF16 W4A4 (MXFP4 W4A4, fast precision, level avx512) --------------------------
 
-// The kernel called directly at every M (it is correct for any M; the dispatch uses it from
-// kW4A4Bf16MinRows rows), and cpu::linear at level avx512 asserted to take it exactly then. Random
+// The kernel called directly at every M (it is correct for any M), and cpu::linear at level
+// avx512 asserted not to take it (the VNNI kernel from kW4A4VnniMinRows rows instead). Random
 // shapes (N not a multiple of the 64-column strips, K not of the 256-column chunks) and the Clef
 // shapes' K (5120 hidden 27B, 4096 hidden 9B, 17408 MLP 27B) with N kept small for the oracle.
 TEST(CpuLinear, W4A4Bf16MatchesReference) {
@@ -492,12 +501,14 @@ TEST(CpuLinear, W4A4Bf16MatchesReference) {
     check_against_oracles(t, c.kind, x.data(), c.M, y, "direct " + where, false, true);
 
     std::fill(y.begin(), y.end(), NAN);
-    const bool expect = c.M >= cpu::kern::kW4A4Bf16MinRows;
+    const bool vnni = c.M >= cpu::kern::kW4A4VnniMinRows;
     before = cpu::kern::w4a4_bf16_calls();
+    const uint64_t before_vnni = cpu::kern::w4a4_vnni_calls();
     cpu::linear(t.w, x.data(), c.M, y.data());
-    ASSERT_EQ(cpu::kern::w4a4_bf16_calls() - before, expect ? 1u : 0u)
-        << "cpu::linear " << (expect ? "did not take" : "took") << " the AVX-512-BF16 W4A4 kernel, " << where;
-    check_against_oracles(t, c.kind, x.data(), c.M, y, "dispatched " + where, false, expect);
+    ASSERT_EQ(cpu::kern::w4a4_bf16_calls(), before) << "cpu::linear took the AVX-512-BF16 W4A4 kernel, " << where;
+    ASSERT_EQ(cpu::kern::w4a4_vnni_calls() - before_vnni, vnni ? 1u : 0u)
+        << "cpu::linear " << (vnni ? "did not take" : "took") << " the VNNI W4A4 kernel, " << where;
+    check_against_oracles(t, c.kind, x.data(), c.M, y, "dispatched " + where);
   }
 }
 
@@ -534,14 +545,104 @@ TEST(CpuLinear, W4A4Bf16TakesOnlyW4A4) {
   }
   EXPECT_EQ(cpu::kern::w4a4_bf16_calls(), before);
   TestWeight t = make_weight(Kind::kW4A4Even, 9, 64, false, rng);
-  static_assert(cpu::kern::kW4A4Bf16MinRows <= 40, "the rows below must reach the kernel at level avx512");
   for (Isa isa : levels()) {
     cpu::ScopedIsa scoped(isa);
     const uint64_t at = cpu::kern::w4a4_bf16_calls();
-    cpu::linear(t.w, x.data(), 40, y.data());  // amx: AMX-BF16 W4A4
-    EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - at, isa == Isa::kAvx512 ? 1u : 0u)
-        << cpu::isa_name(isa) << ": only level avx512 takes it";
+    cpu::linear(t.w, x.data(), 40, y.data());  // avx512: the VNNI kernel; amx: AMX W4A4
+    EXPECT_EQ(cpu::kern::w4a4_bf16_calls(), at) << cpu::isa_name(isa) << ": not dispatched";
   }
+}
+
+// ---- AVX-512 VNNI W4A4 prefill kernel (MXFP4 W4A4, fast precision, level avx512) -----------
+
+// linear_w4a4_vnni_avx512 held to the int8 W4A4 bound (exact block dots, K/32 fp32 terms):
+// through cpu::linear at level avx512 from kW4A4VnniMinRows rows, with the dispatch asserted by
+// its counter, and called directly below that (it is correct for any M). Ragged M (one 16-row
+// group short, several, a partial 32-row tile), N not a multiple of the 48-column strips or
+// 6-column tiles, K not a multiple of the 128-deep quads or 256-deep chunks (17, 65, 3 blocks),
+// and the Clef widths: 4096 -> 12288 (9B MLP up), 12288 -> 4096 (9B down), 5120 and 17408
+// (27B), with N cut to a few hundred so the double-precision oracle stays fast.
+TEST(CpuLinear, W4A4VnniMatchesReference) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or STAVE_CPU_ISA below avx512)";
+  cpu::ScopedIsa scoped(Isa::kAvx512);
+  struct Case {
+    int64_t M, N, K;
+    Kind kind;
+    bool bias;
+  };
+  const Case cases[] = {
+      {1, 53, 544, Kind::kW4A4Even, true},      {7, 150, 2080, Kind::kW4A4Floor, false},
+      {64, 100, 96, Kind::kW4A4Ceil, true},     {300, 67, 544, Kind::kW4A4Even, false},
+      {16, 64, 32, Kind::kW4A4Even, true},      {33, 49, 4096, Kind::kW4A4Even, true},
+      {100, 97, 5120, Kind::kW4A4Even, false},  {47, 20, 17408, Kind::kW4A4Even, true},
+      {33, 770, 4096, Kind::kW4A4Even, false},  {100, 100, 12288, Kind::kW4A4Even, true},
+      {16, 1500, 4096, Kind::kW4A4Floor, true}, {65, 150, 12288, Kind::kW4A4Ceil, false},
+  };
+  std::mt19937 rng(270);
+  for (const Case& c : cases) {
+    TestWeight t = make_weight(c.kind, c.N, c.K, c.bias, rng);
+    std::vector<float> x = random_activation(c.M, c.K, rng);
+    const bool dispatched = c.M >= cpu::kern::kW4A4VnniMinRows;
+    const std::string where = std::string(dispatched ? "dispatched " : "direct ") + kind_name(c.kind) +
+                              " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+                              (c.bias ? " +bias" : "");
+    std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+    const uint64_t before = cpu::kern::w4a4_vnni_calls();
+    if (dispatched)
+      cpu::linear(t.w, x.data(), c.M, y.data());
+    else
+      ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), c.M, y.data())) << where;
+    ASSERT_EQ(cpu::kern::w4a4_vnni_calls(), before + 1) << "the VNNI W4A4 kernel did not run: " << where;
+    check_against_oracles(t, c.kind, x.data(), c.M, y, where);
+  }
+}
+
+// Scale bytes at the ends of E8M0's range on the first block (252, 1, 0: the scale product is
+// then near fp32's range ends, 0's weight scale subnormal) against activations scaled by 2^-120
+// there, and on the last block of a partial quad (K = 320: 10 blocks) 0 or 100 against
+// activations scaled by 2^120, so a lost subnormal scale would show.
+TEST(CpuLinear, W4A4VnniExtremeWeightScales) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or STAVE_CPU_ISA below avx512)";
+  std::mt19937 rng(271);
+  const int64_t M = 40, N = 70, K = 320;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+  for (int64_t r = 0; r < N; ++r) {
+    t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
+    t.scales[r * (K / 32) + 9] = r % 2 == 0 ? 0 : 100;
+  }
+  std::vector<float> x = random_activation(M, K, rng);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < 32; ++k) {
+      x[m * K + k] = std::ldexp(x[m * K + k], -120);
+      x[m * K + 9 * 32 + k] = std::ldexp(x[m * K + 9 * 32 + k], 120);
+    }
+  std::vector<float> y(static_cast<size_t>(M * N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), M, y.data()));
+  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "vnni extreme scales");
+}
+
+TEST(CpuLinear, W4A4VnniTakesOnlyW4A4) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or STAVE_CPU_ISA below avx512)";
+  std::mt19937 rng(272);
+  std::vector<float> x = random_activation(40, 64, rng), y(40 * 9, NAN);
+  const uint64_t before = cpu::kern::w4a4_vnni_calls();
+  for (Kind kind : {Kind::kBF16, Kind::kW4A16, Kind::kF32}) {
+    TestWeight t = make_weight(kind, 9, 64, false, rng);
+    EXPECT_FALSE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), 40, y.data())) << kind_name(kind);
+    cpu::ScopedIsa scoped(Isa::kAvx512);
+    cpu::linear(t.w, x.data(), 40, y.data());
+  }
+  EXPECT_EQ(cpu::kern::w4a4_vnni_calls(), before);
+  TestWeight t = make_weight(Kind::kW4A4Even, 9, 64, false, rng);
+  static_assert(cpu::kern::kW4A4VnniMinRows <= 16, "16 rows must reach the kernel at level avx512");
+  for (Isa isa : levels())
+    for (int64_t M : {15, 16, 40}) {
+      cpu::ScopedIsa scoped(isa);
+      const uint64_t at = cpu::kern::w4a4_vnni_calls();
+      cpu::linear(t.w, x.data(), M, y.data());  // amx: the AMX W4A4 kernels from 16 rows
+      EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - at, isa == Isa::kAvx512 && M >= cpu::kern::kW4A4VnniMinRows ? 1u : 0u)
+          << cpu::isa_name(isa) << " M=" << M << ": only level avx512 takes it, from kW4A4VnniMinRows rows";
+    }
 }
 
 // The AVX-512-BF16 hi + lo kernel for bf16 weights, called directly at every M and held to the

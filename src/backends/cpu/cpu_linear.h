@@ -9,10 +9,10 @@
 // Numerics: fp32 / bf16 / f16 / W4A16 weights are widened exactly to fp32 and multiplied with
 // fp32 FMA, so results differ from ref::linear by summation order only. W4A4 quantizes the
 // activation bit-exactly like mxfp4::quantize_block and forms exact integer 32-block dots;
-// again only the fp32 accumulation across blocks differs — except at level avx512 with M ≥ 32
-// (kern::kW4A4Bf16MinRows), where the same QDQ'd operands are multiplied exactly as bf16 with
-// vdpbf16ps and all K products are accumulated in one fp32 chain per output (bf16 denormals
-// flushed; avx512/linear_dpbf16_avx512.cpp). The other exception: bf16 weights with
+// again only the fp32 accumulation across blocks differs (at level avx512 with M ≥ 16,
+// kern::kW4A4VnniMinRows, the register-blocked VNNI kernel avx512/linear_w4a4_vnni_avx512.cpp;
+// the vdpbf16ps kernel, one fp32 chain of K exact products, is kept but not dispatched). The
+// exception: bf16 weights with
 // M ≥ 16 at level amx (amx/linear_amx.cpp) run with the activation split into bf16 hi + lo
 // (~16 significant bits, ≤ 2^-16 relative per term; denormals flushed) and one fp32 chain of
 // 2·K terms per output.

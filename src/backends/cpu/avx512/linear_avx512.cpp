@@ -4,9 +4,11 @@
 // (linear_bf16_split_avx512) was not consistently faster here (kernels.h), so it is not used.
 // At decode (M = 1) the product is bound by weight bandwidth and fp32 FMA keeps the result
 // equal to ref::linear up to summation order.
-// W4A4: exact-integer 32-block dots with VNNI vpdpbusd, two blocks per 512-bit register, for
-// M < kW4A4Bf16MinRows; from there linear_dpbf16_avx512.cpp (vdpbf16ps on bf16-expanded
-// MXFP4 operands, where every product is exact, so no rounding of the activation is added).
+// W4A4: M ≤ kGemvMaxRows linear_w4a4_gemv_avx512.cpp; from kW4A4VnniMinRows the register-blocked
+// VNNI kernel (linear_w4a4_vnni_avx512.cpp: 8 vpdpbusd per 32-block kept in registers, one cvt
+// and FMA to rescale); between them exact-integer 32-block dots with vpdpbusd, two blocks per
+// 512-bit register, stored and rescaled per block (Avx512W4A4 below). The vdpbf16ps kernel
+// (linear_dpbf16_avx512.cpp) is no longer dispatched (kernels.h).
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -320,7 +322,7 @@ void linear_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
       linear_w4a4_gemv_avx512(w, x, M, y);
       return;
     }
-    if (M >= kW4A4Bf16MinRows && linear_w4a4_bf16_avx512(w, x, M, y)) return;
+    if (M >= kW4A4VnniMinRows && linear_w4a4_vnni_avx512(w, x, M, y)) return;
     linear_w4a4_int8_avx512(w, x, M, y);
     return;
   }

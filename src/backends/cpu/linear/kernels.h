@@ -82,14 +82,13 @@ void count_amx_bf16_call();
 // kernel, exact products accumulated in fp32 across all K with vdpbf16ps. Returns false (and
 // does nothing) unless w is MXFP4 with quantize_input. Only call it at level avx512 or above.
 bool linear_w4a4_bf16_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
-// The VNNI int8 W4A4 kernel (exact integer 32-block dots, per-block rescale); the dispatch in
-// linear_avx512 picks between the two by M (kW4A4Bf16MinRows). Level avx512 or above.
+// Not dispatched since the register-blocked VNNI kernel below (linear_w4a4_vnni_avx512) beat it
+// on the 2-core EPYC (bench_linear, 9B MLP shapes, M = 16..512: 1.35–1.8×, docs/benchmarks.md);
+// kept for benchmarks and for CPUs where vdpbf16ps outruns vpdpbusd. Before, linear_avx512 ran
+// it from 32 rows (where it beat the int8 kernel below).
+// The VNNI int8 W4A4 kernel (exact integer 32-block dots, stored and rescaled per block):
+// linear_avx512 runs it for kGemvMaxRows < M < kW4A4VnniMinRows. Level avx512 or above.
 void linear_w4a4_int8_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
-// Rows from which linear_avx512 runs W4A4 on the BF16 kernel. Below it the int8 kernel, which
-// uses the packed weight without expanding it, is as fast or faster (bench_linear, 9B MLP shape,
-// 2-core EPYC: 1 thread ties at M = 8 and the BF16 kernel wins 1.4× at 16; 2 threads on the
-// loaded machine it lost at 16 and won from 32).
-inline constexpr int64_t kW4A4Bf16MinRows = 32;
 // BF16 weights in fast precision on AVX-512-BF16 (same file and blocking): the activation split
 // into bf16 hi + lo (SplitActivations, as linear_amx_bf16) and both multiplied by the stored
 // weight with vdpbf16ps into one fp32 chain of 2·K exact products per output — the numerics of
@@ -104,6 +103,20 @@ void count_bf16_split_call();
 // Calls of linear_w4a4_bf16_avx512 in this process (tests assert the dispatch; baseline flags).
 uint64_t w4a4_bf16_calls();
 void count_w4a4_bf16_call();
+// MXFP4 W4A4 in fast precision on AVX-512 VNNI, register-blocked for prefill
+// (avx512/linear_w4a4_vnni_avx512.cpp): the activation quantized once per call and rearranged so
+// a vector lane is an activation row, weight strips expanded from MXFP4 to u8 codes in the
+// kernel, 8 vpdpbusd per 32-block into an int32 accumulator that is converted and added to fp32
+// times the two block scales (no store per block). Numerics of the other int8 W4A4 kernels
+// (exact block dots, K/32 fp32 terms). Returns false (and does nothing) unless w is MXFP4 with
+// quantize_input and M ≥ 1. Level avx512 or above.
+bool linear_w4a4_vnni_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Rows from which linear_avx512 runs W4A4 on it (bench_linear, 9B MLP up, 1 thread on the
+// 2-core EPYC: 110 GFLOP/s at M = 16 against 51 for the int8 kernel and 77 for the bf16 one).
+inline constexpr int64_t kW4A4VnniMinRows = 16;
+// Calls of linear_w4a4_vnni_avx512 in this process (tests assert the dispatch; baseline flags).
+uint64_t w4a4_vnni_calls();
+void count_w4a4_vnni_call();
 
 // ---- MXFP4 W4A4 on AMX-BF16 (amx/linear_w4a4_amx_bf16.cpp; driver linear/w4a4_tile_gemm.h) ----
 // The activation QDQ'd to MXFP4 once per call and kept as bf16 (exact), weight panels expanded
@@ -113,7 +126,7 @@ void count_w4a4_bf16_call();
 // it where active_isa() is kAmx (it executes AMX instructions).
 bool linear_w4a4_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y);
 // Rows from which linear_amx runs W4A4 on it (fast precision only: exact precision never reaches
-// the CPU kernels). Below, linear_avx512 (AVX-512 int8 or bf16 by kW4A4Bf16MinRows). 16 = one
+// the CPU kernels). Below, linear_avx512 (AVX-512 int8 or VNNI by kW4A4VnniMinRows). 16 = one
 // tile of activation rows, as the AMX-INT8 kernel before it: expanding a weight value costs
 // ~0.09 ns (2-core EPYC, one thread), what the VNNI int8 kernel spends on ~4 rows of it (90
 // GFLOP/s), so from 16 rows the tile unit should be ahead. Not yet measured on AMX:

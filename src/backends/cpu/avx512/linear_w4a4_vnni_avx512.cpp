@@ -1,0 +1,253 @@
+// MXFP4 W4A4 prefill on AVX-512 VNNI (vpdpbusd), fast precision, register-blocked: the exact
+// integer 32-block dots stay in registers and each is rescaled by one cvt + one FMA.
+//
+// Layout: a vector lane is an activation row (16 rows per vector), so each vpdpbusd multiplies
+// 4 deep × 16 rows of activation codes by one broadcast dword (4 codes) of one weight row
+// (= output column). The k order inside a dword is any order both operands share: here a
+// 128-deep quad (4 blocks) of a weight row is its 64 packed bytes, taken as the low nibbles
+// (even columns, dwords 0..15) then the high nibbles (odd columns, dwords 16..31), so the weight
+// is expanded by an and, a shift and two vpshufb per 128 codes, with no transposition. Block bl
+// of a quad is dwords 4bl..4bl+3 and 16+4bl..16+4bl+3.
+//  - Activations: quantized once per call (quantize_activations_avx512, bit-exact with
+//    mxfp4::quantize_block), then per 16-row group and quad rearranged into that order as 32
+//    vectors of 16 rows (even codes, odd codes; a vpmovwb deinterleave and a scatter per row
+//    and quad), with the block scales 2^(e − 2) and the offsets −12·Σ codes as 16-row vectors.
+//  - Weights: a strip of NS rows (output columns) × KQ quads is expanded per task and K chunk
+//    to unsigned codes 2·E2M1 + 12 ∈ [0, 24] (u8 operand of vpdpbusd; the signed activation
+//    codes are the s8 one), reused by every activation row of the task.
+//  - Micro-kernel: R 16-row groups × C columns; per block, each int32 accumulator starts at the
+//    activation's −12·Σx (which takes the +12 out), takes 8 vpdpbusd, then is converted and
+//    added to an fp32 accumulator times (activation scale · weight scale).
+// Numerics: each block's integer dot is exact (|Σ| ≤ 4608), the scale product is a power of
+// two, so an output is one fp32 chain of K/32 block terms per K chunk, the chunks and the bias
+// added after: the bound of the other int8 W4A4 kernels (K/32 + a few terms). Exact precision
+// never runs this (it uses the reference backend).
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/linear/kernels.h"
+
+namespace stave::cpu::kern {
+namespace {
+
+constexpr int R = 2;                   // 16-row activation groups per micro-tile (32 rows)
+constexpr int C = 6;                   // output columns per micro-tile
+constexpr int64_t NS = 48;             // output columns per task strip
+constexpr int64_t KQ = 2;              // 128-deep quads per K chunk (256 columns)
+constexpr int64_t kWpCol = KQ * 128;   // panel bytes per output column
+constexpr int64_t kWsCol = KQ * 4;     // panel scales per output column
+constexpr int64_t kMaxTaskGroups = 32;  // 512 rows per task at most (accumulators stay in L2)
+
+struct alignas(64) Line {
+  int8_t b[64];
+};
+
+// The quantized activation in the kernel's order (see the top of the file).
+struct VnniActivations {
+  int64_t groups = 0, quads = 0, blocks = 0;
+  std::vector<Line> codes;       // [groups][quads][32]: line d, lane l = 4 codes of row 16g + l
+  std::vector<float> scales;     // [groups][blocks][16]: 2^(e − 2) (0 for padding rows)
+  std::vector<int32_t> offsets;  // [groups][blocks][16]: −12·Σ codes
+};
+
+// Row r of q into a (codes of quad Q: even columns to lines 0..15, odd ones to 16..31).
+void prepare_row(const QuantizedActivations& q, int64_t r, VnniActivations& a) {
+  const int64_t g = r / 16, l = r % 16;
+  const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(16));
+  const int8_t* row = q.codes.data() + r * q.k;
+  for (int64_t Q = 0; Q < a.quads; ++Q) {
+    const int64_t n = std::min<int64_t>(128, q.k - Q * 128);  // a multiple of 32
+    const __mmask64 m0 = n >= 64 ? ~0ull : (1ull << n) - 1;
+    const __mmask64 m1 = n >= 128 ? ~0ull : n <= 64 ? 0ull : (1ull << (n - 64)) - 1;
+    const __m512i v0 = _mm512_maskz_loadu_epi8(m0, row + Q * 128), v1 = _mm512_maskz_loadu_epi8(m1, row + Q * 128 + 64);
+    const __m512i even = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(v0)), _mm512_cvtepi16_epi8(v1), 1);
+    const __m512i odd = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(v0, 8))),
+                                           _mm512_cvtepi16_epi8(_mm512_srli_epi16(v1, 8)), 1);
+    int32_t* base = reinterpret_cast<int32_t*>(a.codes.data() + (g * a.quads + Q) * 32) + l;
+    _mm512_i32scatter_epi32(base, vindex, even, 4);
+    _mm512_i32scatter_epi32(base + 16 * 16, vindex, odd, 4);
+  }
+  for (int64_t b = 0; b < a.blocks; ++b) {
+    a.scales[(g * a.blocks + b) * 16 + l] = q.scales[r * a.blocks + b];
+    a.offsets[(g * a.blocks + b) * 16 + l] = -q.offsets[r * a.blocks + b];
+  }
+}
+
+// Weight rows n0 .. n0 + NS (rows ≥ N as zeros), quads q0 .. q0 + nq, into the panel:
+// wp[c·kWpCol + qi·128 + j] = unsigned code (2·E2M1 + 12) of row n0 + c, quad q0 + qi, low nibble
+// of packed byte j (j < 64) or high nibble of byte j − 64; ws[c·kWsCol + j] = 2^e of its block j.
+void expand_panel(const LinearWeight& w, int64_t n0, int64_t q0, int64_t nq, uint8_t* wp, float* ws) {
+  const float* e8m0 = e8m0_table();
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m512i nib = _mm512_set1_epi8(0x0f);
+  const int64_t row_bytes = w.in / 2, blocks = w.in / 32;
+  const int64_t nb = std::min<int64_t>(4 * nq, blocks - 4 * q0);
+  const uint8_t* codes = static_cast<const uint8_t*>(w.data);
+  for (int64_t c = 0; c < NS; ++c) {
+    const int64_t n = n0 + c;
+    uint8_t* out = wp + c * kWpCol;
+    if (n >= w.out) {
+      std::memset(out, 0, static_cast<size_t>(nq * 128));
+      for (int64_t j = 0; j < nb; ++j) ws[c * kWsCol + j] = 0.0f;
+      continue;
+    }
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      const int64_t bytes = std::min<int64_t>(64, row_bytes - (q0 + qi) * 64);
+      const __mmask64 mk = bytes >= 64 ? ~0ull : (1ull << bytes) - 1;
+      const __m512i v = _mm512_maskz_loadu_epi8(mk, codes + n * row_bytes + (q0 + qi) * 64);
+      _mm512_store_si512(out + qi * 128, _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nib)));
+      _mm512_store_si512(out + qi * 128 + 64, _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)));
+    }
+    const uint8_t* sc = w.scales + n * blocks + 4 * q0;
+    for (int64_t j = 0; j < nb; ++j) ws[c * kWsCol + j] = e8m0[sc[j]];
+  }
+}
+
+// Block BL of one quad: fa[i][c] += (exact dot of group i's rows with column c) · scales.
+// xq: group 0's 32 lines of the quad (groups xt_gs lines apart); wq: column 0's 128 panel
+// bytes of the quad (columns kWpCol apart); xo, xs: group 0's vectors of the block (xs_gs
+// apart); wsj: column 0's scale of the block (columns kWsCol apart).
+template <int RR, int BL>
+inline __attribute__((always_inline)) void block(const Line* xq, int64_t xt_gs, const uint8_t* wq, const int32_t* xo,
+                                                 const float* xs, int64_t xs_gs, const float* wsj,
+                                                 __m512 (&fa)[RR][C]) {
+  __m512i ia[RR][C];
+#pragma GCC unroll 4
+  for (int i = 0; i < RR; ++i) {
+    const __m512i o = _mm512_loadu_si512(xo + i * xs_gs);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) ia[i][c] = o;
+  }
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s) {
+    const int d = 16 * (s / 4) + 4 * BL + s % 4;
+    __m512i xv[RR];
+#pragma GCC unroll 4
+    for (int i = 0; i < RR; ++i) xv[i] = _mm512_load_si512(xq + i * xt_gs + d);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      int32_t wd;
+      std::memcpy(&wd, wq + c * kWpCol + d * 4, 4);
+      const __m512i wv = _mm512_set1_epi32(wd);
+#pragma GCC unroll 4
+      for (int i = 0; i < RR; ++i) ia[i][c] = _mm512_dpbusd_epi32(ia[i][c], wv, xv[i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < RR; ++i) {
+    const __m512 sx = _mm512_loadu_ps(xs + i * xs_gs);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+      fa[i][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i][c]), _mm512_mul_ps(sx, _mm512_set1_ps(wsj[c * kWsCol])),
+                                 fa[i][c]);
+  }
+}
+
+// acc[c·ld + 16i + lane] += Σ over nb blocks of the block dot of activation row (group i, lane)
+// and panel column c, times both scales. xt: group 0's lines at the chunk's first quad (groups
+// xt_gs lines apart); xs, xo: group 0's vectors at the chunk's first block (xs_gs apart).
+template <int RR>
+void micro(const Line* xt, int64_t xt_gs, const float* xs, const int32_t* xo, int64_t xs_gs, const uint8_t* wp,
+           const float* ws, int64_t nb, float* acc, int64_t ld) {
+  __m512 fa[RR][C];
+  for (int i = 0; i < RR; ++i)
+    for (int c = 0; c < C; ++c) fa[i][c] = _mm512_loadu_ps(acc + c * ld + 16 * i);
+  for (int64_t j = 0; j < nb; j += 4) {
+    const Line* xq = xt + (j / 4) * 32;
+    const uint8_t* wq = wp + (j / 4) * 128;
+    const int64_t at = j * 16;
+    block<RR, 0>(xq, xt_gs, wq, xo + at, xs + at, xs_gs, ws + j, fa);
+    if (j + 1 < nb) block<RR, 1>(xq, xt_gs, wq, xo + at + 16, xs + at + 16, xs_gs, ws + j + 1, fa);
+    if (j + 2 < nb) block<RR, 2>(xq, xt_gs, wq, xo + at + 32, xs + at + 32, xs_gs, ws + j + 2, fa);
+    if (j + 3 < nb) block<RR, 3>(xq, xt_gs, wq, xo + at + 48, xs + at + 48, xs_gs, ws + j + 3, fa);
+  }
+  for (int i = 0; i < RR; ++i)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + c * ld + 16 * i, fa[i][c]);
+}
+
+struct Task {
+  const LinearWeight& w;
+  const VnniActivations& a;
+  int64_t M;
+  float* y;
+};
+
+// Output columns n0 .. n0 + NS of activation groups g0 .. g1, over all of K; acc: NS × rows.
+void run_task(const Task& t, int64_t n0, int64_t g0, int64_t g1, uint8_t* wp, float* ws, float* acc) {
+  const VnniActivations& a = t.a;
+  const int64_t N = t.w.out, ld = (g1 - g0) * 16;
+  const int64_t cols = std::min(NS, N - n0);
+  std::fill(acc, acc + NS * ld, 0.0f);
+  for (int64_t q0 = 0; q0 < a.quads; q0 += KQ) {
+    const int64_t nq = std::min(KQ, a.quads - q0), nb = std::min(4 * KQ, a.blocks - 4 * q0);
+    expand_panel(t.w, n0, q0, nq, wp, ws);
+    for (int64_t g = g0; g < g1; g += R) {
+      const Line* xt = a.codes.data() + (g * a.quads + q0) * 32;
+      const int64_t xs_at = (g * a.blocks + 4 * q0) * 16;
+      for (int64_t c0 = 0; c0 < cols; c0 += C) {
+        float* ac = acc + c0 * ld + (g - g0) * 16;
+        if (g + R <= g1)
+          micro<R>(xt, a.quads * 32, a.scales.data() + xs_at, a.offsets.data() + xs_at, a.blocks * 16,
+                   wp + c0 * kWpCol, ws + c0 * kWsCol, nb, ac, ld);
+        else
+          micro<1>(xt, a.quads * 32, a.scales.data() + xs_at, a.offsets.data() + xs_at, a.blocks * 16,
+                   wp + c0 * kWpCol, ws + c0 * kWsCol, nb, ac, ld);
+      }
+    }
+  }
+  const int64_t m0 = g0 * 16, m1 = std::min(t.M, g1 * 16);
+  for (int64_t m = m0; m < m1; ++m) {
+    float* yr = t.y + m * N + n0;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = acc[c * ld + (m - m0)] + (t.w.bias ? t.w.bias[n0 + c] : 0.0f);
+  }
+}
+
+}  // namespace
+
+bool linear_w4a4_vnni_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  if (w.format != WeightFormat::kMXFP4 || !w.quantize_input || M < 1) return false;
+  count_w4a4_vnni_call();
+  QuantizedActivations q;
+  quantize_activations_avx512(x, M, w.in, w.input_scale_mode, 16, q);
+  VnniActivations a;
+  a.groups = q.padded_rows / 16;
+  a.blocks = q.blocks;
+  a.quads = (q.blocks + 3) / 4;
+  a.codes.assign(static_cast<size_t>(a.groups * a.quads * 32), Line{});
+  a.scales.assign(static_cast<size_t>(a.groups * a.blocks * 16), 0.0f);
+  a.offsets.assign(static_cast<size_t>(a.groups * a.blocks * 16), 0);
+
+  // Tasks: strips of NS columns × runs of activation groups (split only when there are too few
+  // strips to keep every thread busy, or the run would pass kMaxTaskGroups).
+  const int64_t N = w.out, strips = (N + NS - 1) / NS;
+  const int64_t threads = omp_get_max_threads();
+  const int64_t splits = std::clamp<int64_t>((4 * threads + strips - 1) / strips, 1, a.groups);
+  int64_t gpt = (a.groups + splits - 1) / splits;
+  gpt = std::min(kMaxTaskGroups, (gpt + R - 1) / R * R);
+  const int64_t runs = (a.groups + gpt - 1) / gpt, tasks = strips * runs;
+  const Task task{w, a, M, y};
+#pragma omp parallel
+  {
+    alignas(64) uint8_t wp[NS * kWpCol];  // 12 KiB on the thread's stack
+    alignas(64) float ws[NS * kWsCol];
+    std::unique_ptr<float[]> acc(new float[static_cast<size_t>(NS * gpt * 16)]);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < M; ++r) prepare_row(q, r, a);
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t g0 = (t / strips) * gpt;
+      run_task(task, (t % strips) * NS, g0, std::min(a.groups, g0 + gpt), wp, ws, acc.get());
+    }
+  }
+  return true;
+}
+
+}  // namespace stave::cpu::kern
