@@ -9,8 +9,9 @@
 // is rearranged once per call to match (per chunk of 2L columns: the L even ones, then the L
 // odd ones), and both halves are multiplied into the same fp32 accumulator with FMA (one
 // rounding per term, as in float_gemm), so the result differs from ref::linear only by
-// summation order: each accumulator lane chains K / L terms, then a reduction — inside the
-// float kernels' bound (K/8 + 48 terms). Fast precision only, like every kernel here.
+// summation order: each accumulator lane chains at most K / L terms (K / 4L where a tile keeps
+// four accumulators, gemv_unroll), then a reduction — inside the float kernels' bound
+// (K/8 + 48 terms). Fast precision only, like every kernel here.
 //
 // Each ISA file includes this (anonymous namespace: one copy per ISA, see float_gemm.h) with a
 // kernel that provides:
@@ -50,13 +51,26 @@ inline void rearrange_even_odd(const float* x, int64_t M, int64_t K, int64_t chu
 // few enough that the runs balance over the threads.
 constexpr int64_t kGemvRowsPerTask = 64;
 
-// Weight rows per micro-tile: R·C accumulators + 2C widened weights + 2 activation vectors
-// must fit the register file; at most 4 (four streams per thread are plenty).
+// Weight rows per micro-tile. At M = 1 one row at a time: the thread then reads its run of the
+// weight as one sequential stream, which the hardware prefetcher follows at the full read rate
+// (several rows read side by side, each with a software prefetch of the next tile, reached
+// 60-70 % of bench_peak's MemoryRead on Zen 4; one stream 80-90 %, see docs/benchmarks.md).
+// At M ≥ 2 several rows share each activation load: R·C accumulators + 2C widened weights + 2
+// activation vectors must fit the register file; at most 4 rows.
 constexpr int gemv_cols(int R, int regs) {
+  if (R == 1) return 1;
   for (int c = 4; c > 1; --c)
     if (R * c + 2 * c + 2 <= regs) return c;
   return 1;
 }
+
+// Independent accumulators per (activation row, weight row) along K, so the FMA chains of a
+// single-row tile do not serialize on one register (4 at R·C = 1, else 1).
+constexpr int gemv_unroll(int R, int C) { return R * C == 1 ? 4 : 1; }
+
+// Software prefetch of the next tile's rows, needed only where the tile reads several rows side
+// by side (one sequential stream is the hardware prefetcher's job).
+constexpr bool gemv_prefetch_next_tile(int C) { return C > 1; }
 
 template <class Kernel, int R>
 void bf16_gemv_rows(const LinearWeight& w, const float* x, const float* xa, int64_t chunks, float* y) {
