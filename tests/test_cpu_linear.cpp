@@ -376,6 +376,32 @@ TEST(CpuLinear, W4A4DecodeExtremeWeightScales) {
   }
 }
 
+// At M = 1 the decode kernels read one weight row at a time with several accumulators along K
+// (4 chunks of 2L columns for BF16, 2 groups of four blocks for W4A4) and finish the chunks
+// that do not fill the unroll one by one: every remainder, the BF16 column tail past the last
+// chunk, and W4A4 partial groups, with the dispatch asserted.
+TEST(CpuLinear, SingleRowDecodeCoversEveryUnrollRemainder) {
+  std::mt19937 rng(77);
+  const int64_t N = 37;
+  for (int64_t K : {32, 64, 96, 160, 224, 288, 416, 480, 544, 4096 + 96, 4096 + 128 + 32, 131, 4096 + 49})
+    for (Kind kind : {Kind::kBF16, Kind::kW4A4Even}) {
+      if (kind == Kind::kW4A4Even && K % 32 != 0) continue;  // MXFP4 rows are whole 32-blocks
+      TestWeight t = make_weight(kind, N, K, true, rng);
+      std::vector<float> x = random_activation(1, K, rng);
+      for (Isa isa : levels()) {
+        cpu::ScopedIsa scoped(isa);
+        std::vector<float> y(N, NAN);
+        const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=1 K=" + std::to_string(K);
+        const uint64_t before = cpu::kern::bf16_gemv_calls(), before_w4a4 = cpu::kern::w4a4_gemv_calls();
+        cpu::linear(t.w, x.data(), 1, y.data());
+        EXPECT_EQ(cpu::kern::bf16_gemv_calls() - before, kind == Kind::kBF16 && isa >= Isa::kAvx2 ? 1u : 0u) << where;
+        EXPECT_EQ(cpu::kern::w4a4_gemv_calls() - before_w4a4, kind == Kind::kW4A4Even && isa >= Isa::kAvx512 ? 1u : 0u)
+            << where;
+        check_against_oracles(t, kind, x.data(), 1, y, where);
+      }
+    }
+}
+
 TEST(CpuLinear, ZeroRowsIsANoOpAndBadShapesAreErrors) {
   std::mt19937 rng(3);
   TestWeight t = make_weight(Kind::kW4A4Even, 8, 64, true, rng);
