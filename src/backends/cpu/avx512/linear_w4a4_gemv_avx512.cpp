@@ -26,7 +26,9 @@
 namespace stave::cpu::kern {
 namespace {
 
-constexpr int64_t kRowsPerTask = 64;  // output features per OpenMP task (contiguous runs of N)
+// Output features per OpenMP task (a contiguous run of N); threads take the next task when they
+// finish one (dynamic schedule, as bf16_gemv.h).
+constexpr int64_t kRowsPerTask = 64;
 
 // The activation in the packed weight order, per row and group of four blocks (zero past the
 // last block, so a partial group adds nothing).
@@ -139,7 +141,7 @@ void gemv_rows(const LinearWeight& w, const GroupedActivations& a, float* y) {
   const int64_t N = w.out, blocks = w.in / 32, row_bytes = w.in / 2;
   const uint8_t* codes = static_cast<const uint8_t*>(w.data);
   const int64_t tasks = (N + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t n_end = std::min(N, (t + 1) * kRowsPerTask);
     for (int64_t n = t * kRowsPerTask; n < n_end; n += C) {

@@ -48,7 +48,9 @@ inline void rearrange_even_odd(const float* x, int64_t M, int64_t K, int64_t chu
 }
 
 // Output features per task: enough rows that a task streams ≥ 256 KiB of a Clef-sized weight,
-// few enough that the runs balance over the threads.
+// few enough that the runs balance over the threads. Threads take the next task when they
+// finish one (dynamic schedule), so a thread that loses its core to another process for a while
+// does not hold the whole product up at the barrier (a static split waited for it).
 constexpr int64_t kGemvRowsPerTask = 64;
 
 // Weight rows per micro-tile. At M = 1 one row at a time: the thread then reads its run of the
@@ -79,7 +81,7 @@ void bf16_gemv_rows(const LinearWeight& w, const float* x, const float* xa, int6
   const int64_t N = w.out, K = w.in, kmain = chunks * chunk;
   const uint16_t* data = static_cast<const uint16_t*>(w.data);
   const int64_t tasks = (N + kGemvRowsPerTask - 1) / kGemvRowsPerTask;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t n_end = std::min(N, (t + 1) * kGemvRowsPerTask);
     for (int64_t n = t * kGemvRowsPerTask; n < n_end; n += C) {
