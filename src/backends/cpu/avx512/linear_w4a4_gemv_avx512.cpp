@@ -72,11 +72,12 @@ inline __m128 scales4(const uint8_t* sc, int64_t nb) {
   return _mm_blendv_ps(f, _mm_set1_ps(0x1p-127f), _mm_castsi128_ps(_mm_cmpeq_epi32(b4, _mm_setzero_si128())));
 }
 
-// Weight rows per tile at R activation rows: at R = 1 one row at a time, so a thread reads its
-// run of the weight (codes, and the scales beside them) as one sequential stream that the
-// hardware prefetcher follows; at R ≥ 2 several rows share each activation load, with R·C
-// accumulators + 3C weight registers + 4 activation registers within the 32 zmm.
-constexpr int gemv_cols(int R) { return R == 1 ? 1 : R <= 3 ? 4 : R <= 5 ? 3 : 2; }
+// Weight rows per tile at R activation rows: several rows share each activation load, with R·C
+// accumulators + 3C weight registers + 4 activation registers within the 32 zmm. At M = 1 with
+// a grouped activation row (2K bytes) within kGemvSingleRowMaxActivationBytes the tile is one
+// row instead (C = 1), so a thread reads its run of the weight (codes, and the scales beside
+// them) as one sequential stream that the hardware prefetcher follows.
+constexpr int gemv_cols(int R) { return R <= 3 ? 4 : R <= 5 ? 3 : 2; }
 // Independent fp32 accumulators per (activation row, weight row), so a single-row tile's FMA
 // chain does not serialize on one register.
 constexpr int gemv_unroll(int R, int C) { return R * C == 1 ? 2 : 1; }
@@ -135,9 +136,8 @@ void tile(const GroupedActivations& a, int64_t blocks, const uint8_t* const* wc,
     }
 }
 
-template <int R>
+template <int R, int C = gemv_cols(R)>
 void gemv_rows(const LinearWeight& w, const GroupedActivations& a, float* y) {
-  constexpr int C = gemv_cols(R);
   const int64_t N = w.out, blocks = w.in / 32, row_bytes = w.in / 2;
   const uint8_t* codes = static_cast<const uint8_t*>(w.data);
   const int64_t tasks = (N + kRowsPerTask - 1) / kRowsPerTask;
@@ -169,7 +169,14 @@ void linear_w4a4_gemv_avx512(const LinearWeight& w, const float* x, int64_t M, f
   const GroupedActivations a(q);
   count_w4a4_gemv_call();
   switch (M) {
-    case 1: gemv_rows<1>(w, a, y); break;
+    case 1:
+      if (a.groups * (128 + 2 * 16 * 4) <= kGemvSingleRowMaxActivationBytes) {
+        count_gemv_single_row_call();
+        gemv_rows<1, 1>(w, a, y);
+      } else {
+        gemv_rows<1>(w, a, y);
+      }
+      break;
     case 2: gemv_rows<2>(w, a, y); break;
     case 3: gemv_rows<3>(w, a, y); break;
     case 4: gemv_rows<4>(w, a, y); break;

@@ -53,14 +53,13 @@ inline void rearrange_even_odd(const float* x, int64_t M, int64_t K, int64_t chu
 // does not hold the whole product up at the barrier (a static split waited for it).
 constexpr int64_t kGemvRowsPerTask = 64;
 
-// Weight rows per micro-tile. At M = 1 one row at a time: the thread then reads its run of the
-// weight as one sequential stream, which the hardware prefetcher follows at the full read rate
-// (several rows read side by side, each with a software prefetch of the next tile, reached
-// 60-70 % of bench_peak's MemoryRead on Zen 4; one stream 80-90 %, see docs/benchmarks.md).
-// At M ≥ 2 several rows share each activation load: R·C accumulators + 2C widened weights + 2
-// activation vectors must fit the register file; at most 4 rows.
+// Weight rows per micro-tile: R·C accumulators + 2C widened weights + 2 activation vectors must
+// fit the register file; at most 4 (four streams per thread are plenty), each with a software
+// prefetch of the next tile's rows. At M = 1 with an activation row that fits in L1
+// (kGemvSingleRowMaxActivationBytes) the tile is one row instead (C = 1): the thread then reads
+// its run of the weight as one sequential stream, which the hardware prefetcher follows (on Zen 4
+// this read the lm_head faster than four rows side by side; see docs/benchmarks.md).
 constexpr int gemv_cols(int R, int regs) {
-  if (R == 1) return 1;
   for (int c = 4; c > 1; --c)
     if (R * c + 2 * c + 2 <= regs) return c;
   return 1;
@@ -74,9 +73,8 @@ constexpr int gemv_unroll(int R, int C) { return R * C == 1 ? 4 : 1; }
 // by side (one sequential stream is the hardware prefetcher's job).
 constexpr bool gemv_prefetch_next_tile(int C) { return C > 1; }
 
-template <class Kernel, int R>
+template <class Kernel, int R, int C = gemv_cols(R, Kernel::kRegs)>
 void bf16_gemv_rows(const LinearWeight& w, const float* x, const float* xa, int64_t chunks, float* y) {
-  constexpr int C = gemv_cols(R, Kernel::kRegs);
   constexpr int64_t chunk = 2 * Kernel::L;
   const int64_t N = w.out, K = w.in, kmain = chunks * chunk;
   const uint16_t* data = static_cast<const uint16_t*>(w.data);
@@ -109,7 +107,14 @@ void bf16_gemv(const LinearWeight& w, const float* x, int64_t M, float* y) {
   rearrange_even_odd(x, M, K, chunk, chunks, xa.data());
   count_bf16_gemv_call();
   switch (M) {
-    case 1: bf16_gemv_rows<Kernel, 1>(w, x, xa.data(), chunks, y); break;
+    case 1:
+      if (K * static_cast<int64_t>(sizeof(float)) <= kGemvSingleRowMaxActivationBytes) {
+        count_gemv_single_row_call();
+        bf16_gemv_rows<Kernel, 1, 1>(w, x, xa.data(), chunks, y);
+      } else {
+        bf16_gemv_rows<Kernel, 1>(w, x, xa.data(), chunks, y);
+      }
+      break;
     case 2: bf16_gemv_rows<Kernel, 2>(w, x, xa.data(), chunks, y); break;
     case 3: bf16_gemv_rows<Kernel, 3>(w, x, xa.data(), chunks, y); break;
     case 4: bf16_gemv_rows<Kernel, 4>(w, x, xa.data(), chunks, y); break;
