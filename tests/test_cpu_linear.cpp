@@ -385,6 +385,41 @@ TEST(CpuLinear, W4A4DecodeExtremeWeightScales) {
   }
 }
 
+// At M = 1 the decode kernels read one weight row at a time with several accumulators along K
+// (4 chunks of 2L columns for BF16, 2 groups of four blocks for W4A4) when the activation row
+// fits kGemvSingleRowMaxActivationBytes, and finish the chunks that do not fill the unroll one
+// by one: every remainder, the BF16 column tail past the last chunk and W4A4 partial groups;
+// K = 12288 (the 9B down_proj) is too wide and must take the multi-row tile. Dispatch asserted.
+TEST(CpuLinear, SingleRowDecodeCoversEveryUnrollRemainder) {
+  std::mt19937 rng(77);
+  const int64_t N = 37;
+  for (int64_t K : {32, 64, 96, 160, 224, 288, 416, 480, 544, 4096 + 96, 4096 + 128 + 32, 131, 4096 + 49, 12288})
+    for (Kind kind : {Kind::kBF16, Kind::kW4A4Even}) {
+      if (kind == Kind::kW4A4Even && K % 32 != 0) continue;  // MXFP4 rows are whole 32-blocks
+      TestWeight t = make_weight(kind, N, K, true, rng);
+      std::vector<float> x = random_activation(1, K, rng);
+      for (Isa isa : levels()) {
+        cpu::ScopedIsa scoped(isa);
+        std::vector<float> y(N, NAN);
+        const std::string where = std::string(cpu::isa_name(isa)) + " " + kind_name(kind) + " M=1 K=" + std::to_string(K);
+        const uint64_t before = cpu::kern::bf16_gemv_calls(), before_w4a4 = cpu::kern::w4a4_gemv_calls();
+        const uint64_t before_single = cpu::kern::gemv_single_row_calls();
+        cpu::linear(t.w, x.data(), 1, y.data());
+        const bool gemv = kind == Kind::kBF16 && isa >= Isa::kAvx2;
+        const bool w4a4_gemv = kind == Kind::kW4A4Even && isa >= Isa::kAvx512;
+        // The activation row as each kernel reads it: fp32 (BF16), 2 bytes per column grouped (W4A4).
+        const bool single = (gemv && 4 * K <= cpu::kern::kGemvSingleRowMaxActivationBytes) ||
+                            (w4a4_gemv && 2 * K <= cpu::kern::kGemvSingleRowMaxActivationBytes);
+        EXPECT_EQ(cpu::kern::bf16_gemv_calls() - before, gemv ? 1u : 0u) << where;
+        EXPECT_EQ(cpu::kern::w4a4_gemv_calls() - before_w4a4, w4a4_gemv ? 1u : 0u) << where;
+        EXPECT_EQ(cpu::kern::gemv_single_row_calls() - before_single, single ? 1u : 0u) << where;
+        if (K == 4096 + 96) EXPECT_TRUE(single || !(gemv || w4a4_gemv)) << where;  // a Clef hidden width
+        if (K == 12288) EXPECT_FALSE(single) << where;
+        check_against_oracles(t, kind, x.data(), 1, y, where);
+      }
+    }
+}
+
 TEST(CpuLinear, ZeroRowsIsANoOpAndBadShapesAreErrors) {
   std::mt19937 rng(3);
   TestWeight t = make_weight(Kind::kW4A4Even, 8, 64, true, rng);

@@ -128,17 +128,19 @@ struct Avx512Bf16Gemv {
 
   template <int R, int C>
   static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
+    constexpr int U = gemv_unroll(R, C);
     const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
     const int64_t stride = chunks * 32;
-    __m512 a[R][C];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < C; ++j) a[i][j] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < chunks; ++c) {
+    __m512 a[U][R][C];
+    for (int u = 0; u < U; ++u)
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j) a[u][i][j] = _mm512_setzero_ps();
+    const auto step = [&](int64_t c, __m512(&s)[R][C]) {
       __m512 we[C], wo[C];
       for (int j = 0; j < C; ++j) {
         const uint16_t* p = w[j] + c * 32;
         // The next tile's rows follow these C rows in memory: fetch the same columns of them.
-        _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
+        if constexpr (gemv_prefetch_next_tile(C)) _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
         const __m512i v = _mm512_loadu_si512(p);
         we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));
@@ -146,11 +148,19 @@ struct Avx512Bf16Gemv {
       for (int i = 0; i < R; ++i) {
         const float* xr = xa + i * stride + c * 32;
         const __m512 xe = _mm512_loadu_ps(xr), xo = _mm512_loadu_ps(xr + 16);
-        for (int j = 0; j < C; ++j) a[i][j] = _mm512_fmadd_ps(xo, wo[j], _mm512_fmadd_ps(xe, we[j], a[i][j]));
+        for (int j = 0; j < C; ++j) s[i][j] = _mm512_fmadd_ps(xo, wo[j], _mm512_fmadd_ps(xe, we[j], s[i][j]));
       }
-    }
+    };
+    int64_t c = 0;
+    for (; c + U <= chunks; c += U)
+      for (int u = 0; u < U; ++u) step(c + u, a[u]);
+    for (; c < chunks; ++c) step(c, a[0]);
     for (int i = 0; i < R; ++i)
-      for (int j = 0; j < C; ++j) acc[i * C + j] = _mm512_reduce_add_ps(a[i][j]);
+      for (int j = 0; j < C; ++j) {
+        __m512 s = a[0][i][j];
+        for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, a[u][i][j]);
+        acc[i * C + j] = _mm512_reduce_add_ps(s);
+      }
   }
 };
 

@@ -12,8 +12,8 @@
 // The 12·Σx offset of the unsigned weight codes (see Avx512W4A4) starts lane 4q of each group.
 //
 // Numerics: every block partial sum is an exact integer, times exact power-of-two scales, then
-// accumulated in fp32 (one chain per lane, K/128 terms, then a 16-lane reduction): inside the
-// W4A4 kernels' bound (K/32 + 48 terms). Fast precision only, like every kernel here.
+// accumulated in fp32 (one or two chains per lane, at most K/128 terms each, then a 16-lane
+// reduction): inside the W4A4 kernels' bound (K/32 + 48 terms). Fast precision only, like every kernel here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
@@ -26,7 +26,9 @@
 namespace stave::cpu::kern {
 namespace {
 
-constexpr int64_t kRowsPerTask = 64;  // output features per OpenMP task (contiguous runs of N)
+// Output features per OpenMP task (a contiguous run of N); threads take the next task when they
+// finish one (dynamic schedule, as bf16_gemv.h).
+constexpr int64_t kRowsPerTask = 64;
 
 // The activation in the packed weight order, per row and group of four blocks (zero past the
 // last block, so a partial group adds nothing).
@@ -70,26 +72,40 @@ inline __m128 scales4(const uint8_t* sc, int64_t nb) {
   return _mm_blendv_ps(f, _mm_set1_ps(0x1p-127f), _mm_castsi128_ps(_mm_cmpeq_epi32(b4, _mm_setzero_si128())));
 }
 
+// Weight rows per tile at R activation rows: several rows share each activation load, with R·C
+// accumulators + 3C weight registers + 4 activation registers within the 32 zmm. At M = 1 with
+// a grouped activation row (2K bytes) within kGemvSingleRowMaxActivationBytes the tile is one
+// row instead (C = 1), so a thread reads its run of the weight (codes, and the scales beside
+// them) as one sequential stream that the hardware prefetcher follows.
+constexpr int gemv_cols(int R) { return R <= 3 ? 4 : R <= 5 ? 3 : 2; }
+// Independent fp32 accumulators per (activation row, weight row), so a single-row tile's FMA
+// chain does not serialize on one register.
+constexpr int gemv_unroll(int R, int C) { return R * C == 1 ? 2 : 1; }
+
 template <int R, int C>
 void tile(const GroupedActivations& a, int64_t blocks, const uint8_t* const* wc, const uint8_t* const* ws,
           float* acc) {
+  constexpr int U = gemv_unroll(R, C);
   // 4-bit code -> 2·E2M1 + 12 ∈ [0, 24] (unsigned operand of vpdpbusd).
   const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
   const __m512i nib = _mm512_set1_epi8(0x0f);
   const __m512i per_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const int64_t row_bytes = blocks * 16;
-  __m512 s[R][C];
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < C; ++j) s[i][j] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < a.groups; ++g) {
+  __m512 s[U][R][C];
+  for (int u = 0; u < U; ++u)
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) s[u][i][j] = _mm512_setzero_ps();
+  const auto step = [&](int64_t g, __m512(&sum)[R][C]) {
     const int64_t b = 4 * g, nb = std::min<int64_t>(4, blocks - b);
     __m512i lo[C], hi[C];
     __m512 wsv[C];
     for (int j = 0; j < C; ++j) {
       const uint8_t* p = wc[j] + b * 16;
-      // The next tile's rows follow these C rows in memory: fetch the same columns of them.
-      _mm_prefetch(reinterpret_cast<const char*>(p + C * row_bytes), _MM_HINT_T0);
-      if ((g & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(ws[j] + b + C * blocks), _MM_HINT_T0);
+      if constexpr (C > 1) {
+        // The next tile's rows follow these C rows in memory: fetch the same columns of them.
+        _mm_prefetch(reinterpret_cast<const char*>(p + C * row_bytes), _MM_HINT_T0);
+        if ((g & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(ws[j] + b + C * blocks), _MM_HINT_T0);
+      }
       const __m512i v = nb == 4 ? _mm512_loadu_si512(p)
                                 : _mm512_maskz_loadu_epi8((__mmask64{1} << (16 * nb)) - 1, p);
       lo[j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nib));
@@ -104,22 +120,28 @@ void tile(const GroupedActivations& a, int64_t blocks, const uint8_t* const* wc,
       const __m512i init = _mm512_loadu_si512(a.init.data() + at * 16);
       for (int j = 0; j < C; ++j) {
         const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo[j], xe), hi[j], xo);
-        s[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(xs, wsv[j]), s[i][j]);
+        sum[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(xs, wsv[j]), sum[i][j]);
       }
     }
-  }
+  };
+  int64_t g = 0;
+  for (; g + U <= a.groups; g += U)
+    for (int u = 0; u < U; ++u) step(g + u, s[u]);
+  for (; g < a.groups; ++g) step(g, s[0]);
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < C; ++j) acc[i * C + j] = _mm512_reduce_add_ps(s[i][j]);
+    for (int j = 0; j < C; ++j) {
+      __m512 t = s[0][i][j];
+      for (int u = 1; u < U; ++u) t = _mm512_add_ps(t, s[u][i][j]);
+      acc[i * C + j] = _mm512_reduce_add_ps(t);
+    }
 }
 
-template <int R>
+template <int R, int C = gemv_cols(R)>
 void gemv_rows(const LinearWeight& w, const GroupedActivations& a, float* y) {
-  // R·C accumulators + 3C weight registers + 4 activation registers within the 32 zmm.
-  constexpr int C = R <= 3 ? 4 : R <= 5 ? 3 : 2;
   const int64_t N = w.out, blocks = w.in / 32, row_bytes = w.in / 2;
   const uint8_t* codes = static_cast<const uint8_t*>(w.data);
   const int64_t tasks = (N + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t n_end = std::min(N, (t + 1) * kRowsPerTask);
     for (int64_t n = t * kRowsPerTask; n < n_end; n += C) {
@@ -147,7 +169,14 @@ void linear_w4a4_gemv_avx512(const LinearWeight& w, const float* x, int64_t M, f
   const GroupedActivations a(q);
   count_w4a4_gemv_call();
   switch (M) {
-    case 1: gemv_rows<1>(w, a, y); break;
+    case 1:
+      if (a.groups * (128 + 2 * 16 * 4) <= kGemvSingleRowMaxActivationBytes) {
+        count_gemv_single_row_call();
+        gemv_rows<1, 1>(w, a, y);
+      } else {
+        gemv_rows<1>(w, a, y);
+      }
+      break;
     case 2: gemv_rows<2>(w, a, y); break;
     case 3: gemv_rows<3>(w, a, y); break;
     case 4: gemv_rows<4>(w, a, y); break;

@@ -9,8 +9,9 @@
 // is rearranged once per call to match (per chunk of 2L columns: the L even ones, then the L
 // odd ones), and both halves are multiplied into the same fp32 accumulator with FMA (one
 // rounding per term, as in float_gemm), so the result differs from ref::linear only by
-// summation order: each accumulator lane chains K / L terms, then a reduction — inside the
-// float kernels' bound (K/8 + 48 terms). Fast precision only, like every kernel here.
+// summation order: each accumulator lane chains at most K / L terms (K / 4L where a tile keeps
+// four accumulators, gemv_unroll), then a reduction — inside the float kernels' bound
+// (K/8 + 48 terms). Fast precision only, like every kernel here.
 //
 // Each ISA file includes this (anonymous namespace: one copy per ISA, see float_gemm.h) with a
 // kernel that provides:
@@ -47,25 +48,38 @@ inline void rearrange_even_odd(const float* x, int64_t M, int64_t K, int64_t chu
 }
 
 // Output features per task: enough rows that a task streams ≥ 256 KiB of a Clef-sized weight,
-// few enough that the runs balance over the threads.
+// few enough that the runs balance over the threads. Threads take the next task when they
+// finish one (dynamic schedule), so a thread that loses its core to another process for a while
+// does not hold the whole product up at the barrier (a static split waited for it).
 constexpr int64_t kGemvRowsPerTask = 64;
 
-// Weight rows per micro-tile: R·C accumulators + 2C widened weights + 2 activation vectors
-// must fit the register file; at most 4 (four streams per thread are plenty).
+// Weight rows per micro-tile: R·C accumulators + 2C widened weights + 2 activation vectors must
+// fit the register file; at most 4 (four streams per thread are plenty), each with a software
+// prefetch of the next tile's rows. At M = 1 with an activation row that fits in L1
+// (kGemvSingleRowMaxActivationBytes) the tile is one row instead (C = 1): the thread then reads
+// its run of the weight as one sequential stream, which the hardware prefetcher follows (on Zen 4
+// this read the lm_head faster than four rows side by side; see docs/benchmarks.md).
 constexpr int gemv_cols(int R, int regs) {
   for (int c = 4; c > 1; --c)
     if (R * c + 2 * c + 2 <= regs) return c;
   return 1;
 }
 
-template <class Kernel, int R>
+// Independent accumulators per (activation row, weight row) along K, so the FMA chains of a
+// single-row tile do not serialize on one register (4 at R·C = 1, else 1).
+constexpr int gemv_unroll(int R, int C) { return R * C == 1 ? 4 : 1; }
+
+// Software prefetch of the next tile's rows, needed only where the tile reads several rows side
+// by side (one sequential stream is the hardware prefetcher's job).
+constexpr bool gemv_prefetch_next_tile(int C) { return C > 1; }
+
+template <class Kernel, int R, int C = gemv_cols(R, Kernel::kRegs)>
 void bf16_gemv_rows(const LinearWeight& w, const float* x, const float* xa, int64_t chunks, float* y) {
-  constexpr int C = gemv_cols(R, Kernel::kRegs);
   constexpr int64_t chunk = 2 * Kernel::L;
   const int64_t N = w.out, K = w.in, kmain = chunks * chunk;
   const uint16_t* data = static_cast<const uint16_t*>(w.data);
   const int64_t tasks = (N + kGemvRowsPerTask - 1) / kGemvRowsPerTask;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t n_end = std::min(N, (t + 1) * kGemvRowsPerTask);
     for (int64_t n = t * kGemvRowsPerTask; n < n_end; n += C) {
@@ -93,7 +107,14 @@ void bf16_gemv(const LinearWeight& w, const float* x, int64_t M, float* y) {
   rearrange_even_odd(x, M, K, chunk, chunks, xa.data());
   count_bf16_gemv_call();
   switch (M) {
-    case 1: bf16_gemv_rows<Kernel, 1>(w, x, xa.data(), chunks, y); break;
+    case 1:
+      if (K * static_cast<int64_t>(sizeof(float)) <= kGemvSingleRowMaxActivationBytes) {
+        count_gemv_single_row_call();
+        bf16_gemv_rows<Kernel, 1, 1>(w, x, xa.data(), chunks, y);
+      } else {
+        bf16_gemv_rows<Kernel, 1>(w, x, xa.data(), chunks, y);
+      }
+      break;
     case 2: bf16_gemv_rows<Kernel, 2>(w, x, xa.data(), chunks, y); break;
     case 3: bf16_gemv_rows<Kernel, 3>(w, x, xa.data(), chunks, y); break;
     case 4: bf16_gemv_rows<Kernel, 4>(w, x, xa.data(), chunks, y); break;

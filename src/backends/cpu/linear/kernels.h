@@ -171,6 +171,13 @@ void count_bf16_gemv_call();
 void linear_w4a4_gemv_avx512(const LinearWeight& w, const float* x, int64_t M, float* y);
 uint64_t w4a4_gemv_calls();
 void count_w4a4_gemv_call();
+// At M = 1 both decode kernels read one weight row at a time (one sequential stream per thread)
+// when the activation row, as the kernel reads it, fits in this many bytes (so it stays in L1
+// while the weight streams past); wider rows take the multi-row tile, which reuses each
+// activation load over several weight rows. Counted like the calls above.
+inline constexpr int64_t kGemvSingleRowMaxActivationBytes = 20 << 10;
+uint64_t gemv_single_row_calls();
+void count_gemv_single_row_call();
 
 // 2^(b − 127) for an E8M0 byte b (byte 255, NaN in the format, gives +inf like exp2_int(128)).
 const float* e8m0_table();
