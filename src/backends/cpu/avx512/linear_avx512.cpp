@@ -121,47 +121,21 @@ struct Avx512Float {
   }
 };
 
-// BF16 weights at M ≤ kGemvMaxRows (bf16_gemv.h): 32 bf16 per 64-byte load, widened by one
-// shift (even columns) and one mask (odd columns), two FMAs per row of x.
-struct Avx512Bf16Gemv {
+// BF16 weights at M ≤ kGemvMaxRows (bf16_gemv.h's Bf16GemvTile): 32 bf16 per 64-byte load,
+// widened by one shift (even columns) and one mask (odd columns), two FMAs per row of x.
+struct Avx512GemvVec {
+  using F = __m512;
   static constexpr int L = 16, kRegs = 32;
-
-  template <int R, int C>
-  static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
-    constexpr int U = gemv_unroll(R, C);
-    const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-    const int64_t stride = chunks * 32;
-    __m512 a[U][R][C];
-    for (int u = 0; u < U; ++u)
-      for (int i = 0; i < R; ++i)
-        for (int j = 0; j < C; ++j) a[u][i][j] = _mm512_setzero_ps();
-    const auto step = [&](int64_t c, __m512(&s)[R][C]) {
-      __m512 we[C], wo[C];
-      for (int j = 0; j < C; ++j) {
-        const uint16_t* p = w[j] + c * 32;
-        // The next tile's rows follow these C rows in memory: fetch the same columns of them.
-        if constexpr (gemv_prefetch_next_tile(C)) _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
-        const __m512i v = _mm512_loadu_si512(p);
-        we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-        wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, odd));
-      }
-      for (int i = 0; i < R; ++i) {
-        const float* xr = xa + i * stride + c * 32;
-        const __m512 xe = _mm512_loadu_ps(xr), xo = _mm512_loadu_ps(xr + 16);
-        for (int j = 0; j < C; ++j) s[i][j] = _mm512_fmadd_ps(xo, wo[j], _mm512_fmadd_ps(xe, we[j], s[i][j]));
-      }
-    };
-    int64_t c = 0;
-    for (; c + U <= chunks; c += U)
-      for (int u = 0; u < U; ++u) step(c + u, a[u]);
-    for (; c < chunks; ++c) step(c, a[0]);
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < C; ++j) {
-        __m512 s = a[0][i][j];
-        for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, a[u][i][j]);
-        acc[i * C + j] = _mm512_reduce_add_ps(s);
-      }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static void widen(const uint16_t* p, F& even, F& odd) {
+    const __m512i v = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static float reduce(F v) { return _mm512_reduce_add_ps(v); }
 };
 
 struct Avx512W4A4 {
@@ -337,7 +311,7 @@ void linear_avx512(const LinearWeight& w, const float* x, int64_t M, float* y) {
     return;
   }
   if (w.format == WeightFormat::kBF16 && M <= kGemvMaxRows) {
-    bf16_gemv<Avx512Bf16Gemv>(w, x, M, y);
+    bf16_gemv<Bf16GemvTile<Avx512GemvVec>>(w, x, M, y);
     return;
   }
   float_gemm<Avx512Float>(w, x, M, y);

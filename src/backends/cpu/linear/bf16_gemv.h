@@ -13,10 +13,16 @@
 // four accumulators, gemv_unroll), then a reduction — inside the float kernels' bound
 // (K/8 + 48 terms). Fast precision only, like every kernel here.
 //
-// Each ISA file includes this (anonymous namespace: one copy per ISA, see float_gemm.h) with a
-// kernel that provides:
-//   static constexpr int L;      // fp32 lanes per vector; a chunk is 2L columns
-//   static constexpr int kRegs;  // vector registers (16 for AVX2, 32 for AVX-512)
+// Each ISA file includes this (anonymous namespace: one copy per ISA, see float_gemm.h) and runs
+// bf16_gemv<Bf16GemvTile<V>> with its vector traits V (the micro-tile below is written once):
+//   using F = ...;                         // an fp32 vector of L lanes
+//   static constexpr int L;                // fp32 lanes per vector; a chunk is 2L columns
+//   static constexpr int kRegs;            // vector registers (16 for AVX2, 32 for AVX-512)
+//   static F zero();  static F load(const float* p);  // unaligned
+//   static void widen(const uint16_t* p, F& even, F& odd);  // 2L bf16 -> fp32 (shift / mask)
+//   static F fmadd(F a, F b, F c);         // a·b + c, one rounding
+//   static F add(F a, F b);  static float reduce(F v);  // horizontal sum
+// bf16_gemv itself takes any Kernel with L, kRegs and
 //   template <int R, int C> static void tile(const float* xa, int64_t chunks, int64_t row,
 //       const uint16_t* const* w, float* acc /* [R][C] */);
 //     // row: elements per weight row (K), for prefetching the next tile's rows
@@ -72,6 +78,53 @@ constexpr int gemv_unroll(int R, int C) { return R * C == 1 ? 4 : 1; }
 // Software prefetch of the next tile's rows, needed only where the tile reads several rows side
 // by side (one sequential stream is the hardware prefetcher's job).
 constexpr bool gemv_prefetch_next_tile(int C) { return C > 1; }
+
+// The micro-tile: R activation rows × C weight rows over all chunks, each (activation row,
+// weight row) pair in U = gemv_unroll accumulators that are added, then reduced, at the end.
+template <class V>
+struct Bf16GemvTile {
+  static constexpr int L = V::L, kRegs = V::kRegs;
+
+  template <int R, int C>
+  static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
+    using F = typename V::F;
+    constexpr int U = gemv_unroll(R, C);
+    constexpr int64_t chunk = 2 * L;
+    // Chunks per 64-byte line of weight (2 bytes a column): the prefetch is issued once per line.
+    constexpr int64_t chunks_per_line = std::max<int64_t>(1, 64 / (2 * chunk));
+    const int64_t stride = chunks * chunk;
+    F a[U][R][C];
+    for (int u = 0; u < U; ++u)
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j) a[u][i][j] = V::zero();
+    const auto step = [&](int64_t c, F(&s)[R][C]) {
+      F we[C], wo[C];
+      for (int j = 0; j < C; ++j) {
+        const uint16_t* p = w[j] + c * chunk;
+        // The next tile's rows follow these C rows in memory: fetch the same columns of them
+        // (prefetcht0, as _mm_prefetch with _MM_HINT_T0).
+        if constexpr (gemv_prefetch_next_tile(C))
+          if (c % chunks_per_line == 0) __builtin_prefetch(p + C * row, 0, 3);
+        V::widen(p, we[j], wo[j]);
+      }
+      for (int i = 0; i < R; ++i) {
+        const float* xr = xa + i * stride + c * chunk;
+        const F xe = V::load(xr), xo = V::load(xr + L);
+        for (int j = 0; j < C; ++j) s[i][j] = V::fmadd(xo, wo[j], V::fmadd(xe, we[j], s[i][j]));
+      }
+    };
+    int64_t c = 0;
+    for (; c + U <= chunks; c += U)
+      for (int u = 0; u < U; ++u) step(c + u, a[u]);
+    for (; c < chunks; ++c) step(c, a[0]);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) {
+        F s = a[0][i][j];
+        for (int u = 1; u < U; ++u) s = V::add(s, a[u][i][j]);
+        acc[i * C + j] = V::reduce(s);
+      }
+  }
+};
 
 template <class Kernel, int R, int C = gemv_cols(R, Kernel::kRegs)>
 void bf16_gemv_rows(const LinearWeight& w, const float* x, const float* xa, int64_t chunks, float* y) {
