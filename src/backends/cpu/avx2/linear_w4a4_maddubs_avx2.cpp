@@ -135,14 +135,14 @@ void expand_panel(const LinearWeight& w, int64_t n0, int64_t q0, int64_t nq, uin
   }
 }
 
-// Block BL of one quad: acc[c·ld + 8i + lane] += (exact dot of group i's rows with column c) ·
-// scales. xq: group 0's 32 lines of the quad (groups xt_gs lines apart); wq: column 0's 128
-// panel bytes of the quad (columns kWpCol apart); xo, xs: group 0's vectors of the block (xs_gs
-// apart); wsj: column 0's scale of the block (columns kWsCol apart).
+// Block BL of one quad: fa[i][c] += (exact dot of group i's rows with column c) · scales.
+// xq: group 0's 32 lines of the quad (groups xt_gs lines apart); wq: column 0's 128 panel bytes
+// of the quad (columns kWpCol apart); xo, xs: group 0's vectors of the block (xs_gs apart);
+// wsj: column 0's scale of the block (columns kWsCol apart).
 template <int RR, int BL>
 inline __attribute__((always_inline)) void block(const Line* xq, int64_t xt_gs, const uint8_t* wq, const int32_t* xo,
-                                                 const float* xs, int64_t xs_gs, const float* wsj, float* acc,
-                                                 int64_t ld) {
+                                                 const float* xs, int64_t xs_gs, const float* wsj,
+                                                 __m256 (&fa)[RR][C]) {
   __m256i ia[RR][C];
 #pragma GCC unroll 4
   for (int i = 0; i < RR; ++i) {
@@ -162,7 +162,12 @@ inline __attribute__((always_inline)) void block(const Line* xq, int64_t xt_gs, 
       std::memcpy(&wd, wq + c * kWpCol + d * 4, 4);
       const __m256i wv = _mm256_set1_epi32(wd);
 #pragma GCC unroll 4
-      for (int i = 0; i < RR; ++i) ia[i][c] = _mm256_add_epi16(ia[i][c], _mm256_maddubs_epi16(wv, xv[i]));
+      for (int i = 0; i < RR; ++i) {
+        ia[i][c] = _mm256_add_epi16(ia[i][c], _mm256_maddubs_epi16(wv, xv[i]));
+        // Keeps the sum a chain in one register: GCC otherwise reassociates the 8 integer adds
+        // into a tree over all the block's products and spills them.
+        asm("" : "+x"(ia[i][c]));
+      }
     }
   }
   const __m256i ones = _mm256_set1_epi16(1);
@@ -171,9 +176,8 @@ inline __attribute__((always_inline)) void block(const Line* xq, int64_t xt_gs, 
     const __m256 sx = _mm256_loadu_ps(xs + i * xs_gs);
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      float* p = acc + c * ld + 8 * i;
       const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(ia[i][c], ones));
-      _mm256_storeu_ps(p, _mm256_fmadd_ps(dot, _mm256_mul_ps(sx, _mm256_set1_ps(wsj[c * kWsCol])), _mm256_loadu_ps(p)));
+      fa[i][c] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sx, _mm256_set1_ps(wsj[c * kWsCol])), fa[i][c]);
     }
   }
 }
@@ -184,15 +188,20 @@ inline __attribute__((always_inline)) void block(const Line* xq, int64_t xt_gs, 
 template <int RR>
 void micro(const Line* xt, int64_t xt_gs, const float* xs, const int32_t* xo, int64_t xs_gs, const uint8_t* wp,
            const float* ws, int64_t nb, float* acc, int64_t ld) {
+  __m256 fa[RR][C];
+  for (int i = 0; i < RR; ++i)
+    for (int c = 0; c < C; ++c) fa[i][c] = _mm256_loadu_ps(acc + c * ld + 8 * i);
   for (int64_t j = 0; j < nb; j += 4) {
     const Line* xq = xt + (j / 4) * 32;
     const uint8_t* wq = wp + (j / 4) * 128;
     const int64_t at = j * 8;
-    block<RR, 0>(xq, xt_gs, wq, xo + at, xs + at, xs_gs, ws + j, acc, ld);
-    if (j + 1 < nb) block<RR, 1>(xq, xt_gs, wq, xo + at + 8, xs + at + 8, xs_gs, ws + j + 1, acc, ld);
-    if (j + 2 < nb) block<RR, 2>(xq, xt_gs, wq, xo + at + 16, xs + at + 16, xs_gs, ws + j + 2, acc, ld);
-    if (j + 3 < nb) block<RR, 3>(xq, xt_gs, wq, xo + at + 24, xs + at + 24, xs_gs, ws + j + 3, acc, ld);
+    block<RR, 0>(xq, xt_gs, wq, xo + at, xs + at, xs_gs, ws + j, fa);
+    if (j + 1 < nb) block<RR, 1>(xq, xt_gs, wq, xo + at + 8, xs + at + 8, xs_gs, ws + j + 1, fa);
+    if (j + 2 < nb) block<RR, 2>(xq, xt_gs, wq, xo + at + 16, xs + at + 16, xs_gs, ws + j + 2, fa);
+    if (j + 3 < nb) block<RR, 3>(xq, xt_gs, wq, xo + at + 24, xs + at + 24, xs_gs, ws + j + 3, fa);
   }
+  for (int i = 0; i < RR; ++i)
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + c * ld + 8 * i, fa[i][c]);
 }
 
 struct Task {
