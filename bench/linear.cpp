@@ -228,7 +228,7 @@ int register_all() {
       if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
       if (amx_kernel(k) || k == Kernel::kW4A4Bf16 || k == Kernel::kW4A4Vnni) b->Arg(2048);
-      if (avx2_kernel(k)) b->Arg(4);
+      if (avx2_kernel(k)) b->Arg(4)->Arg(6);  // around kW4A4MaddubsMinRows
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   std::printf("cpu isa: detected %s, active %s\n", stave::cpu::isa_name(stave::cpu::detected_isa()),

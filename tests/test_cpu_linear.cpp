@@ -801,7 +801,7 @@ TEST(CpuLinear, W4A4MaddubsTakesOnlyW4A4) {
   }
   EXPECT_EQ(cpu::kern::w4a4_maddubs_calls(), before);
   TestWeight t = make_weight(Kind::kW4A4Even, 9, 64, false, rng);
-  static_assert(cpu::kern::kW4A4MaddubsMinRows <= 16, "16 rows must reach the kernel at level avx2");
+  static_assert(cpu::kern::kW4A4MaddubsMinRows <= 16, "prefill (16 rows) must reach the kernel at level avx2");
   for (Isa isa : levels())
     for (int64_t M : {cpu::kern::kW4A4MaddubsMinRows - 1, cpu::kern::kW4A4MaddubsMinRows, int64_t{40}}) {
       cpu::ScopedIsa scoped(isa);

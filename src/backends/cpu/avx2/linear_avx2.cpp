@@ -251,7 +251,7 @@ void linear_w4a4_tile_avx2(const LinearWeight& w, const float* x, int64_t M, flo
 
 void linear_avx2(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format == WeightFormat::kMXFP4 && w.quantize_input) {
-    // Prefill: the register-blocked vpmaddubsw kernel (linear_w4a4_maddubs_avx2.cpp).
+    // From 6 rows: the register-blocked vpmaddubsw kernel (linear_w4a4_maddubs_avx2.cpp).
     if (M >= kW4A4MaddubsMinRows && linear_w4a4_maddubs_avx2(w, x, M, y)) return;
     linear_w4a4_tile_avx2(w, x, M, y);
     return;

@@ -125,8 +125,11 @@ void count_w4a4_vnni_call();
 // added to fp32 times the two block scales. Numerics of the other int8 W4A4 kernels. Returns
 // false (and does nothing) unless w is MXFP4 with quantize_input and M ≥ 1. Level avx2 or above.
 bool linear_w4a4_maddubs_avx2(const LinearWeight& w, const float* x, int64_t M, float* y);
-// Rows from which linear_avx2 runs W4A4 on it (below, the w4a4_gemm tile kernel).
-inline constexpr int64_t kW4A4MaddubsMinRows = 16;
+// Rows from which linear_avx2 runs W4A4 on it (below, linear_w4a4_tile_avx2). bench_linear,
+// 9B MLP shapes, 1 thread, level avx2 on the 2-core Zen 4: at 6 rows 8.3–10.2 ms against
+// 10.3–12.2 for the tile kernel, at 8 rows 8.4–10.2 against 12.6–15.3; at 4 rows it loses
+// (8.3–10.3 against 7.2–9.7): below one 8-row group the weight expansion dominates.
+inline constexpr int64_t kW4A4MaddubsMinRows = 6;
 // The AVX2 W4A4 kernel linear_avx2 runs below kW4A4MaddubsMinRows (w4a4_gemm.h's tile: one
 // vpmaddubsw 32-block dot per row and column, rescaled per 8-lane partial), at any M (for
 // bench_linear's before/after rows). Level avx2 or above.
