@@ -7,7 +7,7 @@
 // row (= output column). The k order inside a dword is any order both operands share: here a
 // 128-deep quad (4 blocks) of a weight row is its 64 packed bytes, taken as the low nibbles
 // (even columns, dwords 0..15) then the high nibbles (odd columns, dwords 16..31), so the weight
-// is expanded by an and, a shift and two vpshufb per 64 codes, with no transposition. Block bl
+// is expanded by ands, shifts and a 16-entry vpshufb table, with no transposition. Block bl
 // of a quad is dwords 4bl..4bl+3 and 16+4bl..16+4bl+3.
 //  - Activations: quantized once per call (quantize_activations_avx2, bit-exact with
 //    mxfp4::quantize_block), then per 8-row group and quad rearranged into that order as 32
