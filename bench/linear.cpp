@@ -6,7 +6,10 @@
 // w4a4_int8 / w4a4_bf16 run the two AVX-512 W4A4 kernels directly (VNNI int8 block dots vs
 // vdpbf16ps on bf16-expanded operands; skipped below level avx512), on the Clef-9B shapes too
 // (hidden 4096, MLP 12288), so the dispatch threshold in kernels.h can be checked. w4a4_vnni
-// runs the register-blocked VNNI prefill kernel (linear_w4a4_vnni_avx512) at the same M values.
+// runs the register-blocked VNNI prefill kernel (linear_w4a4_vnni_avx512) at the same M values,
+// w4a4_maddubs its AVX2 analogue (linear_w4a4_maddubs_avx2, vpmaddubsw; level avx2 and above),
+// and w4a4_tile_avx2 the AVX2 W4A4 kernel it replaces from kW4A4MaddubsMinRows rows (the
+// w4a4_gemm tile: one 32-block dot per row and column, rescaled per 8-lane partial).
 // w4a4_amx_bf16 / w4a4_int8_amx run the two AMX W4A4 kernels directly (tdpbf16ps on the
 // bf16-expanded operands, dispatched at level amx, vs the earlier tdpbssd kernel with a
 // per-block rescale; skipped below level amx), also at M = 2048 like w4a4_bf16, so the three
@@ -73,8 +76,11 @@ constexpr Shape kShapes[] = {
 };
 
 enum class Kernel {
-  kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split, kW4A4AmxBf16, kW4A4Int8Amx, kW4A4Vnni
+  kW4A4, kBF16, kF32, kRef, kW4A4Int8, kW4A4Bf16, kBf16Split, kW4A4AmxBf16, kW4A4Int8Amx, kW4A4Vnni,
+  kW4A4Maddubs, kW4A4TileAvx2
 };
+
+bool avx2_kernel(Kernel k) { return k == Kernel::kW4A4Maddubs || k == Kernel::kW4A4TileAvx2; }
 
 bool amx_kernel(Kernel k) { return k == Kernel::kW4A4AmxBf16 || k == Kernel::kW4A4Int8Amx; }
 
@@ -100,7 +106,7 @@ struct Weight {
 Weight& weight_for(const Shape& s, Kernel k) {
   static std::unique_ptr<Weight> cur;
   const Kernel storage = k == Kernel::kRef || k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 ||
-                                 k == Kernel::kW4A4Vnni || amx_kernel(k)
+                                 k == Kernel::kW4A4Vnni || amx_kernel(k) || avx2_kernel(k)
                              ? Kernel::kW4A4
                          : k == Kernel::kBf16Split                                          ? Kernel::kBF16
                                                                                              : k;
@@ -153,6 +159,10 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
     state.SkipWithError("needs level avx512");
     return;
   }
+  if (avx2_kernel(k) && stave::cpu::active_isa() < stave::cpu::Isa::kAvx2) {
+    state.SkipWithError("needs level avx2");
+    return;
+  }
   if (amx_kernel(k) && stave::cpu::active_isa() < stave::cpu::Isa::kAmx) {
     state.SkipWithError("needs level amx");
     return;
@@ -173,6 +183,10 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
       stave::cpu::kern::linear_w4a4_bf16_avx512(t.w, x.data(), M, y.data());
     else if (k == Kernel::kW4A4Vnni)
       stave::cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kW4A4Maddubs)
+      stave::cpu::kern::linear_w4a4_maddubs_avx2(t.w, x.data(), M, y.data());
+    else if (k == Kernel::kW4A4TileAvx2)
+      stave::cpu::kern::linear_w4a4_tile_avx2(t.w, x.data(), M, y.data());
     else if (k == Kernel::kBf16Split)
       stave::cpu::kern::linear_bf16_split_avx512(t.w, x.data(), M, y.data());
     else if (k == Kernel::kW4A4AmxBf16)
@@ -193,7 +207,7 @@ void BM_Linear(benchmark::State& state, Shape s, Kernel k) {
 
 bool direct_kernel(Kernel k) {
   return k == Kernel::kW4A4Int8 || k == Kernel::kW4A4Bf16 || k == Kernel::kBf16Split || k == Kernel::kW4A4Vnni ||
-         amx_kernel(k);
+         amx_kernel(k) || avx2_kernel(k);
 }
 
 int register_all() {
@@ -201,7 +215,8 @@ int register_all() {
       {Kernel::kW4A4, "w4a4"},           {Kernel::kRef, "ref"},           {Kernel::kBF16, "bf16"},
       {Kernel::kF32, "f32"},             {Kernel::kW4A4Int8, "w4a4_int8"}, {Kernel::kW4A4Bf16, "w4a4_bf16"},
       {Kernel::kBf16Split, "bf16_split"}, {Kernel::kW4A4AmxBf16, "w4a4_amx_bf16"},
-      {Kernel::kW4A4Int8Amx, "w4a4_int8_amx"}, {Kernel::kW4A4Vnni, "w4a4_vnni"}};
+      {Kernel::kW4A4Int8Amx, "w4a4_int8_amx"}, {Kernel::kW4A4Vnni, "w4a4_vnni"},
+      {Kernel::kW4A4Maddubs, "w4a4_maddubs"}, {Kernel::kW4A4TileAvx2, "w4a4_tile_avx2"}};
   // Shape-major (ref reads the W4A4 weight) so each weight is built once for all its M values.
   for (const Shape& s : kShapes)
     for (auto [k, kname] : kernels) {
@@ -213,6 +228,7 @@ int register_all() {
       if (direct_kernel(k)) b->Arg(8)->Arg(16)->Arg(32);
       if (k != Kernel::kRef) b->Arg(512);
       if (amx_kernel(k) || k == Kernel::kW4A4Bf16 || k == Kernel::kW4A4Vnni) b->Arg(2048);
+      if (avx2_kernel(k)) b->Arg(4)->Arg(6);  // around kW4A4MaddubsMinRows
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   std::printf("cpu isa: detected %s, active %s\n", stave::cpu::isa_name(stave::cpu::detected_isa()),

@@ -6,7 +6,8 @@
 // has its own bound (activation split into bf16 hi + lo), an exact-integer test, and runs its
 // driver (linear/bf16_tile_gemm.h) with emulated tiles on CPUs without AMX. The AVX-512-BF16
 // W4A4 kernel is tested directly at every M (it is no longer dispatched); the register-blocked
-// VNNI W4A4 kernel directly and through the dispatch from 16 rows (asserted by its counter).
+// VNNI W4A4 kernel directly and through the dispatch from 16 rows (asserted by its counter),
+// and its AVX2 analogue (vpmaddubsw, level avx2) the same way.
 // The AMX-BF16 W4A4 kernel (MXFP4, M ≥ 16, level amx): its operand expansions bit for bit, its
 // driver (linear/w4a4_tile_gemm.h) with emulated tiles on any CPU with AVX-512, and the real
 // kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
@@ -215,6 +216,11 @@ bool takes_w4a4_bf16(Isa, Kind, int64_t) { return false; }
 bool takes_w4a4_vnni(Isa isa, Kind kind, int64_t M) {
   return isa == Isa::kAvx512 && is_w4a4(kind) && M >= cpu::kern::kW4A4VnniMinRows;
 }
+// Whether it takes the register-blocked AVX2 W4A4 kernel (level avx2 only: avx512 and amx have
+// their own prefill kernels).
+bool takes_w4a4_maddubs(Isa isa, Kind kind, int64_t M) {
+  return isa == Isa::kAvx2 && is_w4a4(kind) && M >= cpu::kern::kW4A4MaddubsMinRows;
+}
 // Whether it takes the AMX-BF16 W4A4 kernel (level amx; same numerics as the AVX-512-BF16 one).
 bool takes_w4a4_amx_bf16(Isa isa, Kind kind, int64_t M) {
   return isa == Isa::kAmx && is_w4a4(kind) && M >= cpu::kern::kW4A4AmxBf16MinRows &&
@@ -266,8 +272,11 @@ TEST(CpuLinear, MatchesReferenceEveryFormatAndLevel) {
         const bool w4a4_amx = takes_w4a4_amx_bf16(isa, kind, M);
         const uint64_t before_w4a4_amx = cpu::kern::w4a4_amx_bf16_calls();
         const uint64_t before_vnni = cpu::kern::w4a4_vnni_calls();
+        const uint64_t before_maddubs = cpu::kern::w4a4_maddubs_calls();
         cpu::linear(t.w, x.data(), M, y.data());
         EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - before_vnni, takes_w4a4_vnni(isa, kind, M) ? 1u : 0u) << where;
+        EXPECT_EQ(cpu::kern::w4a4_maddubs_calls() - before_maddubs, takes_w4a4_maddubs(isa, kind, M) ? 1u : 0u)
+            << where;
         EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::bf16_split_calls() - before_split, split ? 1u : 0u) << where;
@@ -313,8 +322,11 @@ TEST(CpuLinear, LargeShapeW4A4AndBf16) {
       const bool w4a4_amx = takes_w4a4_amx_bf16(isa, kind, 70);
       const uint64_t before_w4a4_amx = cpu::kern::w4a4_amx_bf16_calls();
       const uint64_t before_vnni = cpu::kern::w4a4_vnni_calls();
+      const uint64_t before_maddubs = cpu::kern::w4a4_maddubs_calls();
       cpu::linear(t.w, x.data(), 70, y.data());
       EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - before_vnni, takes_w4a4_vnni(isa, kind, 70) ? 1u : 0u)
+          << cpu::isa_name(isa) << " " << kind_name(kind);
+      EXPECT_EQ(cpu::kern::w4a4_maddubs_calls() - before_maddubs, takes_w4a4_maddubs(isa, kind, 70) ? 1u : 0u)
           << cpu::isa_name(isa) << " " << kind_name(kind);
       EXPECT_EQ(cpu::kern::amx_bf16_calls() - before, amx ? 1u : 0u) << cpu::isa_name(isa) << " " << kind_name(kind);
       EXPECT_EQ(cpu::kern::w4a4_bf16_calls() - before_w4a4, w4a4_bf16 ? 1u : 0u) << cpu::isa_name(isa);
@@ -677,6 +689,126 @@ TEST(CpuLinear, W4A4VnniTakesOnlyW4A4) {
       cpu::linear(t.w, x.data(), M, y.data());  // amx: the AMX W4A4 kernels from 16 rows
       EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - at, isa == Isa::kAvx512 && M >= cpu::kern::kW4A4VnniMinRows ? 1u : 0u)
           << cpu::isa_name(isa) << " M=" << M << ": only level avx512 takes it, from kW4A4VnniMinRows rows";
+    }
+}
+
+// ---- AVX2 W4A4 prefill kernel (MXFP4 W4A4, fast precision, level avx2) --------------------
+
+// linear_w4a4_maddubs_avx2 held to the int8 W4A4 bound (exact block dots, K/32 fp32 terms):
+// through cpu::linear at level avx2 from kW4A4MaddubsMinRows rows, with the dispatch asserted by
+// its counter, and called directly below that (it is correct for any M). Ragged M (a partial
+// 8-row group, an odd number of groups for the 2-group tile), N not a multiple of the 48-column
+// strips or 6-column tiles, K not a multiple of the 128-deep quads or 256-deep chunks (17, 65,
+// 3, 1 blocks), and the Clef widths: 4096 -> 12288 (9B MLP up), 12288 -> 4096 (9B down), 5120
+// and 17408 (27B), with N cut to a few hundred so the double-precision oracle stays fast.
+TEST(CpuLinear, W4A4MaddubsMatchesReference) {
+  if (cpu::active_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU (or STAVE_CPU_ISA below avx2)";
+  cpu::ScopedIsa scoped(Isa::kAvx2);
+  struct Case {
+    int64_t M, N, K;
+    Kind kind;
+    bool bias;
+  };
+  const Case cases[] = {
+      {1, 53, 544, Kind::kW4A4Even, true},      {7, 150, 2080, Kind::kW4A4Floor, false},
+      {64, 100, 96, Kind::kW4A4Ceil, true},     {300, 67, 544, Kind::kW4A4Even, false},
+      {16, 64, 32, Kind::kW4A4Even, true},      {33, 49, 4096, Kind::kW4A4Even, true},
+      {100, 97, 5120, Kind::kW4A4Even, false},  {47, 20, 17408, Kind::kW4A4Even, true},
+      {25, 770, 4096, Kind::kW4A4Even, false},  {100, 100, 12288, Kind::kW4A4Even, true},
+      {16, 1500, 4096, Kind::kW4A4Floor, true}, {65, 150, 12288, Kind::kW4A4Ceil, false},
+      {9, 13, 160, Kind::kW4A4Even, true},
+  };
+  std::mt19937 rng(370);
+  for (const Case& c : cases) {
+    TestWeight t = make_weight(c.kind, c.N, c.K, c.bias, rng);
+    std::vector<float> x = random_activation(c.M, c.K, rng);
+    const bool dispatched = c.M >= cpu::kern::kW4A4MaddubsMinRows;
+    const std::string where = std::string(dispatched ? "dispatched " : "direct ") + kind_name(c.kind) +
+                              " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+                              (c.bias ? " +bias" : "");
+    std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+    const uint64_t before = cpu::kern::w4a4_maddubs_calls();
+    if (dispatched)
+      cpu::linear(t.w, x.data(), c.M, y.data());
+    else
+      ASSERT_TRUE(cpu::kern::linear_w4a4_maddubs_avx2(t.w, x.data(), c.M, y.data())) << where;
+    ASSERT_EQ(cpu::kern::w4a4_maddubs_calls(), before + 1) << "the AVX2 W4A4 kernel did not run: " << where;
+    check_against_oracles(t, c.kind, x.data(), c.M, y, where);
+  }
+}
+
+// The int16 accumulators at their bound: every code ±6 (doubled ±12) in weight and activation,
+// signs chosen so a row's products are all positive (|block dot| = 32·144 = 4608, each int16
+// half 16·144 = 2304 plus its −6·Σx start) or its activation codes all one sign (the largest
+// |−6·Σx| = 2304 with products of both signs); a wrap or a saturation changes the result by
+// far more than the bound.
+TEST(CpuLinear, W4A4MaddubsLargestCodes) {
+  if (cpu::active_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU (or STAVE_CPU_ISA below avx2)";
+  const int64_t M = 24, N = 14, K = 256;
+  std::mt19937 rng(373);
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, false, rng);
+  // Weight row n: code 7 (+6) or 15 (−6) per column by the pattern of row n % 4; scale 2^0.
+  auto wsign = [](int64_t n, int64_t k) { return n % 4 == 0 ? 1 : n % 4 == 1 ? -1 : (k % 2 == 0) == (n % 4 == 2) ? 1 : -1; };
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; k += 2) {
+      const uint8_t lo = wsign(n, k) > 0 ? 7 : 15, hi = wsign(n, k + 1) > 0 ? 7 : 15;
+      t.codes[n * (K / 2) + k / 2] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+    for (int64_t b = 0; b < K / 32; ++b) t.scales[n * (K / 32) + b] = 127;
+  }
+  // Activation row m: ±6 everywhere (a block's amax 6 → scale 2^0, codes ±6), signs as row m % 4.
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) x[m * K + k] = 6.0f * static_cast<float>(wsign(m, k));
+  std::vector<float> y(static_cast<size_t>(M * N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_maddubs_avx2(t.w, x.data(), M, y.data()));
+  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "maddubs largest codes");
+  EXPECT_EQ(y[0], 36.0f * K) << "all +6 times all +6";
+  EXPECT_EQ(y[1 * N + 0], -36.0f * K) << "all -6 times all +6";
+}
+
+// Scale bytes at the ends of E8M0's range, as W4A4VnniExtremeWeightScales.
+TEST(CpuLinear, W4A4MaddubsExtremeWeightScales) {
+  if (cpu::active_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU (or STAVE_CPU_ISA below avx2)";
+  std::mt19937 rng(371);
+  const int64_t M = 40, N = 70, K = 320;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+  for (int64_t r = 0; r < N; ++r) {
+    t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
+    t.scales[r * (K / 32) + 9] = r % 2 == 0 ? 0 : 100;
+  }
+  std::vector<float> x = random_activation(M, K, rng);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < 32; ++k) {
+      x[m * K + k] = std::ldexp(x[m * K + k], -120);
+      x[m * K + 9 * 32 + k] = std::ldexp(x[m * K + 9 * 32 + k], 120);
+    }
+  std::vector<float> y(static_cast<size_t>(M * N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_maddubs_avx2(t.w, x.data(), M, y.data()));
+  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "maddubs extreme scales");
+}
+
+TEST(CpuLinear, W4A4MaddubsTakesOnlyW4A4) {
+  if (cpu::active_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU (or STAVE_CPU_ISA below avx2)";
+  std::mt19937 rng(372);
+  std::vector<float> x = random_activation(40, 64, rng), y(40 * 9, NAN);
+  const uint64_t before = cpu::kern::w4a4_maddubs_calls();
+  for (Kind kind : {Kind::kBF16, Kind::kW4A16, Kind::kF32}) {
+    TestWeight t = make_weight(kind, 9, 64, false, rng);
+    EXPECT_FALSE(cpu::kern::linear_w4a4_maddubs_avx2(t.w, x.data(), 40, y.data())) << kind_name(kind);
+    cpu::ScopedIsa scoped(Isa::kAvx2);
+    cpu::linear(t.w, x.data(), 40, y.data());
+  }
+  EXPECT_EQ(cpu::kern::w4a4_maddubs_calls(), before);
+  TestWeight t = make_weight(Kind::kW4A4Even, 9, 64, false, rng);
+  static_assert(cpu::kern::kW4A4MaddubsMinRows <= 16, "prefill (16 rows) must reach the kernel at level avx2");
+  for (Isa isa : levels())
+    for (int64_t M : {cpu::kern::kW4A4MaddubsMinRows - 1, cpu::kern::kW4A4MaddubsMinRows, int64_t{40}}) {
+      cpu::ScopedIsa scoped(isa);
+      const uint64_t at = cpu::kern::w4a4_maddubs_calls();
+      cpu::linear(t.w, x.data(), M, y.data());
+      EXPECT_EQ(cpu::kern::w4a4_maddubs_calls() - at, isa == Isa::kAvx2 && M >= cpu::kern::kW4A4MaddubsMinRows ? 1u : 0u)
+          << cpu::isa_name(isa) << " M=" << M << ": only level avx2 takes it, from kW4A4MaddubsMinRows rows";
     }
 }
 

@@ -1,6 +1,7 @@
 // AVX2 + FMA (+ F16C) linear kernels: fp32 FMA dot products for fp32 / bf16 / f16 / W4A16
 // weights (bf16 widened exactly by a shift, f16 by vcvtph2ps, MXFP4 dequantized to exact fp32),
-// and the exact-integer W4A4 block dot with vpmaddubsw / vpmaddwd.
+// and the exact-integer W4A4 block dot with vpmaddubsw / vpmaddwd (below kW4A4MaddubsMinRows
+// rows; from there the register-blocked linear_w4a4_maddubs_avx2).
 #include <immintrin.h>
 
 #include <cstring>
@@ -242,11 +243,17 @@ void quantize_activations_avx2(const float* x, int64_t M, int64_t K, mxfp4::Scal
   }
 }
 
+void linear_w4a4_tile_avx2(const LinearWeight& w, const float* x, int64_t M, float* y) {
+  QuantizedActivations q;
+  quantize_activations_avx2(x, M, w.in, w.input_scale_mode, 1, q);
+  w4a4_gemm<Avx2W4A4>(w, q, y);
+}
+
 void linear_avx2(const LinearWeight& w, const float* x, int64_t M, float* y) {
   if (w.format == WeightFormat::kMXFP4 && w.quantize_input) {
-    QuantizedActivations q;
-    quantize_activations_avx2(x, M, w.in, w.input_scale_mode, 1, q);
-    w4a4_gemm<Avx2W4A4>(w, q, y);
+    // From 6 rows: the register-blocked vpmaddubsw kernel (linear_w4a4_maddubs_avx2.cpp).
+    if (M >= kW4A4MaddubsMinRows && linear_w4a4_maddubs_avx2(w, x, M, y)) return;
+    linear_w4a4_tile_avx2(w, x, M, y);
     return;
   }
   if (w.format == WeightFormat::kBF16 && M <= kGemvMaxRows) {

@@ -27,6 +27,7 @@ std::atomic<uint64_t> g_w4a4_amx_bf16_calls{0};
 std::atomic<uint64_t> g_bf16_gemv_calls{0};
 std::atomic<uint64_t> g_w4a4_gemv_calls{0};
 std::atomic<uint64_t> g_w4a4_vnni_calls{0};
+std::atomic<uint64_t> g_w4a4_maddubs_calls{0};
 std::atomic<uint64_t> g_gemv_single_row_calls{0};
 }  // namespace
 
@@ -41,6 +42,8 @@ void count_w4a4_gemv_call() { g_w4a4_gemv_calls.fetch_add(1, std::memory_order_r
 uint64_t w4a4_gemv_calls() { return g_w4a4_gemv_calls.load(std::memory_order_relaxed); }
 void count_w4a4_vnni_call() { g_w4a4_vnni_calls.fetch_add(1, std::memory_order_relaxed); }
 uint64_t w4a4_vnni_calls() { return g_w4a4_vnni_calls.load(std::memory_order_relaxed); }
+void count_w4a4_maddubs_call() { g_w4a4_maddubs_calls.fetch_add(1, std::memory_order_relaxed); }
+uint64_t w4a4_maddubs_calls() { return g_w4a4_maddubs_calls.load(std::memory_order_relaxed); }
 void count_gemv_single_row_call() { g_gemv_single_row_calls.fetch_add(1, std::memory_order_relaxed); }
 uint64_t gemv_single_row_calls() { return g_gemv_single_row_calls.load(std::memory_order_relaxed); }
 uint64_t w4a4_bf16_calls() { return g_w4a4_bf16_calls.load(std::memory_order_relaxed); }

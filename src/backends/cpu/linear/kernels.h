@@ -118,6 +118,26 @@ inline constexpr int64_t kW4A4VnniMinRows = 16;
 uint64_t w4a4_vnni_calls();
 void count_w4a4_vnni_call();
 
+// MXFP4 W4A4 in fast precision on AVX2, register-blocked for prefill
+// (avx2/linear_w4a4_maddubs_avx2.cpp): the AVX2 analogue of linear_w4a4_vnni_avx512 (lanes =
+// 8 activation rows, weight strips expanded to u8 codes in the kernel), 8 vpmaddubsw + vpaddw
+// per 32-block into int16 pairs, one vpmaddwd by ones to the exact int32 dot, converted and
+// added to fp32 times the two block scales. Numerics of the other int8 W4A4 kernels. Returns
+// false (and does nothing) unless w is MXFP4 with quantize_input and M ≥ 1. Level avx2 or above.
+bool linear_w4a4_maddubs_avx2(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Rows from which linear_avx2 runs W4A4 on it (below, linear_w4a4_tile_avx2). bench_linear,
+// 9B MLP shapes, 1 thread, level avx2 on the 2-core Zen 4: at 6 rows 8.3–10.2 ms against
+// 10.3–12.2 for the tile kernel, at 8 rows 8.4–10.2 against 12.6–15.3; at 4 rows it loses
+// (8.3–10.3 against 7.2–9.7): below one 8-row group the weight expansion dominates.
+inline constexpr int64_t kW4A4MaddubsMinRows = 6;
+// The AVX2 W4A4 kernel linear_avx2 runs below kW4A4MaddubsMinRows (w4a4_gemm.h's tile: one
+// vpmaddubsw 32-block dot per row and column, rescaled per 8-lane partial), at any M (for
+// bench_linear's before/after rows). Level avx2 or above.
+void linear_w4a4_tile_avx2(const LinearWeight& w, const float* x, int64_t M, float* y);
+// Calls of linear_w4a4_maddubs_avx2 in this process (tests assert the dispatch; baseline flags).
+uint64_t w4a4_maddubs_calls();
+void count_w4a4_maddubs_call();
+
 // ---- MXFP4 W4A4 on AMX-BF16 (amx/linear_w4a4_amx_bf16.cpp; driver linear/w4a4_tile_gemm.h) ----
 // The activation QDQ'd to MXFP4 once per call and kept as bf16 (exact), weight panels expanded
 // from MXFP4 to bf16 B tiles in the kernel, tdpbf16ps into fp32 tiles across all of K: the
