@@ -154,48 +154,21 @@ struct Avx2W4A4 {
   }
 };
 
-// BF16 weights at M ≤ kGemvMaxRows (bf16_gemv.h): 16 bf16 per 32-byte load, widened by one
-// shift (even columns) and one mask (odd columns), two FMAs per row of x.
-struct Avx2Bf16Gemv {
+// BF16 weights at M ≤ kGemvMaxRows (bf16_gemv.h's Bf16GemvTile): 16 bf16 per 32-byte load,
+// widened by one shift (even columns) and one mask (odd columns), two FMAs per row of x.
+struct Avx2GemvVec {
+  using F = __m256;
   static constexpr int L = 8, kRegs = 16;
-
-  template <int R, int C>
-  static void tile(const float* xa, int64_t chunks, int64_t row, const uint16_t* const* w, float* acc) {
-    constexpr int U = gemv_unroll(R, C);
-    const __m256i odd = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-    const int64_t stride = chunks * 16;
-    __m256 a[U][R][C];
-    for (int u = 0; u < U; ++u)
-      for (int i = 0; i < R; ++i)
-        for (int j = 0; j < C; ++j) a[u][i][j] = _mm256_setzero_ps();
-    const auto step = [&](int64_t c, __m256(&s)[R][C]) {
-      __m256 we[C], wo[C];
-      for (int j = 0; j < C; ++j) {
-        const uint16_t* p = w[j] + c * 16;
-        // The next tile's rows follow these C rows in memory: fetch the same columns of them.
-        if constexpr (gemv_prefetch_next_tile(C))
-          if ((c & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(p + C * row), _MM_HINT_T0);
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-        we[j] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-        wo[j] = _mm256_castsi256_ps(_mm256_and_si256(v, odd));
-      }
-      for (int i = 0; i < R; ++i) {
-        const float* xr = xa + i * stride + c * 16;
-        const __m256 xe = _mm256_loadu_ps(xr), xo = _mm256_loadu_ps(xr + 8);
-        for (int j = 0; j < C; ++j) s[i][j] = _mm256_fmadd_ps(xo, wo[j], _mm256_fmadd_ps(xe, we[j], s[i][j]));
-      }
-    };
-    int64_t c = 0;
-    for (; c + U <= chunks; c += U)
-      for (int u = 0; u < U; ++u) step(c + u, a[u]);
-    for (; c < chunks; ++c) step(c, a[0]);
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < C; ++j) {
-        __m256 s = a[0][i][j];
-        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, a[u][i][j]);
-        acc[i * C + j] = hsum(s);
-      }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void widen(const uint16_t* p, F& even, F& odd) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
   }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static float reduce(F v) { return hsum(v); }
 };
 
 }  // namespace
@@ -257,7 +230,7 @@ void linear_avx2(const LinearWeight& w, const float* x, int64_t M, float* y) {
     return;
   }
   if (w.format == WeightFormat::kBF16 && M <= kGemvMaxRows) {
-    bf16_gemv<Avx2Bf16Gemv>(w, x, M, y);
+    bf16_gemv<Bf16GemvTile<Avx2GemvVec>>(w, x, M, y);
     return;
   }
   float_gemm<Avx2Float>(w, x, M, y);
