@@ -24,9 +24,9 @@
 // cuda_bf16_gemm / cuda_fp8_gemm time the product alone on the operands the full call left;
 // cuda_fp8_epilogue is cuda_fp8 with the row scales applied by a kernel after the GEMM.
 // Decode (M = 1, 4, 8, 16) on the six Clef-27B shapes: cuda_decode_small_m runs the small-M
-// kernel that reads the packed MXFP4 weight directly (linear_small_m.h, opt-in in the engine by
-// STAVE_CUDA_SMALL_M=mxfp4), cuda_decode_today today's dispatch (FP8 or BF16 expansion per call;
-// skipped while STAVE_CUDA_SMALL_M is set, which would change it); time in µs and WeightB/s =
+// kernel that reads the packed MXFP4 weight directly (linear_small_m.h; the engine's default at
+// M ≤ 4), cuda_decode_today the expansion path (FP8 or BF16 expansion per call, the small-M
+// kernel switched off while it runs); time in µs and WeightB/s =
 // bytes of packed weight (codes + scales) per second: the decode floor is the GPU's memory
 // bandwidth (H200 ≈ 4.3 TB/s).
 // Only those: --benchmark_filter=cuda_
@@ -34,7 +34,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -279,6 +281,25 @@ void bf16_gemm_only(GpuState& g, int64_t M) {
     throw stave::Error(stave::ErrorKind::kInternal, "bench: cublasGemmEx failed");
 }
 
+// Sets an environment variable for a scope and restores what was there.
+class EnvOverride {
+ public:
+  EnvOverride(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~EnvOverride() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  EnvOverride(const EnvOverride&) = delete;
+  EnvOverride& operator=(const EnvOverride&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   namespace cu = stave::cuda;
   if (!cu::device_available()) {
@@ -286,10 +307,10 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
     return;
   }
   const int64_t M = state.range(0);
-  if (k == GpuKernel::kToday && cu::small_m_path_from_env() != cu::SmallMPath::kOff) {
-    state.SkipWithError("STAVE_CUDA_SMALL_M is set: unset it to time today's path");
-    return;
-  }
+  // Today's path = the per-call expansion (FP8 or BF16): the small-M kernel, which the engine
+  // takes by default at M ≤ 4, is switched off for this case while it runs.
+  std::optional<EnvOverride> expansion_only;
+  if (k == GpuKernel::kToday) expansion_only.emplace("STAVE_CUDA_SMALL_M", "off");
   GpuState& g = gpu_for(s, M);
   const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm;
   g.ctx.set_linear_path(!fp8 ? cu::LinearPath::kBf16

@@ -26,10 +26,13 @@ fi
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi not found"
 status=0
 "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda*' || status=1
-# The opt-in small-M MXFP4 kernel (STAVE_CUDA_SMALL_M, src/backends/cuda/linear_small_m.h) under
-# the op suite's linear cases and the MXFP4 fast-precision model suites (decode steps: M ≤ 16).
-echo "== again with STAVE_CUDA_SMALL_M=mxfp4"
-STAVE_CUDA_SMALL_M=mxfp4 "${suite:-$bin}/stave_tests" \
-  --gtest_filter='Devices/BackendOps.LinearEveryFormat/cuda_fast:Devices/*mxfp4_cuda_fast*' || status=1
+# The small-M MXFP4 kernel (src/backends/cuda/linear_small_m.h; by default M ≤ 4) once more up to
+# its limit (STAVE_CUDA_SMALL_M=mxfp4: M ≤ 16) and once switched off (today's expansion path at
+# every M), under the op suite's linear cases and the MXFP4 fast-precision model suites.
+for small_m in mxfp4 off; do
+  echo "== again with STAVE_CUDA_SMALL_M=$small_m"
+  STAVE_CUDA_SMALL_M=$small_m "${suite:-$bin}/stave_tests" \
+    --gtest_filter='Devices/BackendOps.LinearEveryFormat/cuda_fast:Devices/*mxfp4_cuda_fast*' || status=1
+done
 "$bin/stave_cuda_tests" "$@" || status=1
 exit $status

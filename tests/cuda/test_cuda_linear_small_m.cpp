@@ -127,8 +127,12 @@ TEST(CudaLinearSmallM, OffExactAndLargeMKeepTodaysPath) {
   const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
   cuda::GpuContext fast(false), exact(true);
   {
-    const ScopedSwitch off(nullptr);
-    EXPECT_FALSE(cuda::dev::linear_small_m_applies(fast, d, 1));
+    // Unset: the default bound (kSmallMDefaultMax rows), fast precision only.
+    const ScopedSwitch unset(nullptr);
+    EXPECT_TRUE(cuda::dev::linear_small_m_applies(fast, d, 1));
+    EXPECT_TRUE(cuda::dev::linear_small_m_applies(fast, d, cuda::kSmallMDefaultMax));
+    EXPECT_FALSE(cuda::dev::linear_small_m_applies(fast, d, cuda::kSmallMDefaultMax + 1));
+    EXPECT_FALSE(cuda::dev::linear_small_m_applies(exact, d, 1));
   }
   {
     const ScopedSwitch off("off");

@@ -258,7 +258,7 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
     wide_product(ctx, d, M, N, K, bias, y);
     return;
   }
-  if (linear_small_m_applies(ctx, w, M)) {  // opt-in: STAVE_CUDA_SMALL_M=mxfp4 (linear_small_m.h)
+  if (linear_small_m_applies(ctx, w, M)) {  // M ≤ 4 by default; STAVE_CUDA_SMALL_M (linear_small_m.h)
     linear_small_m(ctx, w, x, M, y);
     return;
   }

@@ -1,6 +1,6 @@
 // Small-M MXFP4 W4A4 linear layers (decode steps) that read the packed weight directly
-// (linear_small_m.h). NOT YET RUN ON A GPU when written: opt-in (STAVE_CUDA_SMALL_M=mxfp4) until
-// the GPU suite and bench_linear's cuda_small_m cases have run on the H200.
+// (linear_small_m.h). First run on a GPU (an H100) on 2026-12-05: CudaLinearSmallM.* passed and
+// bench_linear's cuda_decode_* cases set the default bound kSmallMDefaultMax.
 #include <cuda_fp16.h>
 
 #include <atomic>
@@ -201,7 +201,8 @@ int mode_code(mxfp4::ScaleMode m) {
 
 SmallMPath small_m_path_from_env() {
   const char* e = std::getenv("STAVE_CUDA_SMALL_M");
-  if (!e || !*e || std::string_view(e) == "off") return SmallMPath::kOff;
+  if (!e || !*e) return SmallMPath::kDefault;
+  if (std::string_view(e) == "off") return SmallMPath::kOff;
   if (std::string_view(e) == "mxfp4") return SmallMPath::kMxfp4;
   throw Error(ErrorKind::kUnsupported,
               std::string("STAVE_CUDA_SMALL_M is '") + e + "': expected 'mxfp4' or 'off' (or unset)");
@@ -217,7 +218,9 @@ bool linear_small_m_supports(const GpuContext& ctx, const DeviceLinear& w, int64
 }
 
 bool linear_small_m_applies(const GpuContext& ctx, const DeviceLinear& w, int64_t M) {
-  return small_m_path_from_env() == SmallMPath::kMxfp4 && linear_small_m_supports(ctx, w, M);
+  const SmallMPath path = small_m_path_from_env();
+  if (path == SmallMPath::kOff || (path == SmallMPath::kDefault && M > kSmallMDefaultMax)) return false;
+  return linear_small_m_supports(ctx, w, M);
 }
 
 void linear_small_m(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {

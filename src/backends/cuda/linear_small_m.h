@@ -17,9 +17,11 @@
 // with M as the activation loads from L1 (4M/R bytes per weight) take over: ≈ 2 TB/s at M = 4,
 // ≈ 1 at 8, ≈ 0.3 at 16 (one row per warp there). bench_linear's cuda_decode_* cases measure it
 // against today's path; they decide where the bound kSmallMMax should sit.
-// OPT-IN: STAVE_CUDA_SMALL_M=mxfp4 (read per call) dispatches it from dev::linear; unset, empty
-// or "off" keeps today's path; anything else is an Error naming the variable. The default stays
-// off until the kernel has run on a GPU (GPU suite: CudaLinearSmallM.*, bench_linear cuda_decode_small_m).
+// Dispatch (STAVE_CUDA_SMALL_M, read per call): unset or empty = the default, the kernel for
+// M ≤ kSmallMDefaultMax (measured on an H100, 2026-12-05, docs/benchmarks.md: at M = 1 and 4 it
+// beats today's expansion path on all six 27B shapes, 1.5–4.3×; at M = 8 it loses on four of
+// them); "mxfp4" = up to kSmallMMax; "off" = never (today's path); anything else is an Error
+// naming the variable.
 #pragma once
 #include <cstdint>
 
@@ -28,8 +30,9 @@
 namespace stave::cuda {
 
 constexpr int64_t kSmallMMax = 16;
+constexpr int64_t kSmallMDefaultMax = 4;
 
-enum class SmallMPath { kOff, kMxfp4 };
+enum class SmallMPath { kOff, kDefault, kMxfp4 };
 SmallMPath small_m_path_from_env();
 
 // Calls of dev::linear_small_m in this process (tests check dispatch).
@@ -39,7 +42,7 @@ namespace dev {
 
 // Whether the kernel can compute this call (fast precision, MXFP4 W4A4, 1 ≤ M ≤ kSmallMMax).
 bool linear_small_m_supports(const GpuContext& ctx, const DeviceLinear& w, int64_t M);
-// … and STAVE_CUDA_SMALL_M asks for it (dev::linear's dispatch).
+// … and STAVE_CUDA_SMALL_M's path takes it at this M (dev::linear's dispatch).
 bool linear_small_m_applies(const GpuContext& ctx, const DeviceLinear& w, int64_t M);
 // y[M, N] = QDQ(x) · Wᵀ (+ bias); throws unless linear_small_m_supports. Uses ctx's scratch_x.
 void linear_small_m(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
