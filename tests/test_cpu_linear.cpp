@@ -13,6 +13,8 @@
 // kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -273,6 +275,9 @@ TEST(CpuLinear, MatchesReferenceEveryFormatAndLevel) {
         const uint64_t before_w4a4_amx = cpu::kern::w4a4_amx_bf16_calls();
         const uint64_t before_vnni = cpu::kern::w4a4_vnni_calls();
         const uint64_t before_maddubs = cpu::kern::w4a4_maddubs_calls();
+        // STAVE_TEST_TRACE=1 names each case before it runs, so a crash (seen once at level amx on
+        // an AMX host, 2026-12-05) shows which level, format and shape it was.
+        if (std::getenv("STAVE_TEST_TRACE")) std::fprintf(stderr, "[ trace ] %s\n", where.c_str());
         cpu::linear(t.w, x.data(), M, y.data());
         EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - before_vnni, takes_w4a4_vnni(isa, kind, M) ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::w4a4_maddubs_calls() - before_maddubs, takes_w4a4_maddubs(isa, kind, M) ? 1u : 0u)

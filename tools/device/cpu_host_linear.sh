@@ -21,7 +21,9 @@ export LD_LIBRARY_PATH="$payload/lib:${LD_LIBRARY_PATH:-}"
 threads="${THREADS:-$(nproc)}"
 min_time="${MIN_TIME:-0.3}"
 lscpu | grep -E "Model name|^CPU\(s\)" | tee "$OUT/cpu.txt"
-STAVE_CPU_ISA=amx "$bin/stave_tests" --gtest_filter='CpuLinear.*:CpuFeatures.*:CpuIsa.*:Devices/BackendOps.*/cpu_*' 2>&1 | tee "$OUT/tests.txt" |
+# STAVE_TEST_TRACE names each case of the every-level linear test before it runs (a crash there
+# then shows its level, format and shape in tests.txt).
+STAVE_TEST_TRACE=1 STAVE_CPU_ISA=amx "$bin/stave_tests" --gtest_filter='CpuLinear.*:CpuFeatures.*:CpuIsa.*:Devices/BackendOps.*/cpu_*' 2>&1 | tee "$OUT/tests.txt" |
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure" | head -40
 shapes='(mlp_up_5120x17408|mlp_down_17408x5120|9b_mlp_up_4096x12288|9b_mlp_down_12288x4096)'
 OMP_NUM_THREADS=$threads OMP_PROC_BIND=close "$bin/bench_linear" --benchmark_min_time="$min_time" \
