@@ -166,20 +166,25 @@ void expand_panel(const LinearWeight& w, int64_t n0, int64_t q0, int64_t nq, Pan
     }
     const uint8_t* sc = w.scales + n * blocks + 4 * q0;
     for (int64_t j = 0; j < nb; ++j) ws[c * kWsCol + j] = e8m0[sc[j]];
+    // The scale bytes, unused slots repeating the first, for the tile ranges below.
+    for (int64_t j = 0; j < kWsCol; ++j) pn.wsh[c * kWsCol + j] = sc[j < nb ? j : 0];
   }
+  // Per tile: least and greatest byte over its real columns (columns ≥ N copy the tile's first,
+  // which is real), then wsh = byte − least. A tile is 3 vectors of 16 (C · kWsCol = 48).
+  static_assert(C * kWsCol == 48, "a tile's scale slots are three vectors");
+  for (int64_t c = std::max<int64_t>(0, w.out - n0); c < NS; ++c)
+    std::memcpy(pn.wsh + c * kWsCol, pn.wsh + (c / C) * C * kWsCol, kWsCol * sizeof(int32_t));
   for (int64_t t = 0; t < NS / C; ++t) {
-    int32_t lo = 255, hi = 0;
-    for (int64_t c = t * C; c < std::min(t * C + C, w.out - n0); ++c)
-      for (int64_t j = 0; j < nb; ++j) {
-        const int32_t e = w.scales[(n0 + c) * blocks + 4 * q0 + j];
-        lo = std::min(lo, e);
-        hi = std::max(hi, e);
-      }
+    int32_t* e = pn.wsh + t * C * kWsCol;
+    const __m512i v0 = _mm512_load_si512(e), v1 = _mm512_load_si512(e + 16), v2 = _mm512_load_si512(e + 32);
+    const int32_t lo = _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_min_epi32(v0, v1), v2));
+    const int32_t hi = _mm512_reduce_max_epi32(_mm512_max_epi32(_mm512_max_epi32(v0, v1), v2));
     pn.tmin[t] = lo - 127;
-    pn.tspread[t] = hi == 255 ? kWide : std::max(0, hi - lo);  // 255 = NaN: the plain path
-    for (int64_t c = t * C; c < t * C + C; ++c)
-      for (int64_t j = 0; j < nb; ++j)
-        pn.wsh[c * kWsCol + j] = n0 + c < w.out ? w.scales[(n0 + c) * blocks + 4 * q0 + j] - lo : 0;
+    pn.tspread[t] = hi == 255 ? kWide : hi - lo;  // 255 = NaN: the plain path
+    const __m512i l = _mm512_set1_epi32(lo);
+    _mm512_store_si512(e, _mm512_sub_epi32(v0, l));
+    _mm512_store_si512(e + 16, _mm512_sub_epi32(v1, l));
+    _mm512_store_si512(e + 32, _mm512_sub_epi32(v2, l));
   }
 }
 
@@ -352,7 +357,7 @@ bool linear_w4a4_vnni_avx512(const LinearWeight& w, const float* x, int64_t M, f
   const Task task{w, a, M, y};
 #pragma omp parallel
   {
-    Panel pn;  // 15 KiB on the thread's stack
+    Panel pn{};  // 15 KiB on the thread's stack
     std::unique_ptr<float[]> acc(new float[static_cast<size_t>(NS * gpt * 16)]);
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < M; ++r) prepare_row(q, r, a);
