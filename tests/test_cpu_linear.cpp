@@ -670,11 +670,13 @@ TEST(CpuLinear, W4A4VnniExtremeWeightScales) {
 }
 
 // The kernel rescales a micro-tile's block dots by integer shifts when its exponents spread at
-// most 18 binades over a K chunk, and by cvt + scale product + FMA otherwise; the two must give
-// the same bits. Row 20 gets one block 2^30 larger (its 32-row tile takes the plain path on that
-// K chunk) and column 8 one block scale 25 binades up (its 6-column tile takes the plain path on
-// another chunk). Each row computed alone (whose tiles take the shift path, apart from row 20's)
-// must match its row of the 40-row call bit for bit, and the 40-row call the oracles.
+// most 18 binades over a 256-deep K chunk, and by cvt + scale product + FMA otherwise; the two
+// must give the same bits. Row 20's block 10 is 2^30 larger, so in the 40-row call its 32-row
+// tile (rows 0..31) takes the plain path on the second chunk after the shift path on the first,
+// while rows 0..31 but 20 computed alone take the shift path there. Column 8's block 3 scale is
+// 25 binades up (its 6-column tile takes the plain path on the first chunk in every call); row
+// 5's first block is all zeros (scale 2^-129, left out of the exponent range). Each row computed
+// alone must match its row of the 40-row call bit for bit, and the 40-row call the oracles.
 TEST(CpuLinear, W4A4VnniShiftAndPlainRescaleAgree) {
   if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or STAVE_CPU_ISA below avx512)";
   std::mt19937 rng(273);
@@ -683,6 +685,7 @@ TEST(CpuLinear, W4A4VnniShiftAndPlainRescaleAgree) {
   t.scales[8 * blocks + 3] = static_cast<uint8_t>(t.scales[8 * blocks + 3] + 25);
   std::vector<float> x = random_activation(M, K, rng);
   for (int64_t k = 10 * 32; k < 11 * 32; ++k) x[20 * K + k] = std::ldexp(x[20 * K + k], 30);
+  for (int64_t k = 0; k < 32; ++k) x[5 * K + k] = 0.0f;  // an all-zero block (scale 2^-129)
   std::vector<float> y(static_cast<size_t>(M * N), NAN), one(static_cast<size_t>(N), NAN);
   ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), M, y.data()));
   check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "vnni shift/plain");

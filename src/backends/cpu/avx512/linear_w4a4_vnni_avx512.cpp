@@ -26,7 +26,8 @@
 //    the time at 512 rows, one thread). The
 //    shift needs a spread of at most kMaxShift: |dot| ≤ 4608 < 2^13, so the shifted dot stays
 //    below 2^31 and converts exactly (13 significant bits); a tile whose exponents spread wider
-//    (or with a non-normal activation scale or a NaN weight scale) takes the plain path: cvt,
+//    (or with a non-normal activation scale other than an all-zero block's, or a NaN weight
+//    scale) takes the plain path: cvt,
 //    scale product, FMA.
 // Numerics: each block's integer dot is exact (|Σ| ≤ 4608), the scale product is a power of
 // two, so an output is a sum over K chunks (256 deep) of fp32 chains of ≤ 8 exact block terms,
@@ -80,7 +81,14 @@ struct VnniActivations {
   int64_t chunks = 0;
 };
 
-// emin/emax of group g from its real rows (rows < M).
+// Whether block b of row r quantized to all-zero codes (its dot is 0 whatever the shift).
+bool zero_block(const QuantizedActivations& q, int64_t r, int64_t b) {
+  const int8_t* c = q.codes.data() + r * q.k + b * 32;
+  return std::all_of(c, c + 32, [](int8_t v) { return v == 0; });
+}
+
+// emin/emax of group g from its real rows (rows < M). An all-zero block (its scale is 2^-129,
+// not a normal fp32 number) is left out; another non-normal scale forces the plain path.
 void group_exponents(const QuantizedActivations& q, int64_t g, int64_t M, VnniActivations& a) {
   for (int64_t ch = 0; ch < a.chunks; ++ch) {
     int32_t lo = kWide, hi = -kWide;
@@ -89,6 +97,7 @@ void group_exponents(const QuantizedActivations& q, int64_t g, int64_t M, VnniAc
         uint32_t bits;
         std::memcpy(&bits, &q.scales[r * a.blocks + b], 4);
         const int32_t field = static_cast<int32_t>((bits >> 23) & 0xff);
+        if (field == 0 && zero_block(q, r, b)) continue;
         if (field == 0 || field == 255) {
           lo = -kWide;
           hi = kWide;
