@@ -23,11 +23,10 @@
 //    (e_x − min) + (e_w − min) (a per-lane vpsllvd), converted, and added (vaddps) to a chunk
 //    sum in units of 2^B, which is scaled by 2^B (vscalefps) and added to the output's sum at the
 //    chunk's end. That keeps the FMA pipes to vpdpbusd (cvt + mul + FMA per block cost ~17 % of
-//    the time at 512 rows, one thread). The
-//    shift needs a spread of at most kMaxShift: |dot| ≤ 4608 < 2^13, so the shifted dot stays
-//    below 2^31 and converts exactly (13 significant bits); a tile whose exponents spread wider
-//    (or with a non-normal activation scale other than an all-zero block's, or a NaN weight
-//    scale) takes the plain path: cvt,
+//    the time at 512 rows, one thread). The shift needs a spread of at most kMaxShift:
+//    |dot| ≤ 4608 < 2^13, so the shifted dot stays below 2^31 and converts exactly (13
+//    significant bits). A tile whose exponents spread wider (or with a non-normal activation
+//    scale other than an all-zero block's, or a NaN weight scale) takes the plain path: cvt,
 //    scale product, FMA.
 // Numerics: each block's integer dot is exact (|Σ| ≤ 4608), the scale product is a power of
 // two, so an output is a sum over K chunks (256 deep) of fp32 chains of ≤ 8 exact block terms,
