@@ -11,6 +11,7 @@
 // The AMX-BF16 W4A4 kernel (MXFP4, M ≥ 16, level amx): its operand expansions bit for bit, its
 // driver (linear/w4a4_tile_gemm.h) with emulated tiles on any CPU with AVX-512, and the real
 // kernel directly and through the dispatch (counter) on the Clef shapes where AMX exists.
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -671,6 +672,34 @@ TEST(CpuLinear, W4A4VnniExtremeWeightScales) {
   std::vector<float> y(static_cast<size_t>(M * N), NAN);
   ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), M, y.data()));
   check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "vnni extreme scales");
+}
+
+// The kernel rescales a micro-tile's block dots by integer shifts when its exponents spread at
+// most 18 binades over a 256-deep K chunk, and by cvt + scale product + FMA otherwise; the two
+// must give the same bits. Row 20's block 10 is 2^30 larger, so in the 40-row call its 32-row
+// tile (rows 0..31) takes the plain path on the second chunk after the shift path on the first,
+// while rows 0..31 but 20 computed alone take the shift path there. Column 8's block 3 scale is
+// 25 binades up (its 6-column tile takes the plain path on the first chunk in every call); row
+// 5's first block is all zeros (scale 2^-129, left out of the exponent range). Each row computed
+// alone must match its row of the 40-row call bit for bit, and the 40-row call the oracles.
+TEST(CpuLinear, W4A4VnniShiftAndPlainRescaleAgree) {
+  if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or STAVE_CPU_ISA below avx512)";
+  std::mt19937 rng(273);
+  const int64_t M = 40, N = 70, K = 544, blocks = K / 32;
+  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
+  t.scales[8 * blocks + 3] = static_cast<uint8_t>(t.scales[8 * blocks + 3] + 25);
+  std::vector<float> x = random_activation(M, K, rng);
+  for (int64_t k = 10 * 32; k < 11 * 32; ++k) x[20 * K + k] = std::ldexp(x[20 * K + k], 30);
+  for (int64_t k = 0; k < 32; ++k) x[5 * K + k] = 0.0f;  // an all-zero block (scale 2^-129)
+  std::vector<float> y(static_cast<size_t>(M * N), NAN), one(static_cast<size_t>(N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), M, y.data()));
+  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "vnni shift/plain");
+  for (int64_t m = 0; m < M; ++m) {
+    ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data() + m * K, 1, one.data()));
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_EQ(std::bit_cast<uint32_t>(one[n]), std::bit_cast<uint32_t>(y[m * N + n]))
+          << "row " << m << " column " << n << ": alone " << one[n] << ", in the 40-row call " << y[m * N + n];
+  }
 }
 
 TEST(CpuLinear, W4A4VnniTakesOnlyW4A4) {
