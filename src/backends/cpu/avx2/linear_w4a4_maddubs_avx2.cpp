@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "backends/cpu/linear/kernels.h"
+#include "backends/cpu/linear/w4a4_strip_tasks.h"
 
 namespace stave::cpu::kern {
 namespace {
@@ -234,11 +235,7 @@ void run_task(const Task& t, int64_t n0, int64_t g0, int64_t g1, uint8_t* wp, fl
       }
     }
   }
-  const int64_t m0 = g0 * 8, m1 = std::min(t.M, g1 * 8);
-  for (int64_t m = m0; m < m1; ++m) {
-    float* yr = t.y + m * N + n0;
-    for (int64_t c = 0; c < cols; ++c) yr[c] = acc[c * ld + (m - m0)] + (t.w.bias ? t.w.bias[n0 + c] : 0.0f);
-  }
+  write_strip(acc, ld, t.w, g0 * 8, std::min(t.M, g1 * 8), n0, cols, t.y);
 }
 
 }  // namespace
@@ -256,14 +253,9 @@ bool linear_w4a4_maddubs_avx2(const LinearWeight& w, const float* x, int64_t M, 
   a.scales.assign(static_cast<size_t>(a.groups * a.blocks * 8), 0.0f);
   a.offsets.assign(static_cast<size_t>(a.groups * a.blocks * 8), 0);
 
-  // Tasks: strips of NS columns × runs of activation groups (split only when there are too few
-  // strips to keep every thread busy, or the run would pass kMaxTaskGroups).
-  const int64_t N = w.out, strips = (N + NS - 1) / NS;
-  const int64_t threads = omp_get_max_threads();
-  const int64_t splits = std::clamp<int64_t>((4 * threads + strips - 1) / strips, 1, a.groups);
-  int64_t gpt = (a.groups + splits - 1) / splits;
-  gpt = std::min(kMaxTaskGroups, (gpt + R - 1) / R * R);
-  const int64_t runs = (a.groups + gpt - 1) / gpt, tasks = strips * runs;
+  // Tasks: strips of NS columns × runs of activation groups (w4a4_strip_tasks.h).
+  const StripPlan plan = strip_plan(w.out, a.groups, NS, R, kMaxTaskGroups, omp_get_max_threads());
+  const int64_t strips = plan.strips, gpt = plan.groups_per_task, tasks = plan.tasks;
   const Task task{w, a, M, y};
 #pragma omp parallel
   {
