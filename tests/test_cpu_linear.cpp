@@ -654,24 +654,34 @@ TEST(CpuLinear, W4A4VnniMatchesReference) {
 // then near fp32's range ends, 0's weight scale subnormal) against activations scaled by 2^-120
 // there, and on the last block of a partial quad (K = 320: 10 blocks) 0 or 100 against
 // activations scaled by 2^120, so a lost subnormal scale would show.
+struct ExtremeScaleCase {
+  static constexpr int64_t M = 40, N = 70, K = 320;
+  TestWeight t;
+  std::vector<float> x;
+};
+ExtremeScaleCase extreme_scale_case(uint32_t seed) {
+  using C = ExtremeScaleCase;
+  std::mt19937 rng(seed);
+  ExtremeScaleCase c{make_weight(Kind::kW4A4Even, C::N, C::K, true, rng), {}};
+  for (int64_t r = 0; r < C::N; ++r) {
+    c.t.scales[r * (C::K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
+    c.t.scales[r * (C::K / 32) + 9] = r % 2 == 0 ? 0 : 100;
+  }
+  c.x = random_activation(C::M, C::K, rng);
+  for (int64_t m = 0; m < C::M; ++m)
+    for (int64_t k = 0; k < 32; ++k) {
+      c.x[m * C::K + k] = std::ldexp(c.x[m * C::K + k], -120);
+      c.x[m * C::K + 9 * 32 + k] = std::ldexp(c.x[m * C::K + 9 * 32 + k], 120);
+    }
+  return c;
+}
+
 TEST(CpuLinear, W4A4VnniExtremeWeightScales) {
   if (cpu::active_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or STAVE_CPU_ISA below avx512)";
-  std::mt19937 rng(271);
-  const int64_t M = 40, N = 70, K = 320;
-  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
-  for (int64_t r = 0; r < N; ++r) {
-    t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
-    t.scales[r * (K / 32) + 9] = r % 2 == 0 ? 0 : 100;
-  }
-  std::vector<float> x = random_activation(M, K, rng);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < 32; ++k) {
-      x[m * K + k] = std::ldexp(x[m * K + k], -120);
-      x[m * K + 9 * 32 + k] = std::ldexp(x[m * K + 9 * 32 + k], 120);
-    }
-  std::vector<float> y(static_cast<size_t>(M * N), NAN);
-  ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(t.w, x.data(), M, y.data()));
-  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "vnni extreme scales");
+  ExtremeScaleCase c = extreme_scale_case(271);
+  std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_vnni_avx512(c.t.w, c.x.data(), c.M, y.data()));
+  check_against_oracles(c.t, Kind::kW4A4Even, c.x.data(), c.M, y, "vnni extreme scales");
 }
 
 // The kernel rescales a micro-tile's block dots by integer shifts when its exponents spread at
@@ -804,22 +814,10 @@ TEST(CpuLinear, W4A4MaddubsLargestCodes) {
 // Scale bytes at the ends of E8M0's range, as W4A4VnniExtremeWeightScales.
 TEST(CpuLinear, W4A4MaddubsExtremeWeightScales) {
   if (cpu::active_isa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU (or STAVE_CPU_ISA below avx2)";
-  std::mt19937 rng(371);
-  const int64_t M = 40, N = 70, K = 320;
-  TestWeight t = make_weight(Kind::kW4A4Even, N, K, true, rng);
-  for (int64_t r = 0; r < N; ++r) {
-    t.scales[r * (K / 32)] = r % 3 == 0 ? 252 : r % 3 == 1 ? 1 : 0;
-    t.scales[r * (K / 32) + 9] = r % 2 == 0 ? 0 : 100;
-  }
-  std::vector<float> x = random_activation(M, K, rng);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < 32; ++k) {
-      x[m * K + k] = std::ldexp(x[m * K + k], -120);
-      x[m * K + 9 * 32 + k] = std::ldexp(x[m * K + 9 * 32 + k], 120);
-    }
-  std::vector<float> y(static_cast<size_t>(M * N), NAN);
-  ASSERT_TRUE(cpu::kern::linear_w4a4_maddubs_avx2(t.w, x.data(), M, y.data()));
-  check_against_oracles(t, Kind::kW4A4Even, x.data(), M, y, "maddubs extreme scales");
+  ExtremeScaleCase c = extreme_scale_case(371);
+  std::vector<float> y(static_cast<size_t>(c.M * c.N), NAN);
+  ASSERT_TRUE(cpu::kern::linear_w4a4_maddubs_avx2(c.t.w, c.x.data(), c.M, y.data()));
+  check_against_oracles(c.t, Kind::kW4A4Even, c.x.data(), c.M, y, "maddubs extreme scales");
 }
 
 TEST(CpuLinear, W4A4MaddubsTakesOnlyW4A4) {
