@@ -663,7 +663,10 @@ TEST(ServeOpenAiHttp, AFullQueueAnswers503) {
   auto ok = srv.post("/v1/chat/completions", kGreedyChat);
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
-  // The one generation slot busy, no queue: 503.
+  // The one generation slot busy, no queue: 503. The reply above can reach the client a moment
+  // before its request leaves the slot, so wait for the slot to be free before taking it.
+  for (int i = 0; i < 5000 && srv.server().generation_admission().running() != 0; ++i)
+    std::this_thread::sleep_for(1ms);
   ASSERT_TRUE(occupy(srv.server().generation_admission()));
   auto r = srv.post("/v1/chat/completions", kGreedyChat);
   auto c = srv.post("/v1/completions", R"({"prompt":"hi","max_tokens":2})");
