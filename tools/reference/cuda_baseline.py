@@ -44,6 +44,9 @@ def main():
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, built in {time.time() - t0:.1f} s, "
           f"{sum(p.numel() for p in lm.parameters()) / 1e9:.2f} B params in the language model", flush=True)
     vocab = config.text_config.vocab_size
+    probe = torch.randint(0, vocab, (1, 128), device="cuda")
+    with torch.inference_mode():
+        print(fla_peer.kernels_ran(lambda: lm(input_ids=probe, use_cache=False)), flush=True)
     for batch, tokens in [(1, n) for n in lengths] + [(4, 2048)]:
         ids = torch.randint(0, vocab, (batch, tokens), device="cuda")
         try:

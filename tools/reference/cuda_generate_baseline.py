@@ -60,6 +60,8 @@ def main():
     print(f"transformers {transformers.__version__}, torch {torch.__version__}; "
           f"{fla_peer.kernels_note(model.model.language_model)}", flush=True)
     vocab = config.text_config.vocab_size
+    probe = torch.randint(0, vocab, (1, 64), device="cuda")
+    print(fla_peer.kernels_ran(lambda: timed_generate(model, probe, 4)), flush=True)
     for batch in batches:
         ids = torch.randint(0, vocab, (batch, prompt_tokens), device="cuda")
         try:

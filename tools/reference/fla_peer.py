@@ -3,7 +3,9 @@
 FLA_DIR=DIR (a folder holding fla's `fla/` package, pure Python + Triton, brought to the GPU
 machine uncommitted) is put first on sys.path and transformers is told fla is available, so that
 Qwen3.5's Gated DeltaNet layers run fla's chunk kernels. Call enable() before transformers'
-Qwen3.5 modeling module is imported, and kernels_note() after the model is built.
+Qwen3.5 modeling module is imported, and kernels_note() after the model is built; kernels_ran(fn)
+runs fn once under torch's profiler and names the Gated DeltaNet GPU kernels that actually ran
+(the proof that the fla baseline is what was timed).
 """
 import os
 import sys
@@ -25,3 +27,24 @@ def kernels_note(model):
     kind = "fla" if name.startswith("fla") else "torch fallback (NOT the fla baseline)" if "torch_" in name else "?"
     attn = getattr(getattr(model, "config", None), "_attn_implementation", "?")
     return f"Gated DeltaNet kernels: {kind} ({name}); attention: {attn}"
+
+
+# Substrings of fla's Gated DeltaNet Triton kernel names (chunk form, its WY / triangular-solve
+# helpers and the recurrent decode step); transformers' torch fallback launches none of them.
+_FLA_KERNEL_MARKS = ("gated_delta", "delta_rule", "recurrent", "chunk_fwd", "chunk_scaled_dot_kkt", "solve_tril",
+                     "recompute_w_u", "chunk_local_cumsum")
+
+
+def kernels_ran(fn):
+    """Runs fn() once under torch.profiler (CUDA activity) and says which Gated DeltaNet kernels
+    ran: fla's Triton kernels by name, or none (the torch fallback)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = sorted({e.key for e in prof.key_averages()})
+    fla = [n for n in names if any(m in n.lower() for m in _FLA_KERNEL_MARKS)]
+    if fla:
+        return f"Gated DeltaNet kernels that ran: fla ({len(fla)} Triton kernels: {', '.join(fla[:6])}{' ...' if len(fla) > 6 else ''})"
+    return f"Gated DeltaNet kernels that ran: NO fla kernel (torch fallback; {len(names)} kernels in all)"
