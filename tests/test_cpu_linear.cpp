@@ -214,10 +214,11 @@ bool takes_amx_bf16(Isa isa, Kind kind, int64_t M) { return isa == Isa::kAmx && 
 // dispatched (kernels.h says why).
 bool takes_bf16_split(Isa, Kind, int64_t) { return false; }
 bool takes_w4a4_bf16(Isa, Kind, int64_t) { return false; }
-// Whether it takes the register-blocked VNNI W4A4 kernel (level avx512; at amx, M ≥ 16 goes to
-// the AMX kernels and fewer rows to the avx512 int8 ones, below kW4A4VnniMinRows).
+// Whether it takes the register-blocked VNNI W4A4 kernel (level avx512 from kW4A4VnniMinRows; at
+// amx the same below kW4A4AmxBf16MinRows, from where the AMX kernels take over).
 bool takes_w4a4_vnni(Isa isa, Kind kind, int64_t M) {
-  return isa == Isa::kAvx512 && is_w4a4(kind) && M >= cpu::kern::kW4A4VnniMinRows;
+  const bool level = isa == Isa::kAvx512 || (isa == Isa::kAmx && M < cpu::kern::kW4A4AmxBf16MinRows);
+  return level && is_w4a4(kind) && M >= cpu::kern::kW4A4VnniMinRows;
 }
 // Whether it takes the register-blocked AVX2 W4A4 kernel (level avx2 only: avx512 and amx have
 // their own prefill kernels).
@@ -1238,11 +1239,11 @@ TEST(CpuLinear, W4A4AmxBf16ExtremeWeightScalesEmulated) {
 // Of the Clef shapes, rows 0..31 and the last 32..40 rows are checked (the oracles are scalar and
 // rows are independent: the first activation block, and the last blocks including M = 100's and
 // 513's partial one), so the test stays within seconds.
-// The AMX-BF16 W4A4 kernel is opt-in (STAVE_CPU_W4A4_AMX=bf16) until it has run on AMX hardware.
+// The AMX-BF16 W4A4 kernel is the default; STAVE_CPU_W4A4_AMX=int8 picks the AMX-INT8 one.
 TEST(CpuLinear, W4A4AmxKernelChoiceIsReadFromTheEnvironment) {
   {
     test::ScopedEnv e("STAVE_CPU_W4A4_AMX", "");
-    EXPECT_FALSE(cpu::kern::w4a4_amx_bf16_enabled());
+    EXPECT_TRUE(cpu::kern::w4a4_amx_bf16_enabled());
   }
   {
     test::ScopedEnv e("STAVE_CPU_W4A4_AMX", "int8");
@@ -1265,7 +1266,7 @@ TEST(CpuLinear, W4A4AmxKernelChoiceIsReadFromTheEnvironment) {
 TEST(CpuLinear, W4A4AmxBf16MatchesReference) {
   if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";
   cpu::ScopedIsa scoped(Isa::kAmx);
-  test::ScopedEnv opt_in("STAVE_CPU_W4A4_AMX", "bf16");
+  test::ScopedEnv by_default("STAVE_CPU_W4A4_AMX", "");  // the default kernel at level amx
   auto through_dispatch = [](const LinearWeight& w, const float* x, int64_t M, float* y) {
     const uint64_t before = cpu::kern::w4a4_amx_bf16_calls();
     cpu::linear(w, x, M, y);
@@ -1298,8 +1299,8 @@ TEST(CpuLinear, W4A4AmxBf16MatchesReference) {
     }
 }
 
-// The AMX-INT8 W4A4 kernel (what linear_amx runs for W4A4 by default), called directly with
-// its own bound (exact block sums: the W4A4 chain of check_against_oracles).
+// The AMX-INT8 W4A4 kernel (what linear_amx runs for W4A4 with STAVE_CPU_W4A4_AMX=int8), called
+// directly with its own bound (exact block sums: the W4A4 chain of check_against_oracles).
 TEST(CpuLinear, W4A4Int8AmxMatchesReference) {
   if (cpu::active_isa() < Isa::kAmx) GTEST_SKIP() << "no AMX on this CPU (or STAVE_CPU_ISA below amx)";
   std::mt19937 rng(515);

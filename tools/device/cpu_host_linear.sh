@@ -28,7 +28,7 @@ STAVE_TEST_TRACE=1 STAVE_CPU_ISA=amx "$bin/stave_tests" --gtest_filter='CpuLinea
 shapes='(mlp_up_5120x17408|mlp_down_17408x5120|9b_mlp_up_4096x12288|9b_mlp_down_12288x4096)'
 OMP_NUM_THREADS=$threads OMP_PROC_BIND=close "$bin/bench_linear" --benchmark_min_time="$min_time" \
   --benchmark_filter="^(w4a4|w4a4_bf16|w4a4_vnni|w4a4_int8_amx|w4a4_amx_bf16)/$shapes/(512|2048)/" 2>&1 | tee "$OUT/linear.txt"
-# The dispatch threshold (kW4A4AmxBf16MinRows = 16): the kernels at small M, all threads.
+# The dispatch threshold (kW4A4AmxBf16MinRows = 64, VNNI below): the kernels at small M, all threads.
 OMP_NUM_THREADS=$threads OMP_PROC_BIND=close "$bin/bench_linear" --benchmark_min_time="$min_time" \
   --benchmark_filter="^(w4a4_int8|w4a4_bf16|w4a4_vnni|w4a4_amx_bf16|w4a4_int8_amx)/9b_mlp_up_4096x12288/(8|16|32|64)/" 2>&1 |
   tee "$OUT/linear_small_m.txt"

@@ -1,5 +1,5 @@
-// linear_amx: the AMX dispatch (BF16 weights here; MXFP4 W4A4 on the AMX-INT8 kernel below, or
-// with STAVE_CPU_W4A4_AMX=bf16 on linear_w4a4_amx_bf16.cpp).
+// linear_amx: the AMX dispatch (BF16 weights here; MXFP4 W4A4 from kW4A4AmxBf16MinRows rows on
+// linear_w4a4_amx_bf16.cpp, or with STAVE_CPU_W4A4_AMX=int8 on the AMX-INT8 kernel below).
 //
 // AMX-INT8 W4A4 kernel (linear_w4a4_int8_amx). Each 32-block is one tdpbssd step (K = 32 bytes): the tile holds the exact int32 block dots of 16 activation rows × 16 weight rows, which are
 // then scaled by 2^(e_x − 2)·2^(e_w) and added in fp32 — the same arithmetic as the VNNI kernel,

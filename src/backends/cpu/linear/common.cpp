@@ -52,8 +52,8 @@ uint64_t w4a4_amx_bf16_calls() { return g_w4a4_amx_bf16_calls.load(std::memory_o
 
 bool w4a4_amx_bf16_enabled() {
   const char* v = std::getenv("STAVE_CPU_W4A4_AMX");
-  if (v == nullptr || *v == '\0' || std::string_view(v) == "int8") return false;
-  if (std::string_view(v) == "bf16") return true;
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "bf16") return true;
+  if (std::string_view(v) == "int8") return false;
   throw Error(ErrorKind::kInvalidRequest,
               std::string("STAVE_CPU_W4A4_AMX must be bf16 or int8 (the AMX kernel for MXFP4 W4A4), not '") + v + "'");
 }

@@ -145,25 +145,25 @@ void count_w4a4_maddubs_call();
 // Returns false (and does nothing) unless w is MXFP4 with quantize_input and M ≥ 1. Only call
 // it where active_isa() is kAmx (it executes AMX instructions).
 bool linear_w4a4_amx_bf16(const LinearWeight& w, const float* x, int64_t M, float* y);
-// Rows from which linear_amx runs W4A4 on it (fast precision only: exact precision never reaches
-// the CPU kernels). Below, linear_avx512 (AVX-512 int8 or VNNI by kW4A4VnniMinRows). 16 = one
-// tile of activation rows, as the AMX-INT8 kernel before it: expanding a weight value costs
-// ~0.09 ns (2-core EPYC, one thread), what the VNNI int8 kernel spends on ~4 rows of it (90
-// GFLOP/s), so from 16 rows the tile unit should be ahead. Not yet measured on AMX:
-// tools/device/cpu_host_linear.sh runs bench_linear's M = 8..64 rows to check it.
-inline constexpr int64_t kW4A4AmxBf16MinRows = 16;
-// Whether linear_amx takes W4A4 to linear_w4a4_amx_bf16 (STAVE_CPU_W4A4_AMX=bf16) or, by default,
-// to the AMX-INT8 kernel: the BF16 one has been checked here only with emulated tiles (no AMX on
-// the machines it was written on), so it is opt-in until a run on AMX hardware
-// (tools/device/cpu_host_linear.sh) confirms it. Read on each call (tests switch it); any other
-// value than "bf16" or "int8" is an error naming the variable.
+// Rows from which linear_amx runs W4A4 on the AMX tile unit (fast precision only: exact precision
+// never reaches the CPU kernels). Below, linear_avx512 (its int8 kernel, or VNNI from
+// kW4A4VnniMinRows). Measured on the 16-core AMX host (tools/device/cpu_host_linear.sh,
+// 2026-12-05, 9B MLP up, all threads): VNNI 0.68 / 1.07 / 1.65 ms at 16 / 32 / 64 rows against
+// 1.09 / 1.17 / 1.55 for AMX-BF16 (and 1.97 / 1.98 / 2.57 for AMX-INT8): the tile unit pays its
+// weight expansion back from about 64 rows.
+inline constexpr int64_t kW4A4AmxBf16MinRows = 64;
+// Whether linear_amx takes W4A4 to linear_w4a4_amx_bf16 (the default, or STAVE_CPU_W4A4_AMX=bf16)
+// or to the AMX-INT8 kernel (STAVE_CPU_W4A4_AMX=int8). AMX-BF16 is the default since its op tests
+// passed on AMX hardware (2026-12-05) and it was the fastest W4A4 kernel there at every 9B / 27B
+// MLP shape from 64 rows (1.04–1.7× AMX-INT8 at 512 / 2048 rows). Read on each call (tests
+// switch it); any other value than "bf16" or "int8" is an error naming the variable.
 bool w4a4_amx_bf16_enabled();
 // Calls of linear_w4a4_amx_bf16 in this process (tests assert the dispatch; baseline flags).
 uint64_t w4a4_amx_bf16_calls();
 void count_w4a4_amx_bf16_call();
 // The AMX-INT8 W4A4 kernel (tdpbssd per 32-block, stored and rescaled per block): what
-// linear_amx runs for W4A4 unless w4a4_amx_bf16_enabled(). Returns false unless w is W4A4 and
-// M ≥ 16. Level amx only.
+// linear_amx runs for W4A4 with STAVE_CPU_W4A4_AMX=int8 (the default before AMX-BF16). Returns
+// false unless w is W4A4 and M ≥ 16. Level amx only.
 bool linear_w4a4_int8_amx(const LinearWeight& w, const float* x, int64_t M, float* y);
 
 // The two operand expansions of the AMX-BF16 W4A4 kernel (avx512/mxfp4_bf16_expand_avx512.cpp,
