@@ -34,7 +34,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +45,7 @@
 #include "ops/reference.h"
 #include "formats/mxfp4.h"
 #include "util/bf16.h"
+#include "util/scoped_env.h"
 #ifdef STAVE_BENCH_CUDA
 #include <cuda_runtime_api.h>
 
@@ -281,25 +281,6 @@ void bf16_gemm_only(GpuState& g, int64_t M) {
     throw stave::Error(stave::ErrorKind::kInternal, "bench: cublasGemmEx failed");
 }
 
-// Sets an environment variable for a scope and restores what was there.
-class EnvOverride {
- public:
-  EnvOverride(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~EnvOverride() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  EnvOverride(const EnvOverride&) = delete;
-  EnvOverride& operator=(const EnvOverride&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   namespace cu = stave::cuda;
   if (!cu::device_available()) {
@@ -309,7 +290,7 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   const int64_t M = state.range(0);
   // Today's path = the per-call expansion (FP8 or BF16): the small-M kernel, which the engine
   // takes by default at M ≤ 4, is switched off for this case while it runs.
-  std::optional<EnvOverride> expansion_only;
+  std::optional<stave::ScopedEnv> expansion_only;
   if (k == GpuKernel::kToday) expansion_only.emplace("STAVE_CUDA_SMALL_M", "off");
   GpuState& g = gpu_for(s, M);
   const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm;

@@ -1,34 +1,8 @@
-// Sets (or, with nullptr, unsets) an environment variable for one scope and puts the old value
-// back: for the tests of switches the code reads from the environment (each CTest test runs in
-// its own process, so nothing leaks between tests).
+// The tests' name for util/scoped_env.h (each CTest test runs in its own process, so nothing
+// leaks between tests).
 #pragma once
-#include <cstdlib>
-#include <optional>
-#include <string>
+#include "util/scoped_env.h"
 
 namespace stave::test {
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
+using ScopedEnv = ::stave::ScopedEnv;
 }  // namespace stave::test
