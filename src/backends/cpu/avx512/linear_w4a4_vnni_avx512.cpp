@@ -81,6 +81,13 @@ struct VnniActivations {
   int64_t chunks = 0;
 };
 
+// The biased exponent field of an fp32 activation scale (0: zero or subnormal, 255: inf / NaN).
+int32_t exponent_field(float scale) {
+  uint32_t bits;
+  std::memcpy(&bits, &scale, 4);
+  return static_cast<int32_t>((bits >> 23) & 0xff);
+}
+
 // Whether block b of row r quantized to all-zero codes (its dot is 0 whatever the shift).
 bool zero_block(const QuantizedActivations& q, int64_t r, int64_t b) {
   const int8_t* c = q.codes.data() + r * q.k + b * 32;
@@ -94,9 +101,7 @@ void group_exponents(const QuantizedActivations& q, int64_t g, int64_t M, VnniAc
     int32_t lo = kWide, hi = -kWide;
     for (int64_t r = g * 16; r < std::min(M, g * 16 + 16); ++r)
       for (int64_t b = ch * kChunkBlocks; b < std::min(a.blocks, (ch + 1) * kChunkBlocks); ++b) {
-        uint32_t bits;
-        std::memcpy(&bits, &q.scales[r * a.blocks + b], 4);
-        const int32_t field = static_cast<int32_t>((bits >> 23) & 0xff);
+        const int32_t field = exponent_field(q.scales[r * a.blocks + b]);
         if (field == 0 && zero_block(q, r, b)) continue;
         if (field == 0 || field == 255) {
           lo = -kWide;
@@ -132,9 +137,7 @@ void prepare_row(const QuantizedActivations& q, int64_t r, VnniActivations& a) {
   for (int64_t b = 0; b < a.blocks; ++b) {
     a.scales[(g * a.blocks + b) * 16 + l] = q.scales[r * a.blocks + b];
     a.offsets[(g * a.blocks + b) * 16 + l] = -q.offsets[r * a.blocks + b];
-    uint32_t bits;
-    std::memcpy(&bits, &q.scales[r * a.blocks + b], 4);
-    a.exps[(g * a.blocks + b) * 16 + l] = static_cast<int32_t>((bits >> 23) & 0xff) - 127;
+    a.exps[(g * a.blocks + b) * 16 + l] = exponent_field(q.scales[r * a.blocks + b]) - 127;
   }
 }
 
