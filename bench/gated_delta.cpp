@@ -1,8 +1,11 @@
-// The gated delta rule of one Gated DeltaNet layer on the CUDA backend, fast precision, one
-// sequence (prefill): Backend::gated_delta_rule (the BF16 tensor-core chunk form,
-// src/backends/cuda/gated_delta_chunk.cu) beside Backend::gated_delta_rule_recurrent (the
-// per-token fp32 recurrence it replaces), on Clef-27B (n_k 16, n_v 48, d 128) and Clef-9B
-// (n_k 16, n_v 32) shapes at 2048 and 8192 tokens. Skips without a GPU.
+// The gated delta rule of one Gated DeltaNet layer, fast precision, one sequence (prefill), on
+// Clef-27B (n_k 16, n_v 48, d 128) and Clef-9B (n_k 16, n_v 32) shapes.
+// - cuda (skips without a GPU), 2048 and 8192 tokens: Backend::gated_delta_rule (the BF16
+//   tensor-core chunk form, src/backends/cuda/gated_delta_chunk.cu) beside
+//   Backend::gated_delta_rule_recurrent (the per-token fp32 recurrence it replaces).
+// - cpu, 512 and 2048 tokens, all threads: the fp32 chunk form, with gates g drawn from a mild
+//   range [-0.5, 0] and a steep one [-6, -1]. Steep gates drive e^γ (γ the in-chunk cumulative
+//   gate) far below the normal fp32 range: the case where denormal operands cost most.
 // Counters: ms_per_call (wall time per call, synchronised); TFLOP/s = the chunk form's useful
 // matmul FLOPs (per token and v head d·(5·64 + 6·d): k̂k̂ᵀ, W and U, W·S, Kᵀv_new, q̂k̂ᵀ, q̂·S,
 // P·v_new) per second, the same count for both kernels so the two compare directly.
@@ -39,13 +42,13 @@ std::vector<float> uniform(std::mt19937& rng, int64_t n, float lo, float hi) {
   return v;
 }
 
-void BM_GatedDelta(benchmark::State& state, const Model& m, bool chunked) {
-  const std::string why = stave::backend_unavailable_reason("cuda");
+void BM_GatedDelta(benchmark::State& state, const Model& m, const char* device, bool chunked, bool steep) {
+  const std::string why = stave::backend_unavailable_reason(device);
   if (!why.empty()) {
     state.SkipWithError(why.c_str());
     return;
   }
-  const auto be = stave::make_backend("cuda", stave::Precision::kFast);
+  const auto be = stave::make_backend(device, stave::Precision::kFast);
   const GatedDeltaDims d = m.dims;
   const int64_t T = state.range(0);
   const int64_t stride = 2 * d.n_k_heads * d.d_k + d.n_v_heads * d.d_v;  // the conv output row [q | k | v]
@@ -56,7 +59,7 @@ void BM_GatedDelta(benchmark::State& state, const Model& m, bool chunked) {
     return t;
   };
   const Tensor row = up(uniform(rng, T * stride, -1.0f, 1.0f));
-  const Tensor g = up(uniform(rng, T * d.n_v_heads, -0.5f, 0.0f));
+  const Tensor g = up(steep ? uniform(rng, T * d.n_v_heads, -6.0f, -1.0f) : uniform(rng, T * d.n_v_heads, -0.5f, 0.0f));
   const Tensor beta = up(uniform(rng, T * d.n_v_heads, 0.0f, 1.0f));
   const Tensor st = up(std::vector<float>(static_cast<size_t>(d.state_floats()), 0.0f));
   const Tensor out = be->empty({T * d.n_v_heads * d.d_v});
@@ -89,9 +92,20 @@ const bool registered = [] {
   for (const Model& m : kModels)
     for (bool chunked : {true, false}) {
       const std::string name = std::string("gated_delta_") + m.name + (chunked ? "_chunk_bf16" : "_recurrent_fp32");
-      benchmark::RegisterBenchmark(name.c_str(), [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, chunked); })
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, "cuda", chunked, false); })
           ->Arg(2048)
           ->Arg(8192)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+  for (const Model& m : kModels)
+    for (bool steep : {false, true}) {
+      const std::string name = std::string("gated_delta_") + m.name + "_cpu_chunk_fp32" + (steep ? "_steep" : "_mild");
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [&m, steep](benchmark::State& s) { BM_GatedDelta(s, m, "cpu", true, steep); })
+          ->Arg(512)
+          ->Arg(2048)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }

@@ -13,6 +13,7 @@
 
 #include "backends/registry.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/flush_denormals.h"
 #include "backends/cpu/op_kernels.h"
 #include "ops/backend.h"
 #include "ops/head_ops.h"
@@ -100,6 +101,30 @@ TEST(CpuBackendOps, SiluMulAndSigmoidMul) {
     EXPECT_LE(scaled_diff(xf, xs), 3e-6);
   }
 }
+
+// Fast ops flush fp32 denormals on every thread they run on (backends/cpu/flush_denormals.h: on
+// Intel cores a denormal operand costs a microcode assist per vector operation) and give the
+// calling thread its floating-point state back, so exact ops after them keep IEEE denormals.
+#if defined(__x86_64__) || defined(__i386__)
+TEST(CpuBackendOps, FastOpsFlushDenormalsAndRestoreTheCaller) {
+  if (!cpu::flush_denormals_enabled()) GTEST_SKIP() << "STAVE_CPU_DENORMALS=keep";
+  const float tiny = 1e-40f;  // a denormal
+  ASSERT_EQ(std::fpclassify(tiny), FP_SUBNORMAL);
+  const unsigned before = _mm_getcsr();
+  for (int64_t n : {9, 70001}) {  // the calling thread alone, and a parallel team
+    SCOPED_TRACE(n);
+    const std::vector<float> gate(static_cast<size_t>(n), 40.0f);  // sigmoid(40) is 1.0f
+    std::vector<float> xf(static_cast<size_t>(n), tiny), xe = xf;
+    fast().sigmoid_mul(xf.data(), gate.data(), n);
+    EXPECT_EQ(_mm_getcsr(), before) << "the caller's MXCSR changed";
+    exact().sigmoid_mul(xe.data(), gate.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(xf[i], 0.0f) << "fast, element " << i << ": the denormal was not flushed";
+      ASSERT_EQ(xe[i], tiny) << "exact, element " << i << ": IEEE keeps the denormal";
+    }
+  }
+}
+#endif
 
 TEST(CpuBackendOps, GeluTanh) {
   std::mt19937 rng(4);

@@ -432,8 +432,12 @@ TEST(CpuLinear, SingleRowDecodeCoversEveryUnrollRemainder) {
         EXPECT_EQ(cpu::kern::bf16_gemv_calls() - before, gemv ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::w4a4_gemv_calls() - before_w4a4, w4a4_gemv ? 1u : 0u) << where;
         EXPECT_EQ(cpu::kern::gemv_single_row_calls() - before_single, single ? 1u : 0u) << where;
-        if (K == 4096 + 96) EXPECT_TRUE(single || !(gemv || w4a4_gemv)) << where;  // a Clef hidden width
-        if (K == 12288) EXPECT_FALSE(single) << where;
+        if (K == 4096 + 96) {  // a Clef hidden width
+          EXPECT_TRUE(single || !(gemv || w4a4_gemv)) << where;
+        }
+        if (K == 12288) {
+          EXPECT_FALSE(single) << where;
+        }
         check_against_oracles(t, kind, x.data(), 1, y, where);
       }
     }
@@ -727,13 +731,16 @@ TEST(CpuLinear, W4A4VnniTakesOnlyW4A4) {
   EXPECT_EQ(cpu::kern::w4a4_vnni_calls(), before);
   TestWeight t = make_weight(Kind::kW4A4Even, 9, 64, false, rng);
   static_assert(cpu::kern::kW4A4VnniMinRows <= 16, "16 rows must reach the kernel at level avx512");
+  static_assert(cpu::kern::kW4A4AmxBf16MinRows > 40, "40 rows must stay below the AMX-BF16 kernel at level amx");
+  std::vector<float> x64 = random_activation(64, 64, rng), y64(64 * 9, NAN);
   for (Isa isa : levels())
-    for (int64_t M : {15, 16, 40}) {
+    for (int64_t M : {15, 16, 40, 64}) {
       cpu::ScopedIsa scoped(isa);
       const uint64_t at = cpu::kern::w4a4_vnni_calls();
-      cpu::linear(t.w, x.data(), M, y.data());  // amx: the AMX W4A4 kernels from 16 rows
-      EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - at, isa == Isa::kAvx512 && M >= cpu::kern::kW4A4VnniMinRows ? 1u : 0u)
-          << cpu::isa_name(isa) << " M=" << M << ": only level avx512 takes it, from kW4A4VnniMinRows rows";
+      cpu::linear(t.w, x64.data(), M, y64.data());  // amx: AMX-BF16 from kW4A4AmxBf16MinRows rows, VNNI below
+      EXPECT_EQ(cpu::kern::w4a4_vnni_calls() - at, takes_w4a4_vnni(isa, Kind::kW4A4Even, M) ? 1u : 0u)
+          << cpu::isa_name(isa) << " M=" << M
+          << ": level avx512 takes it from kW4A4VnniMinRows rows; level amx below kW4A4AmxBf16MinRows";
     }
 }
 

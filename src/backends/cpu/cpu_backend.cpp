@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "backends/cpu/cpu_linear.h"
+#include "backends/cpu/flush_denormals.h"
 #include "backends/cpu/op_kernels.h"
 
 namespace stave::cpu {
@@ -17,12 +18,17 @@ namespace {
 // tens of microseconds, more than the whole op on the small fixture models.
 constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
-// Calls fn(begin, end) over [0, n) in blocks of `grain`, in parallel when work is large.
+// Calls fn(begin, end) over [0, n) in blocks of `grain`, in parallel when work is large, with
+// denormals flushed on every thread (flush_denormals.h).
 template <class Fn>
 void parallel_blocks(int64_t n, int64_t grain, int64_t work, Fn fn) {
   const int64_t blocks = (n + grain - 1) / grain;
-#pragma omp parallel for schedule(static) if (work >= kMinParallelWork && blocks > 1)
-  for (int64_t b = 0; b < blocks; ++b) fn(b * grain, std::min(n, (b + 1) * grain));
+#pragma omp parallel if (work >= kMinParallelWork && blocks > 1)
+  {
+    const FlushDenormals ftz;
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) fn(b * grain, std::min(n, (b + 1) * grain));
+  }
 }
 
 // Elements per block of the element-wise ops (a multiple of every vector width).
@@ -59,6 +65,7 @@ void attention_tasks(int64_t tasks, int64_t max_rows, const AttentionKeys& keys,
   std::unique_ptr<float[]> k_tiles(pack ? new float[static_cast<size_t>(keys.n_kv * head_floats)] : nullptr);
 #pragma omp parallel if (work >= kMinParallelWork && tasks > 1)
   {
+    const FlushDenormals ftz;
     if (pack) {
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < keys.n_kv * tiles; ++i) {
@@ -169,6 +176,7 @@ void CpuBackend::gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaIn
   const int64_t work = in.tokens * dims.state_floats() * 8;
 #pragma omp parallel if (work >= kMinParallelWork && dims.n_v_heads > 1)
   {
+    const FlushDenormals ftz;  // the decays e^γ of steep gates are far below the normal range
     std::vector<float> scratch(gated_delta_scratch_floats(dims, C));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t h = 0; h < dims.n_v_heads; ++h)
@@ -183,6 +191,7 @@ void CpuBackend::gated_delta_rule_recurrent(const GatedDeltaDims& dims, const Ga
   const int64_t work = in.tokens * dims.state_floats() * 6;
 #pragma omp parallel if (work >= kMinParallelWork && dims.n_v_heads > 1)
   {
+    const FlushDenormals ftz;
     std::vector<float> scratch(static_cast<size_t>(2 * dims.d_k + dims.d_v));
 #pragma omp for schedule(static)
     for (int64_t h = 0; h < dims.n_v_heads; ++h)
@@ -272,6 +281,7 @@ void CpuBackend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w,
 }
 
 const Backend& fast_backend() {
+  (void)flush_denormals_enabled();  // a bad STAVE_CPU_DENORMALS fails here, not inside a parallel region
   static const CpuBackend backend;
   return backend;
 }
