@@ -66,6 +66,39 @@ TEST(CpuBackendOps, RmsNormZeroCentered) {
     }
 }
 
+// The residual add, the query/gate split and the fused add + RMSNorm: run over the team in blocks
+// (sizes below reach the parallel path), the same bits as the reference's add and copies, and the
+// fused op the same bits as the fast add followed by the fast norm.
+TEST(CpuBackendOps, ResidualAddSplitQueryGateAndAddNorm) {
+  std::mt19937 rng(11);
+  for (int64_t rows : {1, 5, 300})
+    for (int64_t dim : {7, 256, 1000}) {
+      SCOPED_TRACE(testing::Message() << rows << "x" << dim);
+      const int64_t n = rows * dim;
+      const auto h0 = randn(n, rng, 3.0f), y = randn(n, rng, 2.0f), w = randn(dim, rng, 0.5f);
+      std::vector<float> he = h0, hf = h0;
+      exact().add_inplace(he.data(), y.data(), n);
+      fast().add_inplace(hf.data(), y.data(), n);
+      EXPECT_EQ(hf, he);
+
+      const auto qg = randn(2 * n, rng);
+      std::vector<float> qe(n), ge(n), qf(n), gf(n);
+      exact().split_query_gate(qg.data(), rows, dim, qe.data(), ge.data());
+      fast().split_query_gate(qg.data(), rows, dim, qf.data(), gf.data());
+      EXPECT_EQ(qf, qe);
+      EXPECT_EQ(gf, ge);
+
+      std::vector<float> h_fused = h0, x_fused(n), h_apart = h0, x_apart(n), h_ref = h0, x_ref(n);
+      fast().add_rms_norm_zero_centered(h_fused.data(), y.data(), rows, dim, w.data(), 1e-6f, x_fused.data());
+      fast().add_inplace(h_apart.data(), y.data(), n);
+      fast().rms_norm_zero_centered(h_apart.data(), rows, dim, w.data(), 1e-6f, x_apart.data());
+      exact().add_rms_norm_zero_centered(h_ref.data(), y.data(), rows, dim, w.data(), 1e-6f, x_ref.data());
+      EXPECT_EQ(h_fused, h_ref);
+      EXPECT_EQ(x_fused, x_apart);
+      EXPECT_LE(scaled_diff(x_fused, x_ref), 2e-6);
+    }
+}
+
 TEST(CpuBackendOps, GatedRmsNorm) {
   std::mt19937 rng(2);
   for (int64_t rows : {1, 6, 50, 777})

@@ -29,6 +29,10 @@ class CpuBackend : public Backend {
   void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
                       float* y) const override;
   void silu_mul(const float* gate, const float* up, int64_t n, float* y) const override;
+  void add_inplace(float* h, const float* y, int64_t n) const override;
+  void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const override;
+  void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
+                                  float* x) const override;
   void sigmoid_mul(float* x, const float* gate, int64_t n) const override;
   void causal_conv1d_silu(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
                           float* history, float* y) const override;
