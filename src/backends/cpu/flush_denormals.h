@@ -3,7 +3,7 @@
 // thread of their parallel regions: the chunked delta rule's decays e^γ reach far below the fp32
 // normal range (γ is a sum of negative gates over a chunk), and on Intel cores every vector
 // operation with a denormal operand or result takes a microcode assist, which made the delta rule
-// ~90× slower on the AMX host than its arithmetic (docs/benchmarks.md). Values below 2^-126 add
+// 47–54× slower with steep gates on the AMX host (docs/benchmarks.md). Values below 2^-126 add
 // nothing a fast-precision result can show. Exact precision never runs here: its ops keep IEEE
 // denormals, as the reference does.
 // STAVE_CPU_DENORMALS=keep turns the flush off (to measure what it saves); read once.
