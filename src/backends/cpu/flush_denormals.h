@@ -31,6 +31,8 @@ class FlushDenormals {
 
  private:
   uint32_t saved_;
+#else
+  FlushDenormals() = default;  // no MXCSR: nothing to set (the copy operations below would hide it)
 #endif
  public:
   FlushDenormals(const FlushDenormals&) = delete;
