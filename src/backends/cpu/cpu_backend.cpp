@@ -93,6 +93,12 @@ void attention_tasks(int64_t tasks, int64_t max_rows, const AttentionKeys& keys,
   }
 }
 
+// h[0..n) += y[0..n): one block of the residual add.
+void add_block(float* h, const float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) h[i] += y[i];
+}
+
 }  // namespace
 
 void CpuBackend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const {
@@ -112,19 +118,14 @@ void CpuBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t di
 // thread alone they were most of "norms+elementwise" on 16 cores (docs/benchmarks.md), so they
 // run in blocks over the team like the other element-wise ops. Sums are the same in any order.
 void CpuBackend::add_inplace(float* h, const float* y, int64_t n) const {
-  parallel_blocks(n, kElementGrain, n * 4, [&](int64_t i0, int64_t i1) {
-#pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) h[i] += y[i];
-  });
+  parallel_blocks(n, kElementGrain, n * 4, [&](int64_t i0, int64_t i1) { add_block(h + i0, y + i0, i1 - i0); });
 }
 
+// Blocks of rows, each split by the base class's row loop.
 void CpuBackend::split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const {
   const int64_t grain = std::max<int64_t>(1, kElementGrain / std::max<int64_t>(2 * d, 1));
   parallel_blocks(rows, grain, rows * d * 4, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      std::copy(qg + r * 2 * d, qg + r * 2 * d + d, q + r * d);
-      std::copy(qg + r * 2 * d + d, qg + (r + 1) * 2 * d, gate + r * d);
-    }
+    Backend::split_query_gate(qg + r0 * 2 * d, r1 - r0, d, q + r0 * d, gate + r0 * d);
   });
 }
 
@@ -135,12 +136,8 @@ void CpuBackend::add_rms_norm_zero_centered(float* h, const float* y, int64_t ro
   const OpKernels& k = op_kernels();
   const int64_t grain = std::max<int64_t>(1, kElementGrain / std::max<int64_t>(dim, 1));
   parallel_blocks(rows, grain, rows * dim * 6, [&](int64_t r0, int64_t r1) {
-    float* hb = h + r0 * dim;
-    const float* yb = y + r0 * dim;
-    const int64_t n = (r1 - r0) * dim;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) hb[i] += yb[i];
-    k.rms_norm_rows(hb, r1 - r0, dim, w, 1.0f, eps, x + r0 * dim);
+    add_block(h + r0 * dim, y + r0 * dim, (r1 - r0) * dim);
+    k.rms_norm_rows(h + r0 * dim, r1 - r0, dim, w, 1.0f, eps, x + r0 * dim);
   });
 }
 
