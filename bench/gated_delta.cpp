@@ -89,26 +89,21 @@ void BM_GatedDelta(benchmark::State& state, const Model& m, const char* device, 
 }
 
 const bool registered = [] {
+  auto add = [](const std::string& name, int64_t short_len, int64_t long_len, auto fn) {
+    benchmark::RegisterBenchmark(name.c_str(), fn)
+        ->Arg(short_len)
+        ->Arg(long_len)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  };
   for (const Model& m : kModels)
-    for (bool chunked : {true, false}) {
-      const std::string name = std::string("gated_delta_") + m.name + (chunked ? "_chunk_bf16" : "_recurrent_fp32");
-      benchmark::RegisterBenchmark(name.c_str(),
-                                   [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, "cuda", chunked, false); })
-          ->Arg(2048)
-          ->Arg(8192)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
-    }
+    for (bool chunked : {true, false})
+      add(std::string("gated_delta_") + m.name + (chunked ? "_chunk_bf16" : "_recurrent_fp32"), 2048, 8192,
+          [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, "cuda", chunked, false); });
   for (const Model& m : kModels)
-    for (bool steep : {false, true}) {
-      const std::string name = std::string("gated_delta_") + m.name + "_cpu_chunk_fp32" + (steep ? "_steep" : "_mild");
-      benchmark::RegisterBenchmark(name.c_str(),
-                                   [&m, steep](benchmark::State& s) { BM_GatedDelta(s, m, "cpu", true, steep); })
-          ->Arg(512)
-          ->Arg(2048)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
-    }
+    for (bool steep : {false, true})
+      add(std::string("gated_delta_") + m.name + "_cpu_chunk_fp32" + (steep ? "_steep" : "_mild"), 512, 2048,
+          [&m, steep](benchmark::State& s) { BM_GatedDelta(s, m, "cpu", true, steep); });
   return true;
 }();
 
