@@ -42,6 +42,9 @@ Tensor StagedBackend::to_host(const Tensor& t) const {
 void StagedBackend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const {
   timed("linear", [&] { inner_->linear(w, x, M, y); });
 }
+void StagedBackend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
+  timed("linear", [&] { inner_->linear_shared_input(x, M, outs); });
+}
 void StagedBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                                            float* y) const {
   timed("norms+elementwise", [&] { inner_->rms_norm_zero_centered(x, rows, dim, w, eps, y); });

@@ -113,6 +113,10 @@ void Backend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDel
 
 void Backend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const { ref::linear(w, x, M, y); }
 
+void Backend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
+  for (const LinearOutput& o : outs) linear(o.w, x, M, o.y);
+}
+
 void Backend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                                      float* y) const {
   ref::rms_norm_zero_centered(x, rows, dim, w, eps, y);

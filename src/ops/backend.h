@@ -61,6 +61,15 @@ class Backend {
 
   // y[M, w.out] = x[M, w.in] · Wᵀ (+ bias); W4A4 activation quantization for MXFP4 weights.
   virtual void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const;
+  // Several products over the same input: outs[i].y[M, outs[i].w.out] = x · Wᵢᵀ (+ bias), each
+  // exactly as linear(outs[i].w, x, M, outs[i].y) computes it. The default calls linear for
+  // each; a backend may quantize x once for the weights that share its W4A4 quantization. No
+  // y may alias x.
+  struct LinearOutput {
+    const LinearWeight& w;
+    float* y;
+  };
+  virtual void linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const;
 
   // --- norms (reference.h, gated_delta_net.h) ---
   // y = x / sqrt(mean(x²) + eps) · (1 + w) per row of dim (y may alias x).

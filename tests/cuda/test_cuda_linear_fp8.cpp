@@ -4,6 +4,7 @@
 // reference (BF16 products, counted), activation blocks below their row's FP8 range (rounded,
 // counted), all-zero blocks with any exponent (ignored), N not a multiple of 16 (BF16 path).
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -14,6 +15,7 @@
 #include "backends/cuda/linear_fp8.h"
 #include "cuda_linear_test_util.h"
 #include "formats/linear_weight.h"
+#include "formats/mxfp4.h"
 #include "ops/reference.h"
 #include "test_env.h"
 
@@ -132,6 +134,127 @@ TEST(CudaLinearFp8, TinyActivationBlocksAreRoundedAndCounted) {
   std::vector<float> want(M * N);
   ref::linear(h.w, x.data(), M, want.data());
   EXPECT_LE(scaled_diff(got, want), kTol);  // the rounded block moved y by < 2^-18 of the row's scale
+}
+
+// An E4M3 byte's value (no NaN: the path saturates).
+float e4m3_value(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+// Rows whose MX blocks span 12 binades (within E4M3's reach of the row's largest block), with a
+// zero block, values on E2M1 rounding ties and a NaN-free spread of magnitudes.
+std::vector<float> quantization_rows(std::mt19937& rng, int64_t M, int64_t K) {
+  std::vector<float> x(static_cast<size_t>(M * K));
+  std::uniform_int_distribution<int> binade(-6, 6);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t b = 0; b < K / 32; ++b) {
+      const float scale = std::ldexp(1.0f, binade(rng));
+      for (int64_t i = 0; i < 32; ++i) {
+        float v = u(rng) * scale;
+        if (b % 7 == 3) v = 0.0f;                                          // an all-zero block
+        if (b % 5 == 1 && i % 4 == 0) v = (0.25f + 0.5f * (i % 8)) * scale;  // E2M1 ties
+        x[static_cast<size_t>(r * K + b * 32 + i)] = v;
+      }
+    }
+  return x;
+}
+
+// The FP8 path's activations are mxfp4::qdq_row's values exactly: E4M3 byte × 2^R_a per row, for
+// both kernel forms (the register one at every K the Clef shapes have, the warp one beyond it,
+// at each G: 96 and 4096 take 1, 5120 and 6144 2, 12288 4, 17408 and 32768 8)
+// and every scale mode; the two forms write the same bytes.
+TEST(CudaLinearFp8, ActivationQuantizationIsQdqRowBitForBit) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  for (const int64_t K : {int64_t{96}, int64_t{4096}, int64_t{5120}, int64_t{6144}, int64_t{12288}, int64_t{17408},
+                          int64_t{32768}, int64_t{40960}})
+    for (const auto mode : {mxfp4::ScaleMode::kEven, mxfp4::ScaleMode::kFloor, mxfp4::ScaleMode::kCeil}) {
+      const int64_t M = K > 20000 ? 3 : 5;
+      SCOPED_TRACE(::testing::Message() << "K " << K << " mode " << static_cast<int>(mode));
+      const auto x = quantization_rows(rng, M, K);
+      std::vector<float> want(x.size());
+      for (int64_t r = 0; r < M; ++r) mxfp4::qdq_row(x.data() + r * K, K, want.data() + r * K, mode);
+      cuda::DeviceBuffer dx, dq(static_cast<size_t>(M * K)), ds(static_cast<size_t>(M) * sizeof(float));
+      dx.upload(x.data(), x.size() * sizeof(float));
+      std::vector<std::vector<uint8_t>> bytes;
+      for (int form : {1, 2}) {
+        if (form == 1 && K > 32768) continue;
+        STAVE_CUDA_CHECK(cudaMemset(dq.as<void>(), 0x7f, dq.bytes()));  // poison: E4M3 NaN
+        cuda::dev::quantize_rows_fp8(dx.as<float>(), M, K, mode, dq.as<uint8_t>(), ds.as<float>(), form, nullptr);
+        STAVE_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<uint8_t> q(static_cast<size_t>(M * K));
+        std::vector<float> scale(static_cast<size_t>(M));
+        dq.download(q.data(), q.size());
+        ds.download(scale.data(), scale.size() * sizeof(float));
+        int64_t wrong = 0, first = -1;
+        for (int64_t i = 0; i < M * K; ++i) {
+          const float got = e4m3_value(q[i]) * scale[i / K];
+          if (got != want[i] || q[i] == 0x7f) {
+            if (first < 0) first = i;
+            ++wrong;
+          }
+        }
+        EXPECT_EQ(wrong, 0) << "form " << form << ": first at " << first << " (x " << x[first] << ", want "
+                            << want[first] << ", byte " << int(q[first]) << ", row scale " << scale[first / K] << ")";
+        bytes.push_back(std::move(q));
+      }
+      if (bytes.size() == 2) {
+        EXPECT_TRUE(bytes[0] == bytes[1]) << "the two forms' bytes differ";
+      }
+    }
+}
+
+// Products over one input (linear_shared_input) are bit-identical to separate dev::linear calls,
+// whichever path each weight takes: FP8 weights of one K and scale mode share a quantization
+// (N 128 then 64; 48 then 112), a narrow N (BF16 path, which writes the scratch) and another
+// scale mode in between make it quantize again, and at M ≤ 4
+// every weight takes the small-M kernel.
+TEST(CudaLinearFp8, SharedInputEqualsSeparateProducts) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const int64_t K = 256;
+  std::vector<Mxfp4Weight> hs;
+  for (const int64_t N : {128, 64, 40, 96, 48, 112}) hs.push_back(make_mxfp4(rng, N, K, 118, 130, N == 64, "shared"));
+  hs[3].w.input_scale_mode = mxfp4::ScaleMode::kFloor;
+  std::vector<cuda::DeviceLinear> ds;
+  for (const auto& h : hs) ds.push_back(cuda::upload_linear(h.w, true));
+  for (const int64_t M : {int64_t{3}, int64_t{70}, int64_t{513}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M);
+    cuda::GpuContext ctx(false);
+    ctx.set_linear_path(cuda::LinearPath::kFp8);
+    const auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
+    std::vector<std::vector<float>> want;
+    for (const auto& d : ds) want.push_back(run_linear(ctx, d, x, M));
+    cuda::DeviceBuffer dx;
+    dx.upload(x.data(), x.size() * sizeof(float));
+    std::vector<cuda::DeviceBuffer> dy;
+    std::vector<cuda::dev::SharedProduct> products;
+    for (const auto& d : ds) {
+      dy.emplace_back(static_cast<size_t>(M * d.out) * sizeof(float));
+      STAVE_CUDA_CHECK(cudaMemset(dy.back().as<void>(), 0xff, dy.back().bytes()));
+    }
+    for (size_t i = 0; i < ds.size(); ++i) products.push_back({&ds[i], dy[i].as<float>()});
+    STAVE_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto before = cuda::linear_fp8_stats();
+    cuda::dev::linear_shared_input(ctx, dx.as<float>(), M, products);
+    ctx.synchronize();
+    const auto after = cuda::linear_fp8_stats();
+    if (M > 4) {  // five FP8 products (N = 40 takes BF16), on three quantizations of x
+      EXPECT_EQ(after.gemms_scaled_in_gemm + after.gemms_scaled_after,
+                before.gemms_scaled_in_gemm + before.gemms_scaled_after + 5);
+    }
+    for (size_t i = 0; i < ds.size(); ++i) {
+      std::vector<float> got(want[i].size());
+      dy[i].download(got.data(), got.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(got.data(), want[i].data(), got.size() * sizeof(float)), 0) << "weight " << i;
+      std::vector<float> ref_y(want[i].size());
+      ref::linear(hs[i].w, x.data(), M, ref_y.data());
+      EXPECT_LE(scaled_diff(got, ref_y), kTol) << "weight " << i;
+    }
+  }
 }
 
 TEST(CudaLinearFp8, PathFromEnvironment) {

@@ -186,6 +186,15 @@ void CudaBackend::linear(const LinearWeight& w, const float* x, int64_t M, float
   dev::linear(*ctx_, resident(w), x, M, y);
 }
 
+void CudaBackend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
+  if (M <= 0) return;
+  std::lock_guard lock(mutex_);
+  std::vector<dev::SharedProduct> products;
+  products.reserve(outs.size());
+  for (const LinearOutput& o : outs) products.push_back({&resident(o.w), o.y});
+  dev::linear_shared_input(*ctx_, x, M, products);
+}
+
 void CudaBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                                          float* y) const {
   if (rows <= 0) return;

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "backends/cuda/attention_kernel.h"
@@ -100,6 +101,14 @@ namespace dev {
 
 // y[M, w.out] = x[M, w.in] · Wᵀ (+ bias), W4A4 QDQ of x for MXFP4 weights (ref::linear).
 void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
+
+// Products over the same x (Backend::linear_shared_input): each as linear(ctx, *w, x, M, y),
+// but the FP8 products whose weights share K and the W4A4 scale mode quantize x once.
+struct SharedProduct {
+  const DeviceLinear* w;
+  float* y;
+};
+void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products);
 
 // MXFP4 quantize-dequantize of rows of k values (mxfp4::qdq_row), bit-exact; out may alias x.
 void mxfp4_qdq(const float* x, int64_t rows, int64_t k, mxfp4::ScaleMode mode, float* out, cudaStream_t s);

@@ -140,6 +140,116 @@ __global__ void quantize_rows_fp8_kernel(const float* x, int64_t M, int64_t K, i
   if (threadIdx.x == 0) row_scale[r] = ldexpf(1.0f, ref);
 }
 
+// The same quantization with the row held in registers: one read of x. Each thread owns kG
+// groups of 8 consecutive values (groups tid, tid + blockDim, …); the 4 groups of an MX block
+// sit on 4 neighbouring lanes, which share its amax by two shuffles. Pass 1 finds the block
+// exponents and the row's largest, pass 2 writes E4M3 from the registers. Same scale_exponent,
+// e2m1_round and products as quantize_rows_fp8_kernel, so the same bits for finite rows; for a
+// NaN value the block's amax follows mxfp4::qdq_row (std::max passes it over), which the warp
+// form's butterfly does only on some lanes. K ≤ 8 · kG · kRegsThreads.
+constexpr int kRegsThreads = 512;  // at most (kG = 8 takes 116 registers)
+template <int kG>
+__global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(const float* x, int64_t M, int64_t K, int mode, uint8_t* xq,
+                                              float* row_scale) {
+  const int64_t r = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+  const int64_t groups = K / 8;
+  uint8_t* out = xq + r * K;
+  if (r >= M) {
+    for (int64_t g = tid; g < groups; g += blockDim.x) *reinterpret_cast<uint2*>(out + 8 * g) = make_uint2(0, 0);
+    if (tid == 0) row_scale[r] = 1.0f;
+    return;
+  }
+  const float* in = x + r * K;
+  float v[kG][8];
+  int e[kG];
+  int emax = -1000;
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[j][i] = 0.0f;
+    if (g < groups) {
+      const float4 a = *reinterpret_cast<const float4*>(in + 8 * g);
+      const float4 b = *reinterpret_cast<const float4*>(in + 8 * g + 4);
+      v[j][0] = a.x, v[j][1] = a.y, v[j][2] = a.z, v[j][3] = a.w;
+      v[j][4] = b.x, v[j][5] = b.y, v[j][6] = b.z, v[j][7] = b.w;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float m = fabsf(v[j][i]);
+        amax = amax < m ? m : amax;  // std::max(amax, m) as mxfp4::qdq_row: a NaN value is passed over
+      }
+    }
+    // The block's 4 lanes (groups beyond K/8 come in whole blocks: K % 32 == 0).
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, amax, o);
+      amax = amax < other ? other : amax;
+    }
+    e[j] = scale_exponent(amax, mode);
+    if (g < groups) emax = max(emax, e[j]);
+  }
+  __shared__ int top[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+  if (lane == 0) top[warp] = emax;
+  __syncthreads();
+  emax = top[0];
+  for (int w = 1; w < nwarps; ++w) emax = max(emax, top[w]);
+  const int ref = emax - kMaxShift;
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
+    const int d = e[j] - ref;
+    const float down = ldexpf(1.0f, -e[j]), up = ldexpf(1.0f, max(d, -200));
+    uint32_t words[2];
+    bool nonzero = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t w = 0;
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const float q0 = e2m1_round(__fmul_rn(v[j][4 * h + 2 * p], down));
+        const float q1 = e2m1_round(__fmul_rn(v[j][4 * h + 2 * p + 1], down));
+        nonzero |= q0 != 0.0f || q1 != 0.0f;
+        const float2 t = make_float2(__fmul_rn(q0, up), __fmul_rn(q1, up));
+        w |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(t, __NV_SATFINITE, __NV_E4M3)) << (16 * p);
+      }
+      words[h] = w;
+    }
+    int flag = d < kMinShift && nonzero;
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) flag |= __shfl_xor_sync(0xffffffffu, flag, o);
+    if (g < groups) {
+      *reinterpret_cast<uint2*>(out + 8 * g) = make_uint2(words[0], words[1]);
+      if (flag && (lane & 3) == 0) atomicAdd(&g_rounded_blocks, 1ull);
+    }
+  }
+  if (tid == 0) row_scale[r] = ldexpf(1.0f, ref);
+}
+
+// Rows of K values into E4M3 + 2^R_a per row: the register form where the row fits 8 · 8 ·
+// 512 values and x is 16-byte aligned, else the two-pass warp form.
+void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
+                              float* row_scale, cudaStream_t s, int form = 0) {
+  const int64_t groups = K / 8;
+  auto threads_for = [&](int g) { return static_cast<unsigned>(((groups + g - 1) / g + 31) / 32 * 32); };
+  const bool aligned = form != 2 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && K % 32 == 0;
+  if (aligned && groups <= kRegsThreads) {
+    quantize_rows_fp8_regs_kernel<1><<<static_cast<unsigned>(Mp), threads_for(1), 0, s>>>(x, M, K, mode, xq, row_scale);
+  } else if (aligned && groups <= 2 * kRegsThreads) {
+    quantize_rows_fp8_regs_kernel<2><<<static_cast<unsigned>(Mp), threads_for(2), 0, s>>>(x, M, K, mode, xq, row_scale);
+  } else if (aligned && groups <= 4 * kRegsThreads) {
+    quantize_rows_fp8_regs_kernel<4><<<static_cast<unsigned>(Mp), threads_for(4), 0, s>>>(x, M, K, mode, xq, row_scale);
+  } else if (aligned && groups <= 8 * kRegsThreads) {
+    quantize_rows_fp8_regs_kernel<8><<<static_cast<unsigned>(Mp), threads_for(8), 0, s>>>(x, M, K, mode, xq, row_scale);
+  } else {
+    quantize_rows_fp8_kernel<<<static_cast<unsigned>(Mp), kRowWarps * 32, 0, s>>>(x, M, K, mode, xq, row_scale);
+  }
+  STAVE_CUDA_LAUNCHED();
+}
+
 // y[m, n] = acc[m, n] · sa[m] · sw[n] (+ bias[n]) for m < M (acc has ld N).
 __global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, const float* sa, const float* sw,
                                        const float* bias, float* y) {
@@ -330,6 +440,17 @@ LinearFp8Stats linear_fp8_stats() {
 }
 
 namespace dev {
+
+void quantize_rows_fp8(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, uint8_t* xq, float* row_scale,
+                       int form, cudaStream_t s) {
+  if (M <= 0) return;
+  if (K % 32 != 0 || form < 0 || form > 2 ||
+      (form == 1 && (K > 8 * 8 * kRegsThreads || reinterpret_cast<uintptr_t>(x) % 16 != 0)))
+    throw Error(ErrorKind::kInternal, "FP8 activation quantization: form " + std::to_string(form) +
+                                          " does not take K " + std::to_string(K));
+  launch_quantize_rows_fp8(x, M, M, K, mode_code(mode), xq, row_scale, s, form);
+}
+
 namespace {
 
 struct Fp8Operands {
@@ -404,20 +525,28 @@ bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w) {
          w.in % kAlign == 0;
 }
 
-bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {
-  if (M <= 0) return true;
+bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M) {
   const int64_t N = w.out, K = w.in;
-  cudaStream_t s = ctx.stream();
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
   if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
-  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, s>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
-                                                                w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
-  STAVE_CUDA_LAUNCHED();
-  quantize_rows_fp8_kernel<<<static_cast<unsigned>(op.Mp), kRowWarps * 32, 0, s>>>(
-      x, M, K, mode_code(w.input_scale_mode), op.x, op.x_scale);
+  launch_quantize_rows_fp8(x, M, op.Mp, K, mode_code(w.input_scale_mode), op.x, op.x_scale, ctx.stream());
+  return true;
+}
+
+bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {
+  const int64_t N = w.out, K = w.in;
+  const Fp8Operands op = fp8_operands(ctx, w, M, true);
+  if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
+  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, ctx.stream()>>>(
+      w.data.as<uint8_t>(), w.scales.as<uint8_t>(), w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
   STAVE_CUDA_LAUNCHED();
   fp8_product(ctx, w, op, M, w.bias.bytes() ? w.bias.as<float>() : nullptr, y);
   return true;
+}
+
+bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {
+  if (M <= 0) return true;
+  return linear_fp8_quantize_input(ctx, w, x, M) && linear_fp8_quantized(ctx, w, M, y);
 }
 
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {

@@ -40,6 +40,19 @@ bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w);
 // y[M, N] = x · Wᵀ (+ bias) on the FP8 path; caller checked linear_fp8_applies. False (nothing
 // done) where cuBLASLt has no FP8 algorithm for the shape: the caller takes the BF16 path.
 bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
+// The activation side alone (tests): rows of x [M, K] (K % 32 == 0) quantized bit-exactly as
+// mxfp4::qdq_row and written as E4M3 xq [M, K] with 2^R_a per row in row_scale [M]. `form`:
+// 0 the one the path picks for K, 1 the register form (K ≤ 32,768, x 16-byte aligned), 2 the
+// two-pass warp form.
+void quantize_rows_fp8(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, uint8_t* xq, float* row_scale,
+                       int form, cudaStream_t s);
+// linear_fp8 in two steps, so that products over the same input quantize it once: the first
+// writes x's E4M3 rows and row scales into ctx's scratch for w's K and scale mode; the second
+// runs w's product on whatever the last quantization left there (the caller keeps K, the scale
+// mode and M the same, and runs nothing else that writes ctx.scratch_x() in between). Both
+// return false (nothing done) where cuBLASLt has no FP8 algorithm for the shape.
+bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M);
+bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);
 // Benchmarks: the last linear_fp8 call's GEMM (and scale epilogue) alone, on the operands it
 // left in ctx's scratch (same w and M); no bias.
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);

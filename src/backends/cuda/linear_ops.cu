@@ -308,6 +308,27 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
   }
 }
 
+void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products) {
+  if (M <= 0) return;
+  // The input as the FP8 path last quantized it: valid for weights of this K and scale mode
+  // until another path writes the scratch.
+  const DeviceLinear* quantized_for = nullptr;
+  for (const SharedProduct& p : products) {
+    const DeviceLinear& w = *p.w;
+    const bool fp8 = !linear_small_m_applies(ctx, w, M) && linear_fp8_applies(ctx, w);
+    if (fp8) {
+      const bool reuse = quantized_for && quantized_for->in == w.in &&
+                         quantized_for->input_scale_mode == w.input_scale_mode;
+      if (reuse || linear_fp8_quantize_input(ctx, w, x, M)) {
+        if (!reuse) quantized_for = &w;
+        if (linear_fp8_quantized(ctx, w, M, p.y)) continue;
+      }
+    }
+    linear(ctx, w, x, M, p.y);
+    quantized_for = nullptr;
+  }
+}
+
 void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                float* y) {
   if (M <= 0 || N <= 0) return;

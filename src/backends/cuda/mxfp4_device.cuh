@@ -41,8 +41,10 @@ __device__ float e2m1_round(float v) {
   if (a >= 6.0f) {
     q = 6.0f;
   } else {
+    // a / step as a product by the power of two 1 / step: the same correctly rounded value.
     const float step = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
-    q = __fmul_rn(rintf(__fdiv_rn(a, step)), step);
+    const float inv_step = a < 2.0f ? 2.0f : (a < 4.0f ? 1.0f : 0.5f);
+    q = __fmul_rn(rintf(__fmul_rn(a, inv_step)), step);
     if (q > 6.0f) q = 6.0f;
   }
   if (q == 0.0f) return 0.0f;

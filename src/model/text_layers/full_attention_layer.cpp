@@ -68,17 +68,10 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
     if (c.length + q.tokens > c.capacity) grow(backend, c, c.length + q.tokens);
   }
 
-  // Query and gate are interleaved per head: head h owns [q_h (d) | gate_h (d)].
+  // Query and gate are interleaved per head: head h owns [q_h (d) | gate_h (d)]. New keys and
+  // values of one sequence go straight into its cache rows; packed sequences are projected
+  // together and then copied into their caches. The three projections share their input.
   const Tensor qg = backend.empty({T, 2 * q_width});
-  backend.linear(q_proj_, x, T, qg.data<float>());
-  // q = rope(norm(query halves)), gate = the gate halves: one op (split_query_gate, the
-  // per-head norm and RoPE composed by default).
-  const Tensor q = backend.empty({T, q_width}), gate = backend.empty({T, q_width});
-  backend.head_norm_rope(qg.data<float>(), T, nq, d, q_norm_.data<float>(), eps_, rotary_dim_, batch.rope_cos,
-                         batch.rope_sin, q.data<float>(), gate.data<float>());
-
-  // New keys and values of one sequence go straight into its cache rows; packed sequences are
-  // projected together and then copied into their caches.
   const bool one = batch.slices.size() == 1;
   Tensor K, V;
   if (one) {
@@ -89,8 +82,14 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
     K = backend.empty({T, kv_width});
     V = backend.empty({T, kv_width});
   }
-  backend.linear(k_proj_, x, T, K.data<float>());
-  backend.linear(v_proj_, x, T, V.data<float>());
+  const Backend::LinearOutput outs[] = {
+      {q_proj_, qg.data<float>()}, {k_proj_, K.data<float>()}, {v_proj_, V.data<float>()}};
+  backend.linear_shared_input(x, T, outs);
+  // q = rope(norm(query halves)), gate = the gate halves: one op (split_query_gate, the
+  // per-head norm and RoPE composed by default).
+  const Tensor q = backend.empty({T, q_width}), gate = backend.empty({T, q_width});
+  backend.head_norm_rope(qg.data<float>(), T, nq, d, q_norm_.data<float>(), eps_, rotary_dim_, batch.rope_cos,
+                         batch.rope_sin, q.data<float>(), gate.data<float>());
   backend.head_norm_rope(K.data<float>(), T, nkv, d, k_norm_.data<float>(), eps_, rotary_dim_, batch.rope_cos,
                          batch.rope_sin, K.data<float>(), nullptr);
   if (!one)

@@ -45,10 +45,11 @@ void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const T
                                           " sequences with " + std::to_string(states.size()) + " states");
   const Tensor qkv = backend.empty({T, conv_dim_}), z = backend.empty({T, value_dim_});
   const Tensor b = backend.empty({T, nv}), a = backend.empty({T, nv});
-  backend.linear(in_proj_qkv_, x, T, qkv.data<float>());
-  backend.linear(in_proj_z_, x, T, z.data<float>());
-  backend.linear(in_proj_b_, x, T, b.data<float>());
-  backend.linear(in_proj_a_, x, T, a.data<float>());
+  const Backend::LinearOutput outs[] = {{in_proj_qkv_, qkv.data<float>()},
+                                        {in_proj_z_, z.data<float>()},
+                                        {in_proj_b_, b.data<float>()},
+                                        {in_proj_a_, a.data<float>()}};
+  backend.linear_shared_input(x, T, outs);
 
   // Each sequence's conv continues its own history.
   const Tensor conv = backend.empty({T, conv_dim_});

@@ -14,8 +14,8 @@ SwiGluMlp::SwiGluMlp(const TensorStore& store, const MlpTensorNames& names, cons
 
 void SwiGluMlp::forward(const Backend& backend, const float* x, int64_t tokens, float* y) const {
   const Tensor gate = backend.empty({tokens, intermediate_}), up = backend.empty({tokens, intermediate_});
-  backend.linear(gate_, x, tokens, gate.data<float>());
-  backend.linear(up_, x, tokens, up.data<float>());
+  const Backend::LinearOutput outs[] = {{gate_, gate.data<float>()}, {up_, up.data<float>()}};
+  backend.linear_shared_input(x, tokens, outs);
   backend.silu_mul(gate.data<float>(), up.data<float>(), tokens * intermediate_, gate.data<float>());
   backend.linear(down_, gate.data<float>(), tokens, y);
 }
