@@ -6,6 +6,8 @@
 // - cpu, 512 and 2048 tokens, all threads: the fp32 chunk form, with gates g drawn from a mild
 //   range [-0.5, 0] and a steep one [-6, -1]. Steep gates drive e^γ (γ the in-chunk cumulative
 //   gate) far below the normal fp32 range: the case where denormal operands cost most.
+// With CUDA, the chunk form's rows add each kernel's share (qk_norm_ms, wu_ms, state_ms, out_ms:
+// CUDA events between the kernels, per call; gated_delta_chunk.h's profile).
 // Counters: ms_per_call (wall time per call, synchronised); TFLOP/s = the chunk form's useful
 // matmul FLOPs (per token and v head d·(5·64 + 6·d): k̂k̂ᵀ, W and U, W·S, Kᵀv_new, q̂k̂ᵀ, q̂·S,
 // P·v_new) per second, the same count for both kernels so the two compare directly.
@@ -19,6 +21,9 @@
 #include <vector>
 
 #include "backends/registry.h"
+#ifdef STAVE_BENCH_CUDA
+#include "backends/cuda/gated_delta_chunk.h"
+#endif
 #include "ops/backend.h"
 #include "ops/gated_delta_net.h"
 
@@ -83,6 +88,21 @@ void BM_GatedDelta(benchmark::State& state, const Model& m, const char* device, 
   for (auto _ : state) call();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double calls = static_cast<double>(state.iterations());
+#ifdef STAVE_BENCH_CUDA
+  if (chunked && std::string(device) == "cuda") {  // the kernels' split, a few calls more
+    namespace dev = stave::cuda::dev;
+    dev::gated_delta_chunk_profile(true);
+    for (int i = 0; i < 5; ++i) call();
+    const dev::GatedDeltaChunkProfile p = dev::gated_delta_chunk_profile_read();
+    dev::gated_delta_chunk_profile(false);
+    if (p.calls > 0) {
+      state.counters["qk_norm_ms"] = p.qk_norm_ms / p.calls;
+      state.counters["wu_ms"] = p.wu_ms / p.calls;
+      state.counters["state_ms"] = p.state_ms / p.calls;
+      state.counters["out_ms"] = p.out_ms / p.calls;
+    }
+  }
+#endif
   const double flops = static_cast<double>(T) * d.n_v_heads * d.d_k * (5.0 * stave::kGatedDeltaChunk + 6.0 * d.d_v);
   state.counters["ms_per_call"] = 1e3 * seconds / calls;
   state.counters["TFLOP/s"] = flops * calls / seconds * 1e-12;

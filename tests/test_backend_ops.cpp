@@ -143,19 +143,23 @@ TEST_P(BackendOps, SplitQueryGate) {
     }
 }
 
+// Calls of 2 and 1 tokens are shorter than the history; 40 and 100 cross several runs of 16
+// tokens (CUDA's 4-tap kernel); a 3-tap conv takes the general form.
 TEST_P(BackendOps, Conv1dCarriesHistoryAcrossCalls) {
   std::mt19937 rng(5);
   const auto o = ops();
-  const int64_t channels = 70, kernel = 4;
-  const auto w = rnd(rng, channels * kernel);
-  std::vector<float> h_ref = rnd(rng, (kernel - 1) * channels), h_got = h_ref;
-  for (int64_t tokens : {5, 2, 1, 40}) {  // 2 and 1 are shorter than the history
-    const auto x = rnd(rng, tokens * channels);
-    std::vector<float> want(tokens * channels), got(tokens * channels);
-    ref::causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_ref.data(), want.data());
-    o.causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_got.data(), got.data());
-    EXPECT_LE(scaled_diff(got, want), GetParam().elementwise) << "tokens " << tokens;
-    EXPECT_EQ(h_got, h_ref) << "history after " << tokens << " tokens";
+  const int64_t channels = 70;
+  for (const int64_t kernel : {4, 3}) {
+    const auto w = rnd(rng, channels * kernel);
+    std::vector<float> h_ref = rnd(rng, (kernel - 1) * channels), h_got = h_ref;
+    for (int64_t tokens : {5, 2, 1, 40, 100}) {
+      const auto x = rnd(rng, tokens * channels);
+      std::vector<float> want(tokens * channels), got(tokens * channels);
+      ref::causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_ref.data(), want.data());
+      o.causal_conv1d_silu(x.data(), tokens, channels, w.data(), kernel, h_got.data(), got.data());
+      EXPECT_LE(scaled_diff(got, want), GetParam().elementwise) << "kernel " << kernel << ", tokens " << tokens;
+      EXPECT_EQ(h_got, h_ref) << "kernel " << kernel << ", history after " << tokens << " tokens";
+    }
   }
 }
 

@@ -45,6 +45,11 @@ void StagedBackend::linear(const LinearWeight& w, const float* x, int64_t M, flo
 void StagedBackend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
   timed("linear", [&] { inner_->linear_shared_input(x, M, outs); });
 }
+// Counted as linear: on CUDA's FP8 path the product is part of the down projection's input
+// quantization (elsewhere the composition's silu_mul is in this stage too).
+void StagedBackend::silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const {
+  timed("linear", [&] { inner_->silu_mul_linear(w, gate, up, M, y); });
+}
 void StagedBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                                            float* y) const {
   timed("norms+elementwise", [&] { inner_->rms_norm_zero_centered(x, rows, dim, w, eps, y); });

@@ -31,6 +31,7 @@ class StagedBackend : public Backend {
 
   void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const override;
   void linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const override;
+  void silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const override;
   void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                               float* y) const override;
   void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,

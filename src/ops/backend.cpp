@@ -113,6 +113,11 @@ void Backend::gated_delta_rule_packed(const GatedDeltaDims& dims, const GatedDel
 
 void Backend::linear(const LinearWeight& w, const float* x, int64_t M, float* y) const { ref::linear(w, x, M, y); }
 
+void Backend::silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const {
+  silu_mul(gate, up, M * w.in, gate);
+  linear(w, gate, M, y);
+}
+
 void Backend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
   for (const LinearOutput& o : outs) linear(o.w, x, M, o.y);
 }

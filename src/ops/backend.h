@@ -81,6 +81,10 @@ class Backend {
 
   // --- element-wise (elementwise.h) ---
   virtual void silu_mul(const float* gate, const float* up, int64_t n, float* y) const;
+  // SwiGLU's down projection: y[M, w.out] = linear(w, silu(gate) ⊙ up) for gate, up [M, w.in].
+  // gate is scratch: the default writes silu_mul's product into it, then runs linear; CUDA's
+  // fast FP8 path forms the product inside the activation quantization instead (same bits).
+  virtual void silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const;
   virtual void sigmoid_mul(float* x, const float* gate, int64_t n) const;
   // h[i] += y[i] (the residual add, one fp32 rounding per element as torch's).
   virtual void add_inplace(float* h, const float* y, int64_t n) const;

@@ -257,6 +257,52 @@ TEST(CudaLinearFp8, SharedInputEqualsSeparateProducts) {
   }
 }
 
+// SwiGLU's down projection with silu(gate) ⊙ up formed inside the quantization: bit-identical to
+// silu_mul_fast followed by the product, at a register width of each kind (K 256: 1 group per
+// thread, 17408: 8, the 27B's intermediate size); not taken at M ≤ 4 (small-M kernel), in exact
+// precision, or for K beyond the register form (the caller composes); gate and up not written.
+TEST(CudaLinearFp8, SiluMulLinearEqualsComposition) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(13);
+  for (const int64_t K : {int64_t{256}, int64_t{17408}, int64_t{40960}}) {
+    const int64_t N = K > 1000 ? 64 : 128;
+    const Mxfp4Weight h = make_mxfp4(rng, N, K, 118, 130, true, "down");
+    const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+    for (const int64_t M : {int64_t{3}, int64_t{37}, int64_t{300}}) {
+      SCOPED_TRACE(::testing::Message() << "K " << K << " M " << M);
+      cuda::GpuContext ctx(false);
+      ctx.set_linear_path(cuda::LinearPath::kFp8);
+      const auto g = test::random_floats(rng, M * K, -6.0f, 6.0f), u = test::random_floats(rng, M * K, -3.0f, 3.0f);
+      cuda::DeviceBuffer dg, du, dp(static_cast<size_t>(M * K) * sizeof(float)),
+          dy(static_cast<size_t>(M * N) * sizeof(float));
+      dg.upload(g.data(), g.size() * sizeof(float));
+      du.upload(u.data(), u.size() * sizeof(float));
+      STAVE_CUDA_CHECK(cudaMemset(dy.as<void>(), 0xff, dy.bytes()));
+      const bool fused = cuda::dev::silu_mul_linear_fused(ctx, d, dg.as<float>(), du.as<float>(), M, dy.as<float>());
+      EXPECT_EQ(fused, M > 4 && K <= 32768);
+      // The composition, as CudaBackend's fallback runs it.
+      cuda::dev::silu_mul_fast(dg.as<float>(), du.as<float>(), M * K, dp.as<float>(), ctx.stream());
+      std::vector<float> product(static_cast<size_t>(M * K));
+      ctx.synchronize();
+      dp.download(product.data(), product.size() * sizeof(float));
+      const auto want = run_linear(ctx, d, product, M);
+      std::vector<float> gate_after(g.size());
+      dg.download(gate_after.data(), gate_after.size() * sizeof(float));
+      EXPECT_TRUE(gate_after == g) << "gate was written";
+      if (!fused) continue;
+      std::vector<float> got(static_cast<size_t>(M * N));
+      dy.download(got.data(), got.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+    }
+  }
+  cuda::GpuContext exact(true);
+  std::mt19937 r2(14);
+  const Mxfp4Weight h = make_mxfp4(r2, 64, 256, 118, 130, false, "down");
+  const cuda::DeviceLinear d = cuda::upload_linear(h.w, false);
+  cuda::DeviceBuffer b(static_cast<size_t>(64 * 256) * sizeof(float));
+  EXPECT_FALSE(cuda::dev::silu_mul_linear_fused(exact, d, b.as<float>(), b.as<float>(), 64, b.as<float>()));
+}
+
 TEST(CudaLinearFp8, PathFromEnvironment) {
   {
     const test::ScopedEnv e("STAVE_CUDA_LINEAR", "bf16");

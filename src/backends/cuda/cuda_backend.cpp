@@ -186,6 +186,15 @@ void CudaBackend::linear(const LinearWeight& w, const float* x, int64_t M, float
   dev::linear(*ctx_, resident(w), x, M, y);
 }
 
+void CudaBackend::silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const {
+  if (M <= 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (dev::silu_mul_linear_fused(*ctx_, resident(w), gate, up, M, y)) return;
+  }
+  Backend::silu_mul_linear(w, gate, up, M, y);  // silu_mul, then linear
+}
+
 void CudaBackend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
   if (M <= 0) return;
   std::lock_guard lock(mutex_);

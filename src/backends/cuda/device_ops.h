@@ -110,6 +110,13 @@ struct SharedProduct {
 };
 void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products);
 
+// y = linear(w, silu(gate) ⊙ up) on the FP8 path with the product formed inside the input's
+// quantization (fast precision; the same bits as silu_mul_fast followed by linear). False,
+// with nothing done, where that path does not apply (exact precision, the small-M kernel, BF16
+// products, shapes the fused quantization does not take): the caller composes the two ops.
+bool silu_mul_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up, int64_t M,
+                           float* y);
+
 // MXFP4 quantize-dequantize of rows of k values (mxfp4::qdq_row), bit-exact; out may alias x.
 void mxfp4_qdq(const float* x, int64_t rows, int64_t k, mxfp4::ScaleMode mode, float* out, cudaStream_t s);
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/activations.cuh"
 #include "backends/cuda/block_reduce.cuh"
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
@@ -32,9 +33,6 @@ VecSplit vec_split(int64_t n, bool aligned) {
   v.tail = n - 4 * v.n4;
   return v;
 }
-
-__device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g)); }
-__device__ __forceinline__ float sigmoid_f(float g) { return 1.0f / (1.0f + expf(-g)); }
 
 __global__ void silu_mul_fast_kernel(const float* gate, const float* up, int64_t n4, int64_t tail, float* y) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -196,6 +194,35 @@ __global__ void conv1d_silu_fast_kernel(const float* x, int tokens, int channels
   }
 }
 
+// The same conv for the Qwen3.5 kernel of 4 taps: each thread walks kRun consecutive tokens of
+// one channel with the taps' inputs in registers, so every input is read once (the form above
+// reads each kernel times) and the weights once per run. Same fmaf order: the same bits.
+constexpr int kConvTaps = 4, kConvRun = 16;
+__global__ void conv1d_silu_run_kernel(const float* x, int tokens, int channels, const float* weight,
+                                       const float* history, float* y) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  const int t0 = blockIdx.y * kConvRun, t1 = min(t0 + kConvRun, tokens);
+  constexpr int H = kConvTaps - 1;
+  float w[kConvTaps], win[kConvTaps];
+#pragma unroll
+  for (int j = 0; j < kConvTaps; ++j) w[j] = weight[static_cast<int64_t>(c) * kConvTaps + j];
+#pragma unroll
+  for (int j = 0; j < H; ++j) {  // inputs of tokens t0 − 3 … t0 − 1
+    const int s = t0 - H + j;
+    win[j] = s < 0 ? history[static_cast<int64_t>(H + s) * channels + c] : x[static_cast<int64_t>(s) * channels + c];
+  }
+  for (int t = t0; t < t1; ++t) {
+    win[H] = x[static_cast<int64_t>(t) * channels + c];
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kConvTaps; ++j) acc = fmaf(w[j], win[j], acc);
+    y[static_cast<int64_t>(t) * channels + c] = silu_f(acc);
+#pragma unroll
+    for (int j = 0; j < H; ++j) win[j] = win[j + 1];
+  }
+}
+
 // The new history (the last kernel−1 inputs), after the conv has read the old one.
 __global__ void conv1d_history_fast_kernel(const float* x, int tokens, int channels, int H, float* history) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -319,9 +346,15 @@ void causal_conv1d_silu_fast(const float* x, int64_t tokens, int64_t channels, c
     throw Error(ErrorKind::kInternal, "causal_conv1d: " + std::to_string(tokens) + " tokens of " +
                                           std::to_string(channels) + " channels");
   const unsigned cx = static_cast<unsigned>((channels + kThreads - 1) / kThreads);
-  const dim3 grid(cx, static_cast<unsigned>(std::min<int64_t>(tokens, 65535)));
-  conv1d_silu_fast_kernel<<<grid, kThreads, 0, s>>>(x, static_cast<int>(tokens), static_cast<int>(channels), weight,
-                                                    static_cast<int>(kernel), history, y);
+  const int64_t runs = (tokens + kConvRun - 1) / kConvRun;
+  if (kernel == kConvTaps && runs <= 65535) {
+    conv1d_silu_run_kernel<<<dim3(cx, static_cast<unsigned>(runs)), kThreads, 0, s>>>(
+        x, static_cast<int>(tokens), static_cast<int>(channels), weight, history, y);
+  } else {
+    const dim3 grid(cx, static_cast<unsigned>(std::min<int64_t>(tokens, 65535)));
+    conv1d_silu_fast_kernel<<<grid, kThreads, 0, s>>>(x, static_cast<int>(tokens), static_cast<int>(channels), weight,
+                                                      static_cast<int>(kernel), history, y);
+  }
   STAVE_CUDA_LAUNCHED();
   conv1d_history_fast_kernel<<<cx, kThreads, 0, s>>>(x, static_cast<int>(tokens), static_cast<int>(channels),
                                                      static_cast<int>(kernel - 1), history);

@@ -495,7 +495,38 @@ void allow_smem(Kernel k, size_t bytes) {
   STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// The benchmark profile (gated_delta_chunk.h): five events around the four kernels.
+struct Profiler {
+  bool on = false;
+  cudaEvent_t ev[5] = {};
+  GatedDeltaChunkProfile totals;
+  void mark(int i, cudaStream_t s) {
+    if (on) STAVE_CUDA_CHECK(cudaEventRecord(ev[i], s));
+  }
+  void collect() {
+    if (!on) return;
+    STAVE_CUDA_CHECK(cudaEventSynchronize(ev[4]));
+    float ms[4];
+    for (int i = 0; i < 4; ++i) STAVE_CUDA_CHECK(cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
+    totals.qk_norm_ms += ms[0];
+    totals.wu_ms += ms[1];
+    totals.state_ms += ms[2];
+    totals.out_ms += ms[3];
+    ++totals.calls;
+  }
+};
+Profiler g_profiler;
+
 }  // namespace
+
+void gated_delta_chunk_profile(bool on) {
+  if (on && !g_profiler.ev[0])
+    for (cudaEvent_t& e : g_profiler.ev) STAVE_CUDA_CHECK(cudaEventCreate(&e));
+  g_profiler.on = on;
+  g_profiler.totals = {};
+}
+
+GatedDeltaChunkProfile gated_delta_chunk_profile_read() { return g_profiler.totals; }
 
 bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
   const char* e = std::getenv("STAVE_CUDA_DELTA");
@@ -556,21 +587,27 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
     STAVE_CUDA_CHECK(cudaMemcpyAsync(table, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice, s));
   }
 
+  g_profiler.mark(0, s);
   const int64_t warps = 2 * T * nk;
   qk_norm_kernel<<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, s>>>(
       in.q, in.k, in.stride, T, nk, 1.0f / std::sqrt(static_cast<float>(kD)), qn, kn);
   STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(1, s);
   allow_smem(wu_kernel, kWuSmem);
   wu_kernel<<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk, nv, gcum,
                                                        W, U);
   STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(2, s);
   allow_smem(state_kernel, kStateSmem);
   state_kernel<<<dim3(nv, kD / kBV, static_cast<unsigned>(n_seq)), kStateThreads, kStateSmem, s>>>(
       kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
   STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(3, s);
   allow_smem(out_kernel, kOutSmem);
   out_kernel<<<dim3(nc, nv), kOutThreads, kOutSmem, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk, nv, out);
   STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(4, s);
+  g_profiler.collect();
 }
 
 }  // namespace stave::cuda::dev

@@ -23,4 +23,14 @@ bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64
 void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput& in, std::span<const int64_t> starts,
                               float* states, float* out, cudaStream_t s);
 
+// Benchmarks: while on, each gated_delta_rule_chunked call records CUDA events between its four
+// kernels, waits for them, and adds each kernel's time (ms) to the totals read here; the call
+// count says how many calls they sum. Process-wide, not thread-safe; off by default.
+struct GatedDeltaChunkProfile {
+  double qk_norm_ms = 0, wu_ms = 0, state_ms = 0, out_ms = 0;
+  int64_t calls = 0;
+};
+void gated_delta_chunk_profile(bool on);
+GatedDeltaChunkProfile gated_delta_chunk_profile_read();
+
 }  // namespace stave::cuda::dev

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cuda/activations.cuh"
 #include "backends/cuda/linear_fp8.h"
 #include "backends/cuda/mxfp4_device.cuh"
 #include "stave/errors.h"
@@ -148,9 +149,12 @@ __global__ void quantize_rows_fp8_kernel(const float* x, int64_t M, int64_t K, i
 // NaN value the block's amax follows mxfp4::qdq_row (std::max passes it over), which the warp
 // form's butterfly does only on some lanes. K ≤ 8 · kG · kRegsThreads.
 constexpr int kRegsThreads = 512;  // at most (kG = 8 takes 116 registers)
-template <int kG>
-__global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(const float* x, int64_t M, int64_t K, int mode, uint8_t* xq,
-                                              float* row_scale) {
+// kSiluUp: the row is silu(x) ⊙ up (SwiGLU's product, silu_mul_fast's fp32 rounding), computed
+// as it is loaded: the down projection quantizes its input without it being written first.
+template <int kG, bool kSiluUp = false>
+__global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(const float* x, const float* up,
+                                                                              int64_t M, int64_t K, int mode,
+                                                                              uint8_t* xq, float* row_scale) {
   const int64_t r = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   const int64_t groups = K / 8;
@@ -175,6 +179,14 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
       const float4 b = *reinterpret_cast<const float4*>(in + 8 * g + 4);
       v[j][0] = a.x, v[j][1] = a.y, v[j][2] = a.z, v[j][3] = a.w;
       v[j][4] = b.x, v[j][5] = b.y, v[j][6] = b.z, v[j][7] = b.w;
+      if constexpr (kSiluUp) {
+        const float* ur = up + r * K + 8 * g;
+        const float4 c = *reinterpret_cast<const float4*>(ur);
+        const float4 d = *reinterpret_cast<const float4*>(ur + 4);
+        const float u[8] = {c.x, c.y, c.z, c.w, d.x, d.y, d.z, d.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[j][i] = silu_f(v[j][i]) * u[i];
+      }
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const float m = fabsf(v[j][i]);
@@ -231,22 +243,34 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
 
 // Rows of K values into E4M3 + 2^R_a per row: the register form where the row fits 8 · 8 ·
 // 512 values and x is 16-byte aligned, else the two-pass warp form.
-void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
-                              float* row_scale, cudaStream_t s, int form = 0) {
+template <bool kSiluUp>
+bool launch_quantize_regs(const float* x, const float* up, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
+                          float* row_scale, cudaStream_t s) {
   const int64_t groups = K / 8;
   auto threads_for = [&](int g) { return static_cast<unsigned>(((groups + g - 1) / g + 31) / 32 * 32); };
-  const bool aligned = form != 2 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && K % 32 == 0;
-  if (aligned && groups <= kRegsThreads) {
-    quantize_rows_fp8_regs_kernel<1><<<static_cast<unsigned>(Mp), threads_for(1), 0, s>>>(x, M, K, mode, xq, row_scale);
-  } else if (aligned && groups <= 2 * kRegsThreads) {
-    quantize_rows_fp8_regs_kernel<2><<<static_cast<unsigned>(Mp), threads_for(2), 0, s>>>(x, M, K, mode, xq, row_scale);
-  } else if (aligned && groups <= 4 * kRegsThreads) {
-    quantize_rows_fp8_regs_kernel<4><<<static_cast<unsigned>(Mp), threads_for(4), 0, s>>>(x, M, K, mode, xq, row_scale);
-  } else if (aligned && groups <= 8 * kRegsThreads) {
-    quantize_rows_fp8_regs_kernel<8><<<static_cast<unsigned>(Mp), threads_for(8), 0, s>>>(x, M, K, mode, xq, row_scale);
-  } else {
-    quantize_rows_fp8_kernel<<<static_cast<unsigned>(Mp), kRowWarps * 32, 0, s>>>(x, M, K, mode, xq, row_scale);
-  }
+  const auto grid = static_cast<unsigned>(Mp);
+  if (K % 32 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(up) % 16 != 0)
+    return false;
+  if (groups <= kRegsThreads)
+    quantize_rows_fp8_regs_kernel<1, kSiluUp><<<grid, threads_for(1), 0, s>>>(x, up, M, K, mode, xq, row_scale);
+  else if (groups <= 2 * kRegsThreads)
+    quantize_rows_fp8_regs_kernel<2, kSiluUp><<<grid, threads_for(2), 0, s>>>(x, up, M, K, mode, xq, row_scale);
+  else if (groups <= 4 * kRegsThreads)
+    quantize_rows_fp8_regs_kernel<4, kSiluUp><<<grid, threads_for(4), 0, s>>>(x, up, M, K, mode, xq, row_scale);
+  else if (groups <= 8 * kRegsThreads)
+    quantize_rows_fp8_regs_kernel<8, kSiluUp><<<grid, threads_for(8), 0, s>>>(x, up, M, K, mode, xq, row_scale);
+  else
+    return false;
+  STAVE_CUDA_LAUNCHED();
+  return true;
+}
+
+// Rows of K values into E4M3 + 2^R_a per row: the register form where the row fits 8 · 8 ·
+// 512 values and x is 16-byte aligned (form 0 or 1), else the two-pass warp form.
+void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
+                              float* row_scale, cudaStream_t s, int form = 0) {
+  if (form != 2 && launch_quantize_regs<false>(x, nullptr, M, Mp, K, mode, xq, row_scale, s)) return;
+  quantize_rows_fp8_kernel<<<static_cast<unsigned>(Mp), kRowWarps * 32, 0, s>>>(x, M, K, mode, xq, row_scale);
   STAVE_CUDA_LAUNCHED();
 }
 
@@ -531,6 +555,14 @@ bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const flo
   if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
   launch_quantize_rows_fp8(x, M, op.Mp, K, mode_code(w.input_scale_mode), op.x, op.x_scale, ctx.stream());
   return true;
+}
+
+bool linear_fp8_quantize_silu_input(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up,
+                                    int64_t M) {
+  const Fp8Operands op = fp8_operands(ctx, w, M, true);
+  if (!ctx.fp8_gemm().plan(op.Mp, w.out, w.in, ctx.linear_path() == LinearPath::kFp8)) return false;
+  return launch_quantize_regs<true>(gate, up, M, op.Mp, w.in, mode_code(w.input_scale_mode), op.x, op.x_scale,
+                                    ctx.stream());
 }
 
 bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {

@@ -329,6 +329,12 @@ void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<c
   }
 }
 
+bool silu_mul_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up, int64_t M,
+                           float* y) {
+  if (M <= 0 || ctx.exact() || linear_small_m_applies(ctx, w, M) || !linear_fp8_applies(ctx, w)) return false;
+  return linear_fp8_quantize_silu_input(ctx, w, gate, up, M) && linear_fp8_quantized(ctx, w, M, y);
+}
+
 void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                float* y) {
   if (M <= 0 || N <= 0) return;

@@ -16,8 +16,7 @@ void SwiGluMlp::forward(const Backend& backend, const float* x, int64_t tokens, 
   const Tensor gate = backend.empty({tokens, intermediate_}), up = backend.empty({tokens, intermediate_});
   const Backend::LinearOutput outs[] = {{gate_, gate.data<float>()}, {up_, up.data<float>()}};
   backend.linear_shared_input(x, tokens, outs);
-  backend.silu_mul(gate.data<float>(), up.data<float>(), tokens * intermediate_, gate.data<float>());
-  backend.linear(down_, gate.data<float>(), tokens, y);
+  backend.silu_mul_linear(down_, gate.data<float>(), up.data<float>(), tokens, y);
 }
 
 }  // namespace stave
