@@ -7,7 +7,7 @@
 // of g, and S the [d_k, d_v] state at the chunk's start:
 //   1. qk_norm:  q̂, k̂ → BF16 [tokens, n_k, 128].
 //   2. wu:       per (chunk, head): A = strictly-lower (β k̂) k̂ᵀ ⊙ exp(Gᵢ − Gⱼ),
-//                T = (I + A)⁻¹ (fp32 forward substitution, one column per thread),
+//                T = (I + A)⁻¹ (fp32, by 16 × 16 blocks: invert_unit_lower),
 //                W = T (β k̂ ⊙ exp(G)) (BF16), U = T (β v) (fp32) → scratch [chunk, n_v, 64, 128].
 //   3. state:    per (sequence, head, 32 state columns), the chunks in order:
 //                S_c = S (BF16 scratch); v_new = U − W S;  S ← exp(G_last) S + (k̂ ⊙ exp(G_last − G))ᵀ v_new.
@@ -17,8 +17,8 @@
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
 // 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
 // 48 heads, ~670 MB at 8192, from the stream-ordered pool.
-// Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 84 registers, 78,336 B shared;
-// state 80 registers, 87,296 B; out 76 registers, 96,512 B (two blocks per SM each).
+// Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 56 registers, 72,192 B shared
+// (three blocks per SM); state 61 registers, 104,960 B; out 76 registers, 96,512 B (two each).
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <mma.h>
@@ -43,6 +43,7 @@ namespace wmma = nvcuda::wmma;
 constexpr int kC = 64;    // chunk
 constexpr int kD = 128;   // d_k = d_v
 constexpr int kBV = 32;   // state columns per block of the sequential pass
+constexpr int kWuThreads = 128;
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
@@ -111,13 +112,71 @@ __device__ inline void fetch_rows(const bf16* x, int64_t t0, int len, int n_k, i
   }
 }
 
+// T = (I + A)⁻¹ for the strictly lower A [64][kLdA] (fp32), by 16 × 16 blocks so that all
+// kWuThreads threads work and the longest chain is short (one thread per column of the whole
+// matrix was a chain of 2,016 dependent FMAs on half the threads):
+//   1. the diagonal blocks T_dd = (I + A_dd)⁻¹, thread (d, c) column c of block d by forward
+//      substitution (rows above c come out 0);
+//   2. the blocks below by distance i − j = 1, 2, 3: T_ij = −T_ii · X, X = Σ_{k=j}^{i−1} A_ik T_kj
+//      (the T_kj all nearer the diagonal), through X in `scratch` (≥ 3 · 256 floats).
+// Blocks above the diagonal are set to 0. Tf [64][64]. Ends with the block synchronized.
+constexpr int kTb = 16;  // block of the inverse
+__device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, int tid) {
+  constexpr int kN = kC / kTb;  // 4 blocks per side
+  if (tid < kC) {
+    const int o = (tid / kTb) * kTb, c = tid % kTb;
+    float t[kTb];
+#pragma unroll
+    for (int i = 0; i < kTb; ++i) {
+      float p[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < i; ++j) p[j % 2] += Af[(o + i) * kLdA + o + j] * t[j];
+      t[i] = (i == c ? 1.0f : 0.0f) - (p[0] + p[1]);
+    }
+#pragma unroll
+    for (int i = 0; i < kTb; ++i) Tf[(o + i) * kC + o + c] = t[i];
+  }
+  for (int e = tid; e < kC * kC; e += kWuThreads) {
+    const int r = e / kC, c = e % kC;
+    if (c / kTb > r / kTb) Tf[e] = 0.0f;
+  }
+  __syncthreads();
+  for (int dist = 1; dist < kN; ++dist) {
+    const int blocks = kN - dist;  // (i, j) = (b + dist, b)
+    for (int e = tid; e < blocks * kTb * kTb; e += kWuThreads) {
+      const int b = e / (kTb * kTb), r = (e / kTb) % kTb, c = e % kTb, i = b + dist, j = b;
+      float x = 0.0f;
+      for (int k = j; k < i; ++k) {
+        const float* a = Af + (i * kTb + r) * kLdA + k * kTb;
+        const float* t = Tf + (k * kTb) * kC + j * kTb + c;
+#pragma unroll
+        for (int n = 0; n < kTb; ++n) x += a[n] * t[n * kC];
+      }
+      scratch[e] = x;
+    }
+    __syncthreads();
+    for (int e = tid; e < blocks * kTb * kTb; e += kWuThreads) {
+      const int b = e / (kTb * kTb), r = (e / kTb) % kTb, c = e % kTb, i = b + dist, j = b;
+      const float* tii = Tf + (i * kTb + r) * kC + i * kTb;
+      const float* x = scratch + b * kTb * kTb + c;
+      float y = 0.0f;
+#pragma unroll
+      for (int m = 0; m < kTb; ++m) y += tii[m] * x[m * kTb];
+      Tf[(i * kTb + r) * kC + j * kTb + c] = -y;
+    }
+    __syncthreads();
+  }
+}
+
 // 2. W and U per (chunk = blockIdx.x, v head = blockIdx.y); 128 threads. Also writes G.
-constexpr int kWuThreads = 128;
-constexpr size_t kWuSmem = 3 * kC * kLdB * sizeof(bf16) /* Ks, Vs, Af (fp32 [64][68] is as big) */ +
-                           kC * kC * sizeof(float) + kC * kLdT * sizeof(bf16) + 2 * kC * sizeof(float);
-static_assert(kC * kLdA * sizeof(float) == kC * kLdB * sizeof(bf16), "Af takes a BF16 tile's room");
-static_assert(kC * kLdO * sizeof(float) <= kC * kLdA * sizeof(float) + kC * kC * sizeof(float),
-              "W's fp32 staging fits over Af and Tf");
+// Shared memory (three blocks per SM): Ks, Vs, Af, Tf, the inverse's scratch X, G and β; T's
+// BF16 copy goes over Af once the inverse is done, W's fp32 tiles through a per-warp staging
+// over Tf once T is copied.
+constexpr int kLdWst = 16 + 4;  // fp32 [16][20]: a warp's W tile on its way to BF16
+constexpr size_t kWuSmem = 2 * kC * kLdB * sizeof(bf16) + kC * kLdA * sizeof(float) + kC * kC * sizeof(float) +
+                           3 * kTb * kTb * sizeof(float) + 2 * kC * sizeof(float);
+static_assert(kC * kLdT * sizeof(bf16) <= kC * kLdA * sizeof(float), "Tb fits over Af");
+static_assert((kWuThreads / 32) * 16 * kLdWst * sizeof(float) <= kC * kC * sizeof(float), "W's staging fits over Tf");
 
 __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const float* v, int64_t stride,
                                                         const float* g, const float* beta, int64_t tokens,
@@ -128,9 +187,10 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   bf16* Vs = Ks + kC * kLdB;                               // [64][kLdB] β v
   float* Af = reinterpret_cast<float*>(Vs + kC * kLdB);   // [64][kLdA] k̂k̂ᵀ, then A
   float* Tf = Af + kC * kLdA;                              // [64][64] (I + A)⁻¹
-  bf16* Tb = reinterpret_cast<bf16*>(Tf + kC * kC);       // [64][kLdT]
-  float* gc = reinterpret_cast<float*>(Tb + kC * kLdT);   // [64] G
+  float* X = Tf + kC * kC;                                 // [3][16][16] the inverse's scratch
+  float* gc = X + 3 * kTb * kTb;                           // [64] G
   float* bt = gc + kC;                                     // [64] β
+  bf16* Tb = reinterpret_cast<bf16*>(Af);                  // [64][kLdT] T in BF16, over Af
   const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
   int64_t t0;
@@ -178,23 +238,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
     Af[i * kLdA + j] = j < i ? bt[i] * Af[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
   }
   __syncthreads();
-  // T = (I + A)⁻¹, unit lower triangular: thread c computes column c row by row in registers,
-  // T[i][c] = [i == c] − Σ_{j < i} A[i][j] T[j][c] (rows above c come out 0). Fully unrolled:
-  // every thread reads the same A[i][j] (a broadcast), four partial sums per row.
-  if (tid < kC) {
-    const int c = tid;
-    float t[kC];
-#pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int j = 0; j < i; ++j) p[j % 4] += Af[i * kLdA + j] * t[j];
-      t[i] = (i == c ? 1.0f : 0.0f) - ((p[0] + p[1]) + (p[2] + p[3]));
-    }
-#pragma unroll
-    for (int i = 0; i < kC; ++i) Tf[i * kC + c] = t[i];
-  }
-  __syncthreads();
+  invert_unit_lower(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
   for (int e = tid; e < kC * kC; e += kWuThreads) Tb[(e / kC) * kLdT + e % kC] = __float2bfloat16(Tf[e]);
   for (int e = tid; e < kC * kD; e += kWuThreads) {
     const int r = e / kD, a = e % kD;
@@ -203,9 +247,11 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   }
   __syncthreads();
   // W = T (β k̂ exp(G)), U = T (β v): 4 × 8 output tiles; T's blocks above the diagonal are 0.
-  // U goes to memory as fp32, W through fp32 staging (over Af and Tf, free now) as BF16.
-  float* Wf = Af;  // [64][kLdO]
+  // U goes to memory as fp32, W through the warp's fp32 staging (over Tf, free now) as BF16.
+  float* Wst = Tf + warp * 16 * kLdWst;
   float* Uc = U + slot * kC * kD;
+  bf16* Wc = W + slot * kC * kD;
+  const int lane = tid % 32;
   for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kWuThreads / 32) {
     const int ti = tile / (kD / 16), tn = tile % (kD / 16);
     FragC w, u;
@@ -220,28 +266,30 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
       wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
       wmma::mma_sync(u, a, b, u);
     }
-    wmma::store_matrix_sync(Wf + ti * 16 * kLdO + tn * 16, w, kLdO, wmma::mem_row_major);
+    wmma::store_matrix_sync(Wst, w, kLdWst, wmma::mem_row_major);
     wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
-  }
-  __syncthreads();
-  __nv_bfloat162* Wc = reinterpret_cast<__nv_bfloat162*>(W + slot * kC * kD);
-  for (int e = tid; e < kC * kD / 2; e += kWuThreads) {
-    const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
-    Wc[e] = __floats2bfloat162_rn(Wf[r * kLdO + a], Wf[r * kLdO + a + 1]);
+    __syncwarp();
+    // 16 rows of 16: lane l writes row l / 2, columns 8 (l % 2) … +7, as four BF16 pairs.
+    const int r = lane / 2, c0 = 8 * (lane % 2);
+    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(Wc + (ti * 16 + r) * kD + tn * 16 + c0);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dst[q] = __floats2bfloat162_rn(Wst[r * kLdWst + c0 + 2 * q], Wst[r * kLdWst + c0 + 2 * q + 1]);
+    __syncwarp();
   }
 }
 
 // 3. The sequential pass: block (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
-// W and U slice are copied into shared memory (cp.async) while chunk i's state update runs,
-// its k̂ rows and G once that update is done, so the chain of chunks waits on memory once.
+// k̂ rows and G are copied into the second of two buffers (cp.async) as soon as chunk i starts,
+// its W and U slice once chunk i's v_new is formed, so both copies overlap the chunk's products
+// and the chain of chunks waits on memory as little as the pass allows.
 // The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
 // so k̂ is copied as stored.
 constexpr int kStateThreads = 256;  // 8 warps: one v_new tile, two state tiles each
 // Padded shared-memory rows, as kLdB and kLdF above.
 constexpr int kLdW = kD + 8;    // Wb, Kb: BF16 [64][136]
 constexpr int kLdSb = kBV + 8;  // Sb, Vb: BF16 [·][40]
-constexpr size_t kStateSmem = kD * kLdF * sizeof(float) + kD * kLdSb * sizeof(bf16) + 2 * kC * kLdW * sizeof(bf16) +
-                              2 * kC * kLdF * sizeof(float) + kC * kLdSb * sizeof(bf16) + kC * sizeof(float);
+constexpr size_t kStateSmem = kD * kLdF * sizeof(float) + kD * kLdSb * sizeof(bf16) + 3 * kC * kLdW * sizeof(bf16) +
+                              2 * kC * kLdF * sizeof(float) + kC * kLdSb * sizeof(bf16) + 2 * kC * sizeof(float);
 
 // Starts chunk ci's W (BF16 [64][128]) and the block's U columns (fp32 [64][32]).
 __device__ inline void fetch_wu(const bf16* W, const float* U, int64_t slot, int col0, bf16* Wb, float* Ub, int tid) {
@@ -280,11 +328,11 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
   float* S = reinterpret_cast<float*>(smem);               // [128][kLdF] fp32 state columns
   bf16* Sb = reinterpret_cast<bf16*>(S + kD * kLdF);       // [128][kLdSb]
   bf16* Wb = Sb + kD * kLdSb;                              // [64][kLdW] W
-  bf16* Kb = Wb + kC * kLdW;                               // [64][kLdW] k̂
-  float* Ub = reinterpret_cast<float*>(Kb + kC * kLdW);    // [64][kLdF] U columns
+  bf16* Kbuf = Wb + kC * kLdW;                             // 2 × [64][kLdW] k̂ (chunk parity)
+  float* Ub = reinterpret_cast<float*>(Kbuf + 2 * kC * kLdW);  // [64][kLdF] U columns
   float* Vn = Ub + kC * kLdF;                              // [64][kLdF] v_new
   bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kLdF);      // [64][kLdSb] exp(G_last − G) ⊙ v_new
-  float* gc = reinterpret_cast<float*>(Vb + kC * kLdSb);   // [64]
+  float* gbuf = reinterpret_cast<float*>(Vb + kC * kLdSb); // 2 × [64] G (chunk parity)
   const int h = blockIdx.x, col0 = blockIdx.y * kBV, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
   float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;
@@ -296,12 +344,24 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     chunk_rows(table, nc, tokens, c_begin, t0, len);
     const int64_t slot = static_cast<int64_t>(c_begin) * n_v + h;
     fetch_wu(W, U, slot, col0, Wb, Ub, tid);
-    fetch_kg(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);
+    fetch_kg(kn, gcum, slot, t0, len, n_k, kh, Kbuf, gbuf, tid);
   }
   for (int ci = c_begin; ci < c_end; ++ci) {
     const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+    const int parity = (ci - c_begin) & 1;
+    bf16* Kb = Kbuf + parity * kC * kLdW;
+    const float* gc = gbuf + parity * kC;
     __pipeline_wait_prior(0);
     __syncthreads();  // chunk ci's W, U, k̂, G and the state S are in place
+    // The next chunk's k̂ and G into the other buffers (last read by chunk ci − 1's update,
+    // which the barrier above closed).
+    int64_t next_t0 = 0;
+    int next_len = 0;
+    if (ci + 1 < c_end) {
+      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
+      fetch_kg(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kbuf + (parity ^ 1) * kC * kLdW,
+               gbuf + (parity ^ 1) * kC, tid);
+    }
     const float g_last = gc[len - 1];
     bf16* sc = Sc + slot * kD * kD;
     for (int e = tid; e < kD * kBV; e += kStateThreads) {
@@ -328,12 +388,7 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
       wmma::store_matrix_sync(Vn + ti * 16 * kLdF + tn * 16, un, kLdF, wmma::mem_row_major);
     }
     __syncthreads();  // W and U are read: the next chunk's may come
-    int64_t next_t0 = 0;
-    int next_len = 0;
-    if (ci + 1 < c_end) {
-      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
-      fetch_wu(W, U, slot + n_v, col0, Wb, Ub, tid);
-    }
+    if (ci + 1 < c_end) fetch_wu(W, U, slot + n_v, col0, Wb, Ub, tid);
     bf16* vn = vnew + slot * kC * kD;
     for (int e = tid; e < kC * kBV; e += kStateThreads) {
       const int r = e / kBV, c = e % kBV;
@@ -358,8 +413,6 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
       }
       wmma::store_matrix_sync(S + ti * 16 * kLdF + tn * 16, acc, kLdF, wmma::mem_row_major);
     }
-    __syncthreads();  // k̂ and G are read: the next chunk's may come
-    if (ci + 1 < c_end) fetch_kg(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kb, gc, tid);
     t0 = next_t0;
     len = next_len;
   }
