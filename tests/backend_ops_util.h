@@ -34,6 +34,27 @@ class HostOps {
     be_.linear(w, f(X), M, f(Y));
     down(Y, y);
   }
+  // Backend::linear_shared_input: ys[i] [M, ws[i]->out] for one x [M, K].
+  void linear_shared_input(std::span<const LinearWeight* const> ws, const float* x, int64_t M,
+                           std::vector<std::vector<float>>& ys) const {
+    const Tensor X = up(x, M * ws.front()->in);
+    std::vector<Tensor> Y;
+    std::vector<Backend::LinearOutput> outs;
+    for (const LinearWeight* w : ws) Y.push_back(poisoned(M * w->out));
+    for (size_t i = 0; i < ws.size(); ++i) outs.push_back({*ws[i], f(Y[i])});
+    be_.linear_shared_input(f(X), M, outs);
+    ys.assign(ws.size(), {});
+    for (size_t i = 0; i < ws.size(); ++i) {
+      ys[i].resize(static_cast<size_t>(M * ws[i]->out));
+      down(Y[i], ys[i].data());
+    }
+  }
+  // Backend::silu_mul_linear (gate is scratch in the backend's memory; the host copy is kept).
+  void silu_mul_linear(const LinearWeight& w, const float* gate, const float* upv, int64_t M, float* y) const {
+    const Tensor G = up(gate, M * w.in), U = up(upv, M * w.in), Y = poisoned(M * w.out);
+    be_.silu_mul_linear(w, f(G), f(U), M, f(Y));
+    down(Y, y);
+  }
   void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y) const {
     const Tensor X = up(x, rows * dim), W = up(w, dim), Y = poisoned(rows * dim);
     be_.rms_norm_zero_centered(f(X), rows, dim, f(W), eps, f(Y));

@@ -465,6 +465,58 @@ HostWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t i
   return h;
 }
 
+// Products over one input equal separate linear calls bit for bit, whatever path each weight
+// takes: CUDA fast quantizes the input once for the FP8 weights of one K and scale mode (N 128
+// then 64), and again after a narrow N (BF16 path), a BF16 weight or another scale mode. M = 3
+// takes CUDA's small-M kernel.
+TEST_P(BackendOps, LinearSharedInputEqualsLinear) {
+  std::mt19937 rng(21);
+  const int64_t K = 256;
+  const auto be = make_backend(GetParam().device, GetParam().precision);
+  std::vector<HostWeight> hs;
+  hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 128, K, true, false));
+  hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 64, K, true, true));
+  hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 40, K, true, false));
+  hs.push_back(make_weight(rng, WeightFormat::kBF16, 64, K, false, false));
+  hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 96, K, true, false));
+  hs.back().w.input_scale_mode = mxfp4::ScaleMode::kFloor;
+  hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 48, K, true, false));
+  std::vector<const LinearWeight*> ws;
+  for (const HostWeight& h : hs) ws.push_back(&h.w);
+  const test::HostOps o(*be);
+  for (const int64_t M : {int64_t{3}, int64_t{70}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M);
+    const auto x = rnd(rng, M * K, -2.0f, 2.0f);
+    std::vector<std::vector<float>> got;
+    o.linear_shared_input(ws, x.data(), M, got);
+    for (size_t i = 0; i < hs.size(); ++i) {
+      std::vector<float> want(static_cast<size_t>(M * hs[i].w.out));
+      o.linear(hs[i].w, x.data(), M, want.data());
+      EXPECT_EQ(got[i], want) << "weight " << i;
+    }
+  }
+}
+
+// SwiGLU's down projection equals silu_mul followed by linear bit for bit (CUDA fast forms the
+// product inside its FP8 input quantization; elsewhere it is that composition).
+TEST_P(BackendOps, SiluMulLinearEqualsComposition) {
+  std::mt19937 rng(22);
+  const auto be = make_backend(GetParam().device, GetParam().precision);
+  const test::HostOps o(*be);
+  for (const WeightFormat fmt : {WeightFormat::kMXFP4, WeightFormat::kBF16}) {
+    const HostWeight h = make_weight(rng, fmt, 64, 256, fmt == WeightFormat::kMXFP4, true);
+    for (const int64_t M : {int64_t{2}, int64_t{37}}) {
+      SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(fmt) << " M " << M);
+      const auto g = rnd(rng, M * 256, -6.0f, 6.0f), u = rnd(rng, M * 256, -3.0f, 3.0f);
+      std::vector<float> product(g.size()), want(static_cast<size_t>(M * 64)), got(want.size());
+      o.silu_mul(g.data(), u.data(), M * 256, product.data());
+      o.linear(h.w, product.data(), M, want.data());
+      o.silu_mul_linear(h.w, g.data(), u.data(), M, got.data());
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
 TEST_P(BackendOps, LinearEveryFormat) {
   std::mt19937 rng(11);
   struct Case {
