@@ -241,8 +241,9 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
   if (tid == 0) row_scale[r] = ldexpf(1.0f, ref);
 }
 
-// Rows of K values into E4M3 + 2^R_a per row: the register form where the row fits 8 · 8 ·
-// 512 values and x is 16-byte aligned, else the two-pass warp form.
+// Launches the register form for rows of K values (with kSiluUp, x is the gate): true, or
+// false with nothing launched where it does not take the shape (K beyond 8 · 8 · kRegsThreads,
+// K % 32 ≠ 0, x or up not 16-byte aligned).
 template <bool kSiluUp>
 bool launch_quantize_regs(const float* x, const float* up, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
                           float* row_scale, cudaStream_t s) {
@@ -468,10 +469,15 @@ namespace dev {
 void quantize_rows_fp8(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, uint8_t* xq, float* row_scale,
                        int form, cudaStream_t s) {
   if (M <= 0) return;
-  if (K % 32 != 0 || form < 0 || form > 2 ||
-      (form == 1 && (K > 8 * 8 * kRegsThreads || reinterpret_cast<uintptr_t>(x) % 16 != 0)))
+  const auto refuse = [&] {
     throw Error(ErrorKind::kInternal, "FP8 activation quantization: form " + std::to_string(form) +
                                           " does not take K " + std::to_string(K));
+  };
+  if (K % 32 != 0 || form < 0 || form > 2) refuse();
+  if (form == 1) {
+    if (!launch_quantize_regs<false>(x, nullptr, M, M, K, mode_code(mode), xq, row_scale, s)) refuse();
+    return;
+  }
   launch_quantize_rows_fp8(x, M, M, K, mode_code(mode), xq, row_scale, s, form);
 }
 

@@ -308,20 +308,28 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
   }
 }
 
+namespace {
+
+// Whether linear() takes the FP8 path for w at M rows (its order: the small-M kernel first).
+bool takes_fp8_path(const GpuContext& ctx, const DeviceLinear& w, int64_t M) {
+  return !linear_small_m_applies(ctx, w, M) && linear_fp8_applies(ctx, w);
+}
+
+}  // namespace
+
 void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products) {
   if (M <= 0) return;
-  // The input as the FP8 path last quantized it: valid for weights of this K and scale mode
-  // until another path writes the scratch.
+  // The weight the FP8 path last quantized x for: its quantization serves weights of the same
+  // K and scale mode until another path writes the scratch.
   const DeviceLinear* quantized_for = nullptr;
   for (const SharedProduct& p : products) {
     const DeviceLinear& w = *p.w;
-    const bool fp8 = !linear_small_m_applies(ctx, w, M) && linear_fp8_applies(ctx, w);
-    if (fp8) {
-      const bool reuse = quantized_for && quantized_for->in == w.in &&
-                         quantized_for->input_scale_mode == w.input_scale_mode;
-      if (reuse || linear_fp8_quantize_input(ctx, w, x, M)) {
-        if (!reuse) quantized_for = &w;
-        if (linear_fp8_quantized(ctx, w, M, p.y)) continue;
+    if (takes_fp8_path(ctx, w, M)) {
+      const bool reuse =
+          quantized_for && quantized_for->in == w.in && quantized_for->input_scale_mode == w.input_scale_mode;
+      if ((reuse || linear_fp8_quantize_input(ctx, w, x, M)) && linear_fp8_quantized(ctx, w, M, p.y)) {
+        quantized_for = &w;
+        continue;
       }
     }
     linear(ctx, w, x, M, p.y);
@@ -331,7 +339,7 @@ void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<c
 
 bool silu_mul_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up, int64_t M,
                            float* y) {
-  if (M <= 0 || ctx.exact() || linear_small_m_applies(ctx, w, M) || !linear_fp8_applies(ctx, w)) return false;
+  if (M <= 0 || !takes_fp8_path(ctx, w, M)) return false;
   return linear_fp8_quantize_silu_input(ctx, w, gate, up, M) && linear_fp8_quantized(ctx, w, M, y);
 }
 
