@@ -98,6 +98,28 @@ TEST_P(BackendOps, MemoryRoundTripsAndViews) {
   EXPECT_THROW((void)t.data<int32_t>(), Error);     // wrong element type
 }
 
+// Staging buffers (page-locked and reused on CUDA): a copy to the device holds the values the
+// buffer had when it was made, however soon the buffer is written again or handed out anew.
+TEST_P(BackendOps, HostStagingCopiesBeforeReuse) {
+  std::mt19937 rng(2);
+  for (int round = 0; round < 3; ++round) {
+    const int64_t rows = 1 + 700 * round, cols = 257;
+    const auto v = rnd(rng, rows * cols);
+    std::vector<float> back(v.size());
+    Tensor staged = be().host_staging({rows, cols});
+    ASSERT_EQ(staged.device(), Device::kCpu);
+    ASSERT_EQ(staged.numel(), rows * cols);
+    std::memcpy(staged.data<float>(), v.data(), v.size() * sizeof(float));
+    const Tensor t = be().to_device(staged);
+    if (be().device() != Device::kCpu) {
+      std::fill_n(staged.data<float>(), staged.numel(), -7.0f);  // written again at once
+      staged = Tensor();  // and back in the pool: the next round may take it
+    }
+    be().copy_to_host(t, back.data());
+    EXPECT_EQ(back, v) << "round " << round;
+  }
+}
+
 TEST_P(BackendOps, NormsAndElementwise) {
   std::mt19937 rng(3);
   const auto o = ops();

@@ -163,6 +163,19 @@ TEST_F(JointHeadInputs, RejectsBadSpansWithClearErrors) {
   EXPECT_NE(error_of(questions_, bad_ids).find("outside the vocabulary"), std::string::npos);
 }
 
+// A head on a backend that reads host memory, given hidden states lent only in device memory:
+// an internal error that says so, not a read of a device address on the host.
+TEST_F(JointHeadInputs, RefusesDeviceOnlyHiddenStatesOnTheHost) {
+  try {
+    head_->forward(HiddenRows::on_device(hidden_.values.data()), hidden_.rows, ids_, questions_);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("only in device memory"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(head_->forward(HiddenRows(), hidden_.rows, ids_, questions_), Error);
+}
+
 TEST_F(JointHeadInputs, QuestionsInteract) {
   // Field self-attention couples questions (spec §3.4): dropping one changes the others.
   const auto all = head_->forward(hidden_.values.data(), hidden_.rows, ids_, questions_);

@@ -32,6 +32,15 @@ void StagedBackend::copy_to_host(const Tensor& src, void* host) const {
 void StagedBackend::copy(const Tensor& src, const Tensor& dst) const {
   timed("copies", [&] { inner_->copy(src, dst); });
 }
+void StagedBackend::synchronize() const {
+  inner_->synchronize();
+  report();
+}
+
+Tensor StagedBackend::host_staging(Tensor::Shape shape, DType dtype) const {
+  return inner_->host_staging(std::move(shape), dtype);
+}
+
 Tensor StagedBackend::to_host(const Tensor& t) const {
   Tensor out;
   timed("copies", [&] { out = inner_->to_host(t); });
@@ -127,7 +136,7 @@ void StagedBackend::patch_embed(const LinearWeight& w, int64_t channels, const f
                                 float* y) const {
   timed("head+vision", [&] { inner_->patch_embed(w, channels, x, rows, y); });
 }
-std::unique_ptr<HeadMemory> StagedBackend::head_memory(const HeadMemorySpec& spec, const float* hidden,
+std::unique_ptr<HeadMemory> StagedBackend::head_memory(const HeadMemorySpec& spec, HiddenRows hidden,
                                                        int64_t L) const {
   return inner_->head_memory(spec, hidden, L);
 }

@@ -1,7 +1,8 @@
 // A profiling aid: a Backend that forwards every op to another one and charges its wall-clock
 // time (after waiting for the device) to a stage — linear, norms+elementwise, gdn conv+gates,
 // gdn delta rule, attention, copies — and prints the totals to stderr whenever results come back
-// to the host (the end of a forward, a prefill or a decode step). make_backend wraps its
+// to the host or a forward ends waiting for the device (the end of a forward, a prefill or a
+// decode step). make_backend wraps its
 // backend in one when STAVE_STAGES (or the older STAVE_CUDA_STAGES) is set. Waiting after every
 // op makes a profiled run slower than a plain one; compare stages, not totals.
 #pragma once
@@ -25,7 +26,10 @@ class StagedBackend : public Backend {
   void copy_to_host(const Tensor& src, void* host) const override;
   void copy(const Tensor& src, const Tensor& dst) const override;
   Tensor to_host(const Tensor& t) const override;
-  void synchronize() const override { inner_->synchronize(); }
+  Tensor host_staging(Tensor::Shape shape, DType dtype = DType::kF32) const override;
+  // Reports too: a forward whose hidden states stay on the device ends with it, not with a copy
+  // to the host.
+  void synchronize() const override;
   void prepare(const LinearWeight& w) const override { inner_->prepare(w); }
   int64_t preferred_step_tokens() const override { return inner_->preferred_step_tokens(); }
 
@@ -65,7 +69,7 @@ class StagedBackend : public Backend {
                  float* y) const override;
   void gelu_tanh_inplace(float* x, int64_t n) const override;
   void patch_embed(const LinearWeight& w, int64_t channels, const float* x, int64_t rows, float* y) const override;
-  std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, const float* hidden,
+  std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, HiddenRows hidden,
                                           int64_t L) const override;
 
  private:

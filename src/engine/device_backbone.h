@@ -1,7 +1,7 @@
 // Where the backbone runs: EngineOptions::device picks the CPU ("cpu") or a device backend
 // ("cuda", only in builds with -DSTAVE_CUDA=ON); the model code is the same Backbone either
 // way (src/model/backbone.h over the backend of src/backends/registry.h). The joint head, the
-// vision tower and the encoding stay on the host.
+// vision tower and the encoding stay on the host (the head's L-row work excepted, below).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -18,7 +18,9 @@
 namespace stave {
 
 // The backbone on a non-CPU device: one packed prefill of one or more sequences, each with
-// Backbone::forward's contract; the hidden states are lent (see LentHiddenStates), not copied.
+// Backbone::forward's contract; the hidden states are lent (see LentHiddenStates), not copied:
+// left in the GPU's memory when the joint head's L-row work runs there too
+// (make_device_head_backend), in host memory otherwise.
 using DeviceBackbone = std::function<LentHiddenStates(std::span<const BackboneSequence>)>;
 
 // nullptr for device "cpu"; the backbone on the device's backend otherwise. An unknown device,

@@ -230,7 +230,7 @@ Prepared prepare(const Engine::Impl& m, const DecisionRequest& request, const De
   return p;
 }
 
-Decision finish(const Engine::Impl& m, const DecisionRequest& request, Prepared& p, const float* hidden,
+Decision finish(const Engine::Impl& m, const DecisionRequest& request, Prepared& p, HiddenRows hidden,
                 const DecideOptions& options) {
   Decision& out = p.out;
   const EncodedRequest& enc = p.enc;
@@ -275,13 +275,15 @@ Decision decide_one(const Engine::Impl& m, const DecisionRequest& request, const
     const BackboneSequence one{p.enc.input_ids, p.positions, p.overrides};
     const PrefillCoalescer::Result r = m.coalescer->run(one);
     p.out.timings.backbone_ms = ms_since(tb);
-    return finish(m, request, p, r.hidden.data(), options);
+    HiddenRows rows(r.hidden.data());
+    rows.device = r.device;
+    return finish(m, request, p, rows, options);
   }
   if (m.device_backbone) {
     const BackboneSequence one{p.enc.input_ids, p.positions, p.overrides};
     const LentHiddenStates lent = (*m.device_backbone)(std::span(&one, 1));
     p.out.timings.backbone_ms = ms_since(tb);
-    return finish(m, request, p, lent.sequences.front().data(), options);
+    return finish(m, request, p, lent.rows(0), options);
   }
   // Backbone::forward() step by step, so a cancelled decision stops between layers.
   Backbone::Sequence seq = m.backbone->start(p.enc.input_ids, p.positions, p.overrides);
@@ -337,13 +339,13 @@ std::vector<Decision> Engine::decide_batch(std::span<const Request> requests, co
   for (const Request& r : requests) prepared.push_back(prepare(m, decision_request(r), options));
   std::vector<std::vector<float>> owned;  // CPU backbone
   LentHiddenStates lent;                  // device backbone
-  std::vector<const float*> hidden;
+  std::vector<HiddenRows> hidden;
   const auto tb = Clock::now();
   if (m.device_backbone) {
     std::vector<BackboneSequence> seqs;
     for (const Prepared& p : prepared) seqs.push_back({p.enc.input_ids, p.positions, p.overrides});
     lent = (*m.device_backbone)(seqs);
-    for (std::span<const float> rows : lent.sequences) hidden.push_back(rows.data());
+    for (size_t b = 0; b < lent.sequences.size(); ++b) hidden.push_back(lent.rows(b));
   } else {
     // The CPU backbone already spreads one sequence over every core: one after another.
     for (const Prepared& p : prepared) {

@@ -26,7 +26,11 @@ void PrefillCoalescer::prefill_batch(std::span<Waiter* const> batch) {
     if (lent.sequences.size() != batch.size())
       throw Error(ErrorKind::kInternal, "prefill returned " + std::to_string(lent.sequences.size()) +
                                             " results for " + std::to_string(batch.size()) + " sequences");
-    for (size_t i = 0; i < batch.size(); ++i) batch[i]->result = {lent.sequences[i], lent.hold, batch.size()};
+    if (!lent.device.empty() && lent.device.size() != batch.size())
+      throw Error(ErrorKind::kInternal, "prefill lent " + std::to_string(lent.device.size()) +
+                                            " device results for " + std::to_string(batch.size()) + " sequences");
+    for (size_t i = 0; i < batch.size(); ++i)
+      batch[i]->result = {lent.sequences[i], lent.device.empty() ? nullptr : lent.device[i], lent.hold, batch.size()};
   } catch (...) {
     if (batch.size() == 1) {
       batch[0]->error = std::current_exception();

@@ -32,6 +32,7 @@ class PrefillCoalescer {
 
   struct Result {
     std::span<const float> hidden;  // L · hidden_size floats, valid while `hold` lives
+    const float* device = nullptr;  // the same rows in device memory when lent there (hidden's data is then null)
     std::shared_ptr<void> hold;
     size_t packed = 0;  // how many sequences shared the prefill (1: alone)
   };

@@ -129,7 +129,7 @@ Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const
 Backbone::Sequence Backbone::rows_in(std::span<const int32_t> ids, std::span<const int32_t> positions,
                                      std::span<const EmbeddingOverride> overrides, int64_t first) const {
   const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size, half = rope_.half();
-  Tensor h = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
+  Tensor h = backend_.host_staging({L, H}), cos = backend_.host_staging({L, half}), sin = backend_.host_staging({L, half});
   embed_rows(ids, overrides, h.data<float>());
   rope_rows(positions, first, L, cos.data<float>(), sin.data<float>());
   return Sequence{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin), Tensor(), -1};
@@ -202,7 +202,8 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   }
   const int64_t L = starts.back();
   // Embedding rows and RoPE angles on the host (every id is checked before anything runs).
-  Tensor hh = Tensor::host_empty({L, H}), cos = Tensor::host_empty({L, half}), sin = Tensor::host_empty({L, half});
+  Tensor hh = backend_.host_staging({L, H}), cos = backend_.host_staging({L, half}),
+         sin = backend_.host_staging({L, half});
   for (int64_t b = 0; b < n_seq; ++b) {
     const BackboneSequence& q = sequences[b];
     const int64_t r0 = starts[b], Lb = starts[b + 1] - r0;
@@ -238,13 +239,23 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   return h;
 }
 
-LentHiddenStates Backbone::forward_lent(std::span<const BackboneSequence> sequences) const {
+LentHiddenStates Backbone::forward_lent(std::span<const BackboneSequence> sequences, Lend where) const {
   std::vector<int64_t> starts;
   const Tensor h = forward_batch(sequences, starts);
   LentHiddenStates out;
   if (sequences.empty()) return out;
-  const Tensor host = backend_.to_host(h);
   const int64_t H = config_.hidden_size;
+  if (where == Lend::kDevice && h.device() != Device::kCpu) {
+    backend_.synchronize();  // the head reads them from another stream
+    const float* rows = h.empty() ? nullptr : h.data<float>();
+    for (size_t b = 0; b + 1 < starts.size(); ++b) {
+      out.sequences.emplace_back();
+      out.device.push_back(rows ? rows + starts[b] * H : nullptr);
+    }
+    out.hold = h.storage();
+    return out;
+  }
+  const Tensor host = backend_.to_host(h);
   const float* rows = host.empty() ? nullptr : host.data<float>();
   for (size_t b = 0; b + 1 < starts.size(); ++b)
     out.sequences.emplace_back(rows ? rows + starts[b] * H : nullptr, static_cast<size_t>((starts[b + 1] - starts[b]) * H));
@@ -342,8 +353,8 @@ std::vector<float> Backbone::prefill_batch(std::span<const std::span<const int32
   // Step-major packing: step k holds tokens [k·C, (k+1)·C) of each sequence, at its position.
   std::vector<PackedStep> steps;
   std::vector<int64_t> last_row(static_cast<size_t>(n));
-  Tensor h = Tensor::host_empty({total, H}), cos = Tensor::host_empty({total, half}),
-         sin = Tensor::host_empty({total, half});
+  Tensor h = backend_.host_staging({total, H}), cos = backend_.host_staging({total, half}),
+         sin = backend_.host_staging({total, half});
   int64_t row = 0;
   for (int64_t c0 = 0; c0 < longest; c0 += C) {
     PackedStep step;

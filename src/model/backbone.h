@@ -47,9 +47,19 @@ struct BackboneSequence {
 // Hidden states handed over without copying them into fresh vectors: one span of
 // L·hidden_size floats per sequence, in host memory kept for as long as this object (its
 // `hold`) lives (page-locked memory the CUDA backend reuses); drop it once the head is done.
+// Lent on the device (forward_lent's Lend::kDevice), `device` holds each sequence's rows in the
+// backend's memory instead (every kernel that wrote them has finished) and the host spans are
+// empty.
 struct LentHiddenStates {
   std::vector<std::span<const float>> sequences;
+  std::vector<const float*> device;  // empty, or one device pointer per sequence
   std::shared_ptr<void> hold;
+  // Sequence b's rows for the joint head.
+  HiddenRows rows(size_t b) const {
+    HiddenRows r(sequences.at(b).data());
+    if (!device.empty()) r.device = device.at(b);
+    return r;
+  }
 };
 
 // Peak working memory of a prefill of L tokens: h [L, hidden] + one layer's state at a time
@@ -90,8 +100,11 @@ class Backbone {
   // [starts[b], starts[b + 1]). Each sequence's rows equal forward() of it alone, up to the
   // accumulation order of products over more rows.
   Tensor forward_batch(std::span<const BackboneSequence> sequences, std::vector<int64_t>& starts) const;
-  // forward_batch with the hidden states in host memory, lent (no copy on a CPU backend).
-  LentHiddenStates forward_lent(std::span<const BackboneSequence> sequences) const;
+  // forward_batch with the hidden states lent: in host memory (no copy on a CPU backend), or
+  // with Lend::kDevice left in the backend's memory (for a head that reads them there; on a CPU
+  // backend the same as kHost).
+  enum class Lend { kHost, kDevice };
+  LentHiddenStates forward_lent(std::span<const BackboneSequence> sequences, Lend where = Lend::kHost) const;
 
   // Layer-by-layer stepping, for work that needs every sequence at one layer before the next
   // (AWQ calibration) or a check between layers (cancellation). forward() is start(),

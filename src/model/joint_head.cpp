@@ -135,10 +135,10 @@ HeadMemorySpec JointHead::memory_spec() const {
   return spec;
 }
 
-std::vector<std::vector<float>> JointHead::forward(const float* hidden, int64_t L, const std::vector<int32_t>& input_ids,
+std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L, const std::vector<int32_t>& input_ids,
                                                    const std::vector<HeadQuestion>& questions) const {
   check_inputs(L, input_ids, questions);
-  if (!hidden) throw Error(ErrorKind::kInternal, "joint head: no hidden states");
+  if (hidden.empty()) throw Error(ErrorKind::kInternal, "joint head: no hidden states");
   const JointHeadWeights& w = weights_;
   const int64_t H = w.config.hidden_size, W = w.config.width, heads = w.config.heads;
   const int64_t Q = static_cast<int64_t>(questions.size());

@@ -43,11 +43,12 @@ class JointHead {
   const JointHeadWeights& weights() const { return weights_; }
 
   // hidden: [L, hidden_size] final-normed backbone output of the whole record (media tokens
-  // included); input_ids: the record's L ids; questions: in request order, option spans in the
+  // included), in host memory or lent in the head backend's device memory (HiddenRows);
+  // input_ids: the record's L ids; questions: in request order, option spans in the
   // reference's option order. Returns per question the fp32 logits in option order.
   // Throws stave::Error(kInvalidRequest) for spans out of range or empty, a question without
   // options, option ids and spans of different counts, or ids outside the vocabulary.
-  std::vector<std::vector<float>> forward(const float* hidden, int64_t L, const std::vector<int32_t>& input_ids,
+  std::vector<std::vector<float>> forward(HiddenRows hidden, int64_t L, const std::vector<int32_t>& input_ids,
                                           const std::vector<HeadQuestion>& questions) const;
 
  private:

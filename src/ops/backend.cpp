@@ -50,6 +50,8 @@ Tensor Backend::to_device(const Tensor& host) const {
   return t;
 }
 
+Tensor Backend::host_staging(Tensor::Shape shape, DType dtype) const { return Tensor::host_empty(std::move(shape), dtype); }
+
 Tensor Backend::to_host(const Tensor& t) const {
   if (t.device() != device())
     throw Error(ErrorKind::kInternal, std::string("to_host on the ") + name() + " backend of " + t.describe());
@@ -174,7 +176,7 @@ void Backend::attention_dense(const AttentionShape& shape, const float* q, int64
   ref::attention_dense(shape, q, q_stride, q_rows, k, v, kv_stride, kv_rows, out, out_stride);
 }
 
-std::unique_ptr<HeadMemory> Backend::head_memory(const HeadMemorySpec& spec, const float* hidden, int64_t L) const {
+std::unique_ptr<HeadMemory> Backend::head_memory(const HeadMemorySpec& spec, HiddenRows hidden, int64_t L) const {
   return host_head_memory(*this, spec, hidden, L);
 }
 

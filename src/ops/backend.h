@@ -48,6 +48,10 @@ class Backend {
   virtual void copy(const Tensor& src, const Tensor& dst) const;
   // A host tensor in this backend's memory: the same tensor on a CPU backend (no copy).
   Tensor to_device(const Tensor& host) const;
+  // An uninitialised host tensor for data on its way to this backend (to_device): plain host
+  // memory by default; on a GPU, page-locked memory the backend reuses (no page faults on first
+  // touch, copies at the bus's rate). Its storage may be handed out again once released.
+  virtual Tensor host_staging(Tensor::Shape shape, DType dtype = DType::kF32) const;
   // A tensor of this backend as a host tensor: the same tensor on a CPU backend. A device
   // backend copies into host memory it may keep for reuse (page-locked on CUDA) and waits.
   virtual Tensor to_host(const Tensor& t) const;
@@ -148,8 +152,9 @@ class Backend {
   virtual void patch_embed(const LinearWeight& w, int64_t channels, const float* x, int64_t rows, float* y) const;
   // The joint head's work over all L rows (head_memory.h). The default runs on the host
   // (host_head_memory, with this backend's matmul_nt); a GPU backend keeps the memory resident.
-  // `hidden` [L, spec.hidden_size] and the spec's weights must outlive the returned object.
-  virtual std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, const float* hidden, int64_t L) const;
+  // `hidden` [L, spec.hidden_size] (host memory, or a GPU backend's own device memory) and the
+  // spec's weights must outlive the returned object.
+  virtual std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, HiddenRows hidden, int64_t L) const;
 };
 
 // fp32 reference kernels (never changes numerics; the oracle).

@@ -69,10 +69,13 @@ class HostHeadMemory final : public HeadMemory {
 
 }  // namespace
 
-std::unique_ptr<HeadMemory> host_head_memory(const Backend& backend, const HeadMemorySpec& spec, const float* hidden,
+std::unique_ptr<HeadMemory> host_head_memory(const Backend& backend, const HeadMemorySpec& spec, HiddenRows hidden,
                                              int64_t L) {
-  if (L <= 0 || !hidden) throw Error(ErrorKind::kInternal, "head memory: no hidden states");
-  return std::make_unique<HostHeadMemory>(backend, spec, hidden, L);
+  if (L <= 0 || hidden.empty()) throw Error(ErrorKind::kInternal, "head memory: no hidden states");
+  if (!hidden.host)
+    throw Error(ErrorKind::kInternal, "head memory: the hidden states are only in device memory, which the " +
+                                          std::string(backend.name()) + " backend's head cannot read");
+  return std::make_unique<HostHeadMemory>(backend, spec, hidden.host, L);
 }
 
 }  // namespace stave

@@ -41,6 +41,23 @@ struct HeadMemorySpec {
   std::vector<HeadMemoryAttention> attentions;  // routing layers, then decoder layers
 };
 
+// The backbone's final hidden states [L, hidden_size] as the head receives them: in host memory,
+// or in the memory of the GPU whose backend builds the head memory (a device backbone lends them
+// there, so the [L, hidden] rows never make the round trip through the host), or both. A plain
+// pointer is host memory.
+struct HiddenRows {
+  const float* host = nullptr;
+  const float* device = nullptr;
+  HiddenRows() = default;
+  HiddenRows(const float* host_rows) : host(host_rows) {}  // NOLINT(google-explicit-constructor)
+  static HiddenRows on_device(const float* device_rows) {
+    HiddenRows r;
+    r.device = device_rows;
+    return r;
+  }
+  bool empty() const { return !host && !device; }
+};
+
 class HeadMemory {
  public:
   virtual ~HeadMemory() = default;
@@ -54,8 +71,9 @@ class HeadMemory {
 
 // The host implementation: hidden states normalised with ref::layer_norm, the memory and the
 // key/value projections through `backend.matmul_nt`, the attention with ref::mha_attend.
-// `hidden` [L, hidden_size] and the spec's weights must outlive the returned object.
-std::unique_ptr<HeadMemory> host_head_memory(const Backend& backend, const HeadMemorySpec& spec, const float* hidden,
+// `hidden` [L, hidden_size] (host memory: hidden.host) and the spec's weights must outlive the
+// returned object; hidden states only on a device are an internal error here.
+std::unique_ptr<HeadMemory> host_head_memory(const Backend& backend, const HeadMemorySpec& spec, HiddenRows hidden,
                                              int64_t L);
 
 }  // namespace stave

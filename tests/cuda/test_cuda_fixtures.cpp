@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
 #include "backends/registry.h"
@@ -34,10 +35,24 @@ struct GpuBackbone {
       : backend(make_backend("cuda", p)), model(std::make_unique<Backbone>(rel, *backend)) {}
   ~GpuBackbone() { model.reset(); }  // before the backend its tensors live on
   std::vector<float> forward(std::span<const int32_t> ids) const { return model->forward(ids); }
-  std::vector<std::vector<float>> forward_batch(std::span<const BackboneSequence> seqs) const {
-    const LentHiddenStates lent = model->forward_lent(seqs);
+  std::vector<std::vector<float>> forward_batch(std::span<const BackboneSequence> seqs,
+                                                Backbone::Lend where = Backbone::Lend::kHost) const {
+    const LentHiddenStates lent = model->forward_lent(seqs, where);
     std::vector<std::vector<float>> out;
-    for (std::span<const float> rows : lent.sequences) out.emplace_back(rows.begin(), rows.end());
+    for (size_t b = 0; b < lent.sequences.size(); ++b) {
+      const std::span<const float> rows = lent.sequences[b];
+      if (where == Backbone::Lend::kHost) {
+        EXPECT_TRUE(lent.device.empty());
+        out.emplace_back(rows.begin(), rows.end());
+        continue;
+      }
+      EXPECT_TRUE(rows.empty()) << "lent on the device, nothing is in host memory";
+      out.emplace_back(seqs[b].ids.size() * static_cast<size_t>(model->hidden_size()));
+      if (!out.back().empty())
+        EXPECT_EQ(cudaMemcpy(out.back().data(), lent.device.at(b), out.back().size() * sizeof(float),
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+    }
     return out;
   }
 };
@@ -236,6 +251,13 @@ TEST_P(CudaFixtures, BatchedPrefillMatchesOneSequenceAtATime) {
     const GpuBackbone gpu(*rel, p);
     const auto batch = gpu.forward_batch(seqs);
     ASSERT_EQ(batch.size(), seqs.size());
+    // Lent on the device (as the engine does for a head on the GPU): the same rows.
+    const auto on_device = gpu.forward_batch(seqs, Backbone::Lend::kDevice);
+    ASSERT_EQ(on_device.size(), seqs.size());
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      ASSERT_EQ(on_device[b].size(), batch[b].size()) << b;
+      if (!batch[b].empty()) EXPECT_LE(test::rel_error(on_device[b], batch[b]), 1e-6) << "lent on the device, " << b;
+    }
     for (size_t b = 0; b < seqs.size(); ++b) {
       const auto one = gpu.forward(ids[b]);
       ASSERT_EQ(batch[b].size(), one.size()) << b;

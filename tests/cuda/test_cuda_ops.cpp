@@ -133,7 +133,8 @@ TEST(CudaOps, MatmulNtBothPrecisionsAndResidentWeights) {
 // The joint head's L-row work (ops/head_memory.h) on the GPU against the host oracle: the
 // normalised hidden rows, and every attention (routing layers over the normalised memory,
 // decoder layers over the raw one), asked in and out of order and twice, over memories from one
-// row to several score chunks long.
+// row to several score chunks long; the hidden states given in host memory and lent in device
+// memory by another backend (as a device backbone lends them).
 TEST(CudaOps, HeadMemoryMatchesHost) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -141,6 +142,7 @@ TEST(CudaOps, HeadMemoryMatchesHost) {
   keep.keep_matmul_weights = true;
   keep.attention_score_bytes = 4 * 1024;  // a few score rows: the queries run in many chunks
   const cuda::CudaBackend gpu(Precision::kFast, keep);
+  const cuda::CudaBackend lender(Precision::kFast);
   for (auto [H, W, heads] : {std::tuple<int64_t, int64_t, int64_t>{96, 64, 4}, {200, 48, 3}, {1024, 128, 8}}) {
     const auto ln_w = random_floats(rng, H, 0.5f, 1.5f), ln_b = random_floats(rng, H, -0.2f, 0.2f);
     const auto proj = random_floats(rng, W * H, -0.1f, 0.1f);
@@ -167,11 +169,17 @@ TEST(CudaOps, HeadMemoryMatchesHost) {
       at.attention = {W, heads, o.in_w.data(), o.in_b.data(), o.out_w.data(), o.out_b.data()};
       spec.attentions.push_back(at);
     }
-    for (int64_t L : {int64_t{1}, int64_t{37}, int64_t{300}}) {
-      SCOPED_TRACE(::testing::Message() << "H " << H << " W " << W << " heads " << heads << " L " << L);
+    for (auto [L, on_device] : {std::pair<int64_t, bool>{1, false}, {37, false}, {300, false}, {1, true},
+                                {37, true}, {300, true}}) {
+      SCOPED_TRACE(::testing::Message() << "H " << H << " W " << W << " heads " << heads << " L " << L
+                                        << (on_device ? " lent on the device" : " in host memory"));
       const auto hidden = random_floats(rng, L * H, -3.0f, 3.0f);
       const auto host = host_head_memory(reference_backend(), spec, hidden.data(), L);
-      const auto dev = gpu.head_memory(spec, hidden.data(), L);
+      Tensor staged = Tensor::host_empty({L, H});
+      std::copy(hidden.begin(), hidden.end(), staged.data<float>());
+      const Tensor lent = lender.to_device(staged);
+      lender.synchronize();
+      const auto dev = gpu.head_memory(spec, on_device ? HiddenRows::on_device(lent.data<float>()) : hidden.data(), L);
       const int64_t begin = L / 3, end = L;
       std::vector<float> want((end - begin) * H), got = poisoned((end - begin) * H);
       host->normed_hidden_rows(begin, end, want.data());

@@ -39,8 +39,9 @@ void check_on_gpu(const Tensor& t, const char* what) {
 
 }  // namespace
 
-// Page-locked host buffers for to_host, kept for reuse: a fresh pageable vector of the hidden
-// states costs ~95 ms of page faults at 8192 tokens (168 MB); these are touched once.
+// Page-locked host buffers for to_host and host_staging, kept for reuse: a fresh pageable vector
+// of the hidden states costs ~95 ms of page faults at 8192 tokens (168 MB); these are touched
+// once, and copies from and to them run at the bus's rate.
 class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
  public:
   ~PinnedPool() {
@@ -82,16 +83,31 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   void give_back(void* p, size_t bytes) {
     std::lock_guard lock(mutex_);
     free_.emplace_back(bytes, p);
-    // At most four idle buffers: the largest ones are freed first when there are more.
+    // At most four idle buffers: the longest idle go first. (Freeing the largest first would
+    // free the very buffers a forward of the same length takes again — its rows, RoPE tables
+    // and hidden states come back together — and page-lock them anew every time.)
     while (free_.size() > 4) {
-      auto largest = std::max_element(free_.begin(), free_.end());
-      cudaFreeHost(largest->second);
-      free_.erase(largest);
+      cudaFreeHost(free_.front().second);
+      free_.erase(free_.begin());
     }
   }
   std::mutex mutex_;
-  std::vector<std::pair<size_t, void*>> free_;
+  std::vector<std::pair<size_t, void*>> free_;  // in the order they came back
 };
+
+namespace {
+
+// Whether `p` is page-locked host memory (cudaMallocHost / cudaHostRegister).
+bool page_locked(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // not a pointer CUDA knows: pageable
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
 
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
@@ -132,10 +148,19 @@ void CudaBackend::fill_zero(const Tensor& t) const {
 }
 
 // A copy from pageable host memory is staged before cudaMemcpyAsync returns, so the caller may
-// reuse its buffer at once; the kernels after it on the stream see the data.
+// reuse its buffer at once; the kernels after it on the stream see the data. One from
+// page-locked memory (host_staging) runs later, from the buffer itself: it is waited for, so the
+// same holds.
 void CudaBackend::copy_from_host(const void* host, const Tensor& dst) const {
   check_on_gpu(dst, "copy_from_host");
-  if (dst.bytes()) STAVE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), host, dst.bytes(), cudaMemcpyHostToDevice, ctx_->stream()));
+  if (!dst.bytes()) return;
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), host, dst.bytes(), cudaMemcpyHostToDevice, ctx_->stream()));
+  if (page_locked(host)) ctx_->synchronize();
+}
+
+Tensor CudaBackend::host_staging(Tensor::Shape shape, DType dtype) const {
+  Tensor probe(nullptr, nullptr, shape, dtype, Device::kCpu);
+  return pinned_->take(std::move(shape), dtype, probe.bytes());
 }
 
 void CudaBackend::copy_to_host(const Tensor& src, void* host) const {

@@ -4,7 +4,7 @@
 // their kernels (src/backends/cuda/device_ops.h) on one stream without waiting; only to_host
 // and copy_to_host wait. Linear weights are uploaded once (prepare, or on first use) and stay
 // resident (MXFP4 packed). The head ops (matmul_nt, head_memory) take host memory, as the
-// Backend interface says, and copy.
+// Backend interface says, and copy; head_memory also reads hidden states lent in device memory.
 #pragma once
 #include <memory>
 #include <map>
@@ -45,6 +45,7 @@ class CudaBackend : public Backend {
   void copy_to_host(const Tensor& src, void* host) const override;
   void copy(const Tensor& src, const Tensor& dst) const override;
   Tensor to_host(const Tensor& t) const override;
+  Tensor host_staging(Tensor::Shape shape, DType dtype = DType::kF32) const override;
   void synchronize() const override;
   void prepare(const LinearWeight& w) const override;
 
@@ -83,7 +84,7 @@ class CudaBackend : public Backend {
                  float* y) const override;
   // Fast precision with keep_matmul_weights: the memory, its projections and attentions stay on
   // the GPU (cuda_head_memory.cpp); otherwise the host implementation over this backend's ops.
-  std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, const float* hidden,
+  std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, HiddenRows hidden,
                                           int64_t L) const override;
 
  private:

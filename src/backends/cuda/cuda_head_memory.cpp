@@ -3,11 +3,15 @@
 // the device; each routing / decoder attention then projects its keys and values there, attends
 // there and sends back only its [rows, width] output. Before this, every layer moved the memory
 // to the GPU and its keys and values back (24 MB per layer at 2048 tokens) and attended on the
-// CPU. The weights stay resident (CudaBackend::resident_matrix).
+// CPU. The weights stay resident (CudaBackend::resident_matrix). Hidden states lent in device
+// memory (a device backbone's, HiddenRows::device) are read where they are: only the few span
+// rows the head averages come down, the [L, hidden] rows make no round trip through the host.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_ops.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
@@ -16,7 +20,7 @@ namespace stave::cuda {
 
 class CudaHeadMemory final : public HeadMemory {
  public:
-  CudaHeadMemory(const CudaBackend& backend, const HeadMemorySpec& spec, const float* hidden, int64_t L)
+  CudaHeadMemory(const CudaBackend& backend, const HeadMemorySpec& spec, HiddenRows hidden, int64_t L)
       : b_(backend), spec_(spec), hidden_(hidden), L_(L) {
     const int64_t H = spec.hidden_size, W = spec.width;
     std::lock_guard lock(b_.mutex_);
@@ -25,24 +29,41 @@ class CudaHeadMemory final : public HeadMemory {
     const float* beta = b_.resident_matrix(spec.hidden_norm.bias, nullptr, 1, H).first;
     const float* wm = b_.resident_matrix(spec.memory_projection, nullptr, W, H).first;
     memory_.resize(static_cast<size_t>(L * W) * sizeof(float));
-    // The hidden states go up in row chunks (a 64k-token record is 1.3 GB at H = 5120).
+    // The normalised hidden states in row chunks (a 64k-token record is 1.3 GB at H = 5120);
+    // host rows go up chunk by chunk.
     const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / (H * static_cast<int64_t>(sizeof(float))), 1, L);
     DeviceBuffer rows;
+    rows.reserve(static_cast<size_t>(std::min(chunk, L) * H) * sizeof(float));
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
       const int64_t n = std::min(chunk, L - r0);
-      ctx.synchronize();  // the previous chunk's kernels are done with `rows`
-      rows.upload(hidden + r0 * H, static_cast<size_t>(n * H) * sizeof(float));
-      dev::layer_norm(rows.as<float>(), n, H, gamma, beta, spec.hidden_norm.eps, rows.as<float>(), ctx.stream());
+      const float* source = hidden.device ? hidden.device + r0 * H : rows.as<float>();
+      if (!hidden.device) {
+        ctx.synchronize();  // the previous chunk's kernels are done with `rows`
+        rows.upload(hidden.host + r0 * H, static_cast<size_t>(n * H) * sizeof(float));
+      }
+      dev::layer_norm(source, n, H, gamma, beta, spec.hidden_norm.eps, rows.as<float>(), ctx.stream());
       dev::matmul_nt(ctx, rows.as<float>(), n, H, wm, W, nullptr, memory_.as<float>() + r0 * W);
     }
     ctx.synchronize();
   }
 
-  // The few span rows the head averages: on the host, from the hidden states it still holds.
+  // The few span rows the head averages: normalised on the host (the reference LayerNorm), from
+  // the host rows, or from those rows brought down from the device.
   void normed_hidden_rows(int64_t begin, int64_t end, float* out) const override {
     const int64_t H = spec_.hidden_size;
-    ref::layer_norm(hidden_ + begin * H, end - begin, H, spec_.hidden_norm.weight, spec_.hidden_norm.bias,
-                    spec_.hidden_norm.eps, out);
+    const float* rows = hidden_.host ? hidden_.host + begin * H : nullptr;
+    std::vector<float> fetched;
+    if (!rows) {
+      fetched.resize(static_cast<size_t>((end - begin) * H));
+      std::lock_guard lock(b_.mutex_);
+      GpuContext& ctx = *b_.ctx_;
+      STAVE_CUDA_CHECK(cudaMemcpyAsync(fetched.data(), hidden_.device + begin * H, fetched.size() * sizeof(float),
+                                       cudaMemcpyDeviceToHost, ctx.stream()));
+      ctx.synchronize();
+      rows = fetched.data();
+    }
+    ref::layer_norm(rows, end - begin, H, spec_.hidden_norm.weight, spec_.hidden_norm.bias, spec_.hidden_norm.eps,
+                    out);
   }
 
   void attend(size_t a, const float* query, int64_t rows, float* out) const override {
@@ -93,7 +114,7 @@ class CudaHeadMemory final : public HeadMemory {
  private:
   const CudaBackend& b_;
   HeadMemorySpec spec_;
-  const float* hidden_;
+  HiddenRows hidden_;
   int64_t L_;
   DeviceBuffer memory_;  // [L, W]
   // Per-attention scratch, reused: the normalised memory, keys and values [L, W]; the queries,
@@ -101,10 +122,10 @@ class CudaHeadMemory final : public HeadMemory {
   mutable DeviceBuffer normed_, keys_, values_, query_, projected_, context_, result_;
 };
 
-std::unique_ptr<HeadMemory> CudaBackend::head_memory(const HeadMemorySpec& spec, const float* hidden,
+std::unique_ptr<HeadMemory> CudaBackend::head_memory(const HeadMemorySpec& spec, HiddenRows hidden,
                                                      int64_t L) const {
   if (precision_ == Precision::kExact || !options_.keep_matmul_weights) return Backend::head_memory(spec, hidden, L);
-  if (L <= 0 || !hidden) throw Error(ErrorKind::kInternal, "head memory: no hidden states");
+  if (L <= 0 || hidden.empty()) throw Error(ErrorKind::kInternal, "head memory: no hidden states");
   return std::make_unique<CudaHeadMemory>(*this, spec, hidden, L);
 }
 
