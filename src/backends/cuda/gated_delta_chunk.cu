@@ -17,14 +17,15 @@
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
 // 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
 // 48 heads, ~670 MB at 8192, from the stream-ordered pool.
-// Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 56 registers, 72,192 B shared
-// (three blocks per SM); state 61 registers, 104,960 B; out 76 registers, 96,512 B (two each).
+// Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 56 registers, 72,448 B shared
+// (three blocks per SM); state 62 registers, 104,960 B; out 68 registers, 96,512 B (two each).
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <mma.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -98,6 +99,20 @@ constexpr int kLdF = kBV + 4; // fp32 [·][32] (the sequential pass)
 
 // 16-byte asynchronous copy global → shared (both 16-byte aligned).
 __device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_async(dst, src, 16); }
+
+// Four fp32 values as four BF16 (round to nearest even, as __float2bfloat16) at an 8-byte
+// aligned address: one store instead of four.
+__device__ inline void store_bf16x4(bf16* dst, float4 x) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+  uint2 packed;
+  packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+  packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = packed;
+}
+
+__device__ inline bool aligned16(const void* p, int64_t stride_floats) {
+  return ((reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(stride_floats) * sizeof(float)) & 15) == 0;
+}
 
 // Starts the copy of the k̂ (or q̂) rows t0 … t0+len−1 of k head kh into dst [64][kLdB]; rows
 // past len are zeroed. The caller commits and waits.
@@ -174,7 +189,7 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
 // over Tf once T is copied.
 constexpr int kLdWst = 16 + 4;  // fp32 [16][20]: a warp's W tile on its way to BF16
 constexpr size_t kWuSmem = 2 * kC * kLdB * sizeof(bf16) + kC * kLdA * sizeof(float) + kC * kC * sizeof(float) +
-                           3 * kTb * kTb * sizeof(float) + 2 * kC * sizeof(float);
+                           3 * kTb * kTb * sizeof(float) + 3 * kC * sizeof(float);
 static_assert(kC * kLdT * sizeof(bf16) <= kC * kLdA * sizeof(float), "Tb fits over Af");
 static_assert((kWuThreads / 32) * 16 * kLdWst * sizeof(float) <= kC * kC * sizeof(float), "W's staging fits over Tf");
 
@@ -190,6 +205,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   float* X = Tf + kC * kC;                                 // [3][16][16] the inverse's scratch
   float* gc = X + 3 * kTb * kTb;                           // [64] G
   float* bt = gc + kC;                                     // [64] β
+  float* ex = bt + kC;                                     // [64] exp(G)
   bf16* Tb = reinterpret_cast<bf16*>(Af);                  // [64][kLdT] T in BF16, over Af
   const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
@@ -205,14 +221,38 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
     gc[tid] = tid < len ? g[(t0 + tid) * n_v + h] : 0.0f;
   }
   __syncthreads();
-  if (tid == 0) {
-    float run = 0.0f;
-    for (int i = 0; i < kC; ++i) gc[i] = run += gc[i];
+  if (warp == 0) {  // G: the inclusive prefix sum of the 64 gates (two per lane, then across the warp), and exp(G)
+    const int lane = tid;
+    const float first = gc[2 * lane], pair = first + gc[2 * lane + 1];
+    float run = pair;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float n = __shfl_up_sync(0xffffffffu, run, o);
+      if (lane >= o) run += n;
+    }
+    gc[2 * lane] = (run - pair) + first;
+    gc[2 * lane + 1] = run;
+    ex[2 * lane] = __expf(gc[2 * lane]);
+    ex[2 * lane + 1] = __expf(run);
   }
-  for (int e = tid; e < kC * kD; e += kWuThreads) {
-    const int r = e / kD, a = e % kD;
-    Vs[r * kLdB + a] =
-        __float2bfloat16(r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f);
+  // β v in BF16: four values per step where the rows are 16-byte aligned (the packed projection's).
+  if (aligned16(v, stride)) {
+    for (int e = tid; e < kC * kD / 4; e += kWuThreads) {
+      const int r = e / (kD / 4), a = 4 * (e % (kD / 4));
+      float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (r < len) {
+        x = *reinterpret_cast<const float4*>(v + (t0 + r) * stride + static_cast<int64_t>(h) * kD + a);
+        const float b = bt[r];
+        x = make_float4(x.x * b, x.y * b, x.z * b, x.w * b);
+      }
+      store_bf16x4(Vs + r * kLdB + a, x);
+    }
+  } else {
+    for (int e = tid; e < kC * kD; e += kWuThreads) {
+      const int r = e / kD, a = e % kD;
+      Vs[r * kLdB + a] =
+          __float2bfloat16(r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f);
+    }
   }
   __pipeline_wait_prior(0);
   __syncthreads();
@@ -239,11 +279,16 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   }
   __syncthreads();
   invert_unit_lower(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
-  for (int e = tid; e < kC * kC; e += kWuThreads) Tb[(e / kC) * kLdT + e % kC] = __float2bfloat16(Tf[e]);
-  for (int e = tid; e < kC * kD; e += kWuThreads) {
-    const int r = e / kD, a = e % kD;
-    bf16& x = Ks[r * kLdB + a];
-    x = __float2bfloat16(__bfloat162float(x) * bt[r] * __expf(gc[r]));
+  for (int e = tid; e < kC * kC / 2; e += kWuThreads) {
+    const float2 t = reinterpret_cast<const float2*>(Tf)[e];
+    *reinterpret_cast<__nv_bfloat162*>(Tb + (2 * e / kC) * kLdT + 2 * e % kC) = __floats2bfloat162_rn(t.x, t.y);
+  }
+  for (int e = tid; e < kC * kD / 2; e += kWuThreads) {
+    const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
+    __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Ks + r * kLdB + a);
+    const float2 k = __bfloat1622float2(*x);
+    const float b = bt[r], eg = ex[r];
+    *x = __floats2bfloat162_rn(k.x * b * eg, k.y * b * eg);
   }
   __syncthreads();
   // W = T (β k̂ exp(G)), U = T (β v): 4 × 8 output tiles; T's blocks above the diagonal are 0.
@@ -281,7 +326,8 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
 // 3. The sequential pass: block (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
 // k̂ rows and G are copied into the second of two buffers (cp.async) as soon as chunk i starts,
 // its W and U slice once chunk i's v_new is formed, so both copies overlap the chunk's products
-// and the chain of chunks waits on memory as little as the pass allows.
+// and the chain of chunks waits on memory as little as the pass allows. (Asking L2 for chunk
+// i+2's operands when chunk i starts was tried: no faster, 2026-12-05.)
 // The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
 // so k̂ is copied as stored.
 constexpr int kStateThreads = 256;  // 8 warps: one v_new tile, two state tiles each
@@ -364,11 +410,11 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     }
     const float g_last = gc[len - 1];
     bf16* sc = Sc + slot * kD * kD;
-    for (int e = tid; e < kD * kBV; e += kStateThreads) {
-      const int a = e / kBV, c = e % kBV;
-      const bf16 x = __float2bfloat16(S[a * kLdF + c]);
-      Sb[a * kLdSb + c] = x;
-      sc[a * kD + col0 + c] = x;
+    for (int e = tid; e < kD * kBV / 4; e += kStateThreads) {
+      const int a = e / (kBV / 4), c = 4 * (e % (kBV / 4));
+      const float4 x = *reinterpret_cast<const float4*>(S + a * kLdF + c);
+      store_bf16x4(Sb + a * kLdSb + c, x);
+      store_bf16x4(sc + a * kD + col0 + c, x);
     }
     __syncthreads();
     // v_new = U − W S_c: 4 × 2 tiles, K = 128.
@@ -390,11 +436,12 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     __syncthreads();  // W and U are read: the next chunk's may come
     if (ci + 1 < c_end) fetch_wu(W, U, slot + n_v, col0, Wb, Ub, tid);
     bf16* vn = vnew + slot * kC * kD;
-    for (int e = tid; e < kC * kBV; e += kStateThreads) {
-      const int r = e / kBV, c = e % kBV;
-      const float x = Vn[r * kLdF + c];
-      vn[r * kD + col0 + c] = __float2bfloat16(x);
-      Vb[r * kLdSb + c] = __float2bfloat16(x * __expf(g_last - gc[r]));
+    for (int e = tid; e < kC * kBV / 4; e += kStateThreads) {
+      const int r = e / (kBV / 4), c = 4 * (e % (kBV / 4));
+      const float4 x = *reinterpret_cast<const float4*>(Vn + r * kLdF + c);
+      const float d = __expf(g_last - gc[r]);
+      store_bf16x4(vn + r * kD + col0 + c, x);
+      store_bf16x4(Vb + r * kLdSb + c, make_float4(x.x * d, x.y * d, x.z * d, x.w * d));
     }
     __syncthreads();
     // S ← exp(G_last) S + k̂ᵀ Vb: 8 × 2 tiles, K = 64 (k̂ᵀ read column-major from Kb).
@@ -479,10 +526,12 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     const int i = e / kC, j = e % kC;
     P[i * kLdT + j] = __float2bfloat16(j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f);
   }
-  for (int e = tid; e < kC * kD; e += kOutThreads) {
-    const int r = e / kD, a = e % kD;
-    bf16& x = Qs[r * kLdB + a];
-    x = __float2bfloat16(__bfloat162float(x) * __expf(gc[r]));
+  for (int e = tid; e < kC * kD / 2; e += kOutThreads) {
+    const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
+    __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Qs + r * kLdB + a);
+    const float2 q = __bfloat1622float2(*x);
+    const float eg = __expf(gc[r]);
+    *x = __floats2bfloat162_rn(q.x * eg, q.y * eg);
   }
   __pipeline_wait_prior(0);
   __syncthreads();
@@ -518,8 +567,16 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   }
   __syncthreads();
   const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
-  for (int e = tid; e < len * kD; e += kOutThreads)
-    out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[(e / kD) * kLdO + e % kD];
+  if (aligned16(out, row_stride)) {
+    for (int e = tid; e < len * kD / 4; e += kOutThreads) {
+      const int r = e / (kD / 4), c = 4 * (e % (kD / 4));
+      *reinterpret_cast<float4*>(out + (t0 + r) * row_stride + static_cast<int64_t>(h) * kD + c) =
+          *reinterpret_cast<const float4*>(O + r * kLdO + c);
+    }
+  } else {
+    for (int e = tid; e < len * kD; e += kOutThreads)
+      out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[(e / kD) * kLdO + e % kD];
+  }
 }
 
 // One stream-ordered allocation carved into the scratch arrays (256-byte aligned each).
