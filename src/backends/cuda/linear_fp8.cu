@@ -307,9 +307,21 @@ struct Fp8Plan {
   bool ok = true;  // false: cuBLASLt offers no FP8 GEMM of this shape (the BF16 path runs)
 };
 
+// STAVE_CUDA_FP8_ACCUM: "promote" (the default: cuBLASLt carries the FP8 products' partial sums
+// into fp32 as it goes) or "fast" (CUBLASLT_MATMUL_DESC_FAST_ACCUM: the sums stay in the tensor
+// cores' own accumulator for the whole K; faster, fewer bits). An experiment's switch: the fast
+// form is not the default until the fixture decisions and the fidelity rule are measured with it.
+static bool fast_accumulation_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_FP8_ACCUM");
+  if (!e || !*e || std::string_view(e) == "promote") return false;
+  if (std::string_view(e) == "fast") return true;
+  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FP8_ACCUM is '") + e + "': expected 'promote' or 'fast'");
+}
+
 struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
+  bool fast_accumulation = fast_accumulation_from_env();
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
 
   Fp8Gemm() {
@@ -336,6 +348,10 @@ struct Fp8Gemm {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (fast_accumulation) {
+      const int8_t fast = 1;
+      STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    }
     if (scaled) {
       const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
       if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)) !=
