@@ -32,6 +32,7 @@ namespace {
 struct EvalArgs {
   std::string model, against;
   std::string precision = "exact", against_precision = "exact";
+  std::string device = "cpu", against_device;  // against_device empty: the same as device
   int threads = 0;
   int64_t max_length = 16384;
   std::vector<std::string> requests;
@@ -57,11 +58,12 @@ struct TextPerplexity {
   double mean_nll = 0, ppl = 0;
 };
 
-TextPerplexity text_perplexity(const std::string& model, Precision precision, int threads, const std::string& text,
-                               const EvalArgs& a) {
+TextPerplexity text_perplexity(const std::string& model, Precision precision, const std::string& device, int threads,
+                               const std::string& text, const EvalArgs& a) {
   EngineOptions eo;
   eo.model = model;
   eo.precision = precision;
+  eo.device = device;
   eo.threads = threads;
   const auto lm = LanguageModel::load(eo);
   const std::vector<int32_t> ids = lm->tokenize(text);
@@ -224,6 +226,7 @@ int run(const EvalArgs& a) {
   auto p = parse_precision(a.precision);
   auto q = parse_precision(a.against_precision);
   if (!p || !q) return print_error_json("--precision and --against-precision must be exact or fast");
+  const std::string against_device = a.against_device.empty() ? a.device : a.against_device;
   if (a.data.empty() && a.requests.empty() && a.perplexity.empty())
     return print_error_json("give --data FILE.jsonl, --perplexity FILE.txt, or request files");
   if (!a.requests.empty() && (!a.data.empty() || !a.perplexity.empty()))
@@ -236,8 +239,8 @@ int run(const EvalArgs& a) {
   std::optional<TextPerplexity> ppl_model, ppl_against;
   if (!a.perplexity.empty()) {
     const std::string text = read_file(a.perplexity);
-    ppl_model = text_perplexity(a.model, *p, a.threads, text, a);
-    if (!a.against.empty()) ppl_against = text_perplexity(a.against, *q, a.threads, text, a);
+    ppl_model = text_perplexity(a.model, *p, a.device, a.threads, text, a);
+    if (!a.against.empty()) ppl_against = text_perplexity(a.against, *q, against_device, a.threads, text, a);
   }
   const TextPerplexity* against_ppl = ppl_against ? &*ppl_against : nullptr;
   auto add_perplexity = [&](nlohmann::ordered_json* j) {
@@ -257,9 +260,10 @@ int run(const EvalArgs& a) {
   }
   DecideOptions d;
   d.max_length = a.max_length;
-  auto candidate = Engine::load({.model = a.model, .precision = *p, .threads = a.threads});
+  auto candidate = Engine::load({.model = a.model, .precision = *p, .threads = a.threads, .device = a.device});
   std::unique_ptr<Engine> baseline;
-  if (!a.against.empty()) baseline = Engine::load({.model = a.against, .precision = *q, .threads = a.threads});
+  if (!a.against.empty())
+    baseline = Engine::load({.model = a.against, .precision = *q, .threads = a.threads, .device = against_device});
   if (a.data.empty()) return run_requests(a, *candidate, *baseline, d);
   return run_data(a, *candidate, baseline.get(), d, add_perplexity);
 }
@@ -273,6 +277,9 @@ Register reg{{"eval", "Accuracy on labelled data, and how far a model's decision
                 sub.add_option("--against-precision", a->against_precision, "exact or fast, for --against")
                     ->capture_default_str();
                 sub.add_option("--threads", a->threads, "CPU threads (0: all)")->check(in_range(0, 4096));
+                sub.add_option("--device", a->device, "where --model's backbone runs: cpu, or cuda (builds with CUDA)")
+                    ->capture_default_str();
+                sub.add_option("--against-device", a->against_device, "where --against's runs (default: --device)");
                 sub.add_option("--max-length", a->max_length, "token budget per request")
                     ->capture_default_str()
                     ->check(in_range(1));

@@ -106,7 +106,7 @@ class GenerationScheduler;
 
 class LanguageModel {
  public:
-  // options.model, precision and threads are used; device must be "cpu".
+  // options.model, precision, threads and device ("cpu", or "cuda" in builds with CUDA) are used.
   static std::unique_ptr<LanguageModel> load(const EngineOptions& options);
   ~LanguageModel();
   LanguageModel(const LanguageModel&) = delete;

@@ -48,4 +48,11 @@ st=$?
 grep -q 'not one window of --ctx 64' <<<"$out" || fail "short text message: $out"
 out=$("$stave" eval --model "$mxfp4" --perplexity "$tmp/t.txt" --ctx 1 2>&1)
 [ $? -eq 2 ] || fail "--ctx 1 accepted: $out"
+# --device / --against-device: a device the build does not know is refused by name, for either side.
+out=$("$stave" eval --model "$mxfp4" --against "$bf16" --device nowhere "$fixtures/public/cases/000-docs-example" 2>&1)
+[ $? -eq 2 ] || fail "--device nowhere accepted: $out"
+grep -q 'not \\"nowhere\\"' <<<"$out" || fail "--device message: $out"
+out=$("$stave" eval --model "$mxfp4" --against "$bf16" --against-device nowhere "$fixtures/public/cases/000-docs-example" 2>&1)
+[ $? -eq 2 ] || fail "--against-device nowhere accepted: $out"
+grep -q 'not \\"nowhere\\"' <<<"$out" || fail "--against-device message: $out"
 finish eval_perplexity
