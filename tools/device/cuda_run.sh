@@ -14,6 +14,13 @@
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
+#   "fidelity": the MXFP4 fast-precision rule at full width on the GPU (docs/eval.md): a 4-layer
+#   clef-flash-9b BF16 synth and its `stave quantize` MXFP4, then `stave eval --per-request
+#   --device cuda` over FID_REQUESTS (default: the public fixture cases, the example requests and
+#   the short-noul records) — MXFP4 vs BF16 (fast), and MXFP4 fast vs exact with the fast path as
+#   shipped, with every kernel at its wider form (FP8 → BF16 products, chunked BF16 delta rule →
+#   fp32 recurrence, BF16 → 3xTF32 flash attention), and with one kernel at a time back to fast.
+#   FID_VARIANTS narrows the variants (names: default wide fp8 chunk bf16attn).
 set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 # The folder pack_cuda.sh filled (OUT_DIR/payload); bin.tar.xz is unpacked once beside it.
@@ -133,6 +140,43 @@ fi
 if [[ " $steps " == *" torch "* ]]; then
   timeout "${TORCH_TIMEOUT:-200}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
     "$rel" 2>&1 | tail -15 | tee "$OUT/torch.txt"
+fi
+if [[ " $steps " == *" fidelity "* ]]; then
+  fid=$work/fidelity
+  if [ ! -f $fid/mxfp4/config.json ]; then
+    rm -rf $fid && mkdir -p $fid
+    "$bin/stave" synth --preset clef-flash-9b --layers 4 --format bf16 --out $fid/bf16 \
+      --tokenizer $fx/public/model-bf16/tokenizer.json 2>&1 | tail -1 | tee "$OUT/fidelity_models.txt"
+    "$bin/stave" quantize --in $fid/bf16 --out $fid/mxfp4 --no-progress 2>&1 | tail -1 | tee -a "$OUT/fidelity_models.txt"
+  fi
+  requests=${FID_REQUESTS:-}
+  if [ -z "$requests" ]; then
+    mkdir -p $fid/requests
+    cp -r $fx/public/cases $fid/requests/ && cp examples/requests/support-ticket.json examples/requests/batch.jsonl $fid/requests/
+    "$bin/jq" -c '.request' examples/eval/short-noul.jsonl > $fid/requests/noul.jsonl
+    requests=$fid/requests
+  fi
+  fid_eval() {  # NAME AGAINST AGAINST_PRECISION [VAR=VALUE ...]: one comparison, its summary in $OUT
+    local name=$1 against=$2 against_precision=$3
+    shift 3
+    env "$@" timeout "${FID_TIMEOUT:-200}" "$bin/stave" eval --per-request --device cuda --threads "$(nproc)" \
+      --model $fid/mxfp4 --precision fast --against "$against" --against-precision "$against_precision" \
+      --summary-json "$OUT/fidelity_$name.json" $requests > "$OUT/fidelity_$name.txt" 2>&1
+    echo "$name: $(grep -o '"mean_max_abs_dp": [0-9.e-]*' "$OUT/fidelity_$name.json" 2>/dev/null)" \
+      "$(grep -o '"top_agreements": [0-9]*' "$OUT/fidelity_$name.json" 2>/dev/null)" | tee -a "$OUT/fidelity.txt"
+  }
+  wide=(STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash)
+  for v in ${FID_VARIANTS:-quant default wide fp8 chunk bf16attn}; do
+    case $v in
+      quant) fid_eval quant $fid/bf16 fast ;;  # what MXFP4 itself adds (the rule's denominator)
+      default) fid_eval default $fid/mxfp4 exact ;;
+      wide) fid_eval wide $fid/mxfp4 exact "${wide[@]}" ;;
+      fp8) fid_eval fp8 $fid/mxfp4 exact STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash ;;
+      chunk) fid_eval chunk $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_ATTENTION=flash ;;
+      bf16attn) fid_eval bf16attn $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent ;;
+      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 chunk bf16attn)" >&2 ;;
+    esac
+  done
 fi
 # STEPS=attention: the fast attention kernels side by side at the 27B / 9B shapes.
 if [[ " $steps " == *" attention "* ]]; then
