@@ -34,5 +34,10 @@ for small_m in mxfp4 off; do
   STAVE_CUDA_SMALL_M=$small_m "${suite:-$bin}/stave_tests" \
     --gtest_filter='Devices/BackendOps.LinearEveryFormat/cuda_fast:Devices/*mxfp4_cuda_fast*' || status=1
 done
+# The chunked delta rule's register pass (STAVE_CUDA_DELTA=chunk-registers, an experiment beside
+# the default pass) under the op suite's delta-rule cases and the fast-precision model suites.
+echo "== again with STAVE_CUDA_DELTA=chunk-registers"
+STAVE_CUDA_DELTA=chunk-registers "${suite:-$bin}/stave_tests" \
+  --gtest_filter='Devices/BackendOps.GatedDelta*cuda_fast*:Devices/*cuda_fast*' || status=1
 "$bin/stave_cuda_tests" "$@" || status=1
 exit $status

@@ -11,14 +11,17 @@
 //                W = T (β k̂ ⊙ exp(G)) (BF16), U = T (β v) (fp32) → scratch [chunk, n_v, 64, 128].
 //   3. state:    per (sequence, head, 32 state columns), the chunks in order:
 //                S_c = S (BF16 scratch); v_new = U − W S;  S ← exp(G_last) S + (k̂ ⊙ exp(G_last − G))ᵀ v_new.
-//                The final S goes back to the caller's state.
+//                The final S goes back to the caller's state. (3b, STAVE_CUDA_DELTA=chunk-registers,
+//                an experiment: the same pass with the state in registers, U, S_c and v_new
+//                transposed in scratch.)
 //   4. out:      per (chunk, head): O = (q̂ ⊙ exp(G)) S_c + (q̂ k̂ᵀ ⊙ causal(incl. diagonal) ⊙ exp(Gᵢ − Gⱼ)) v_new.
 // Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
 // 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
 // 48 heads, ~670 MB at 8192, from the stream-ordered pool.
 // Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 56 registers, 72,448 B shared
-// (three blocks per SM); state 62 registers, 104,960 B; out 68 registers, 96,512 B (two each).
+// (three blocks per SM); state 62 registers, 104,960 B; out 68 registers, 96,512 B (two each);
+// the register pass (3b) 198 registers, 70,144 B, two warps per block.
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <mma.h>
@@ -193,6 +196,8 @@ constexpr size_t kWuSmem = 2 * kC * kLdB * sizeof(bf16) + kC * kLdA * sizeof(flo
 static_assert(kC * kLdT * sizeof(bf16) <= kC * kLdA * sizeof(float), "Tb fits over Af");
 static_assert((kWuThreads / 32) * 16 * kLdWst * sizeof(float) <= kC * kC * sizeof(float), "W's staging fits over Tf");
 
+// kUt: U goes out transposed, [d_v][64] per (chunk, head), for the register pass (3b).
+template <bool kUt>
 __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const float* v, int64_t stride,
                                                         const float* g, const float* beta, int64_t tokens,
                                                         const int* table, int nc, int n_k, int n_v, float* gcum,
@@ -312,7 +317,10 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
       wmma::mma_sync(u, a, b, u);
     }
     wmma::store_matrix_sync(Wst, w, kLdWst, wmma::mem_row_major);
-    wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
+    if constexpr (kUt)
+      wmma::store_matrix_sync(Uc + tn * 16 * kC + ti * 16, u, kC, wmma::mem_col_major);
+    else
+      wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
     __syncwarp();
     // 16 rows of 16: lane l writes row l / 2, columns 8 (l % 2) … +7, as four BF16 pairs.
     const int r = lane / 2, c0 = 8 * (lane % 2);
@@ -467,20 +475,217 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
   for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[(e / kBV) * kLdF + e % kBV];
 }
 
+// 3b. The sequential pass with the state in registers (STAVE_CUDA_DELTA=chunk-registers: an
+// experiment until it has run on a GPU; the default is the pass above). Block (v head, 32 state
+// columns, sequence); 2 warps, each 16 state columns for all 128 rows of d_k. Each warp keeps its slice of the state transposed, Sᵀ
+// [16 columns][128], in registers as mma.sync m16n8k16 accumulators for the whole sequence
+// (fla's chunk_gated_delta_rule_fwd_kernel_h keeps its state on chip the same way), so a chunk
+// is two runs of tensor-core products with one barrier between chunks:
+//   v_newᵀ = Uᵀ − Sᵀ Wᵀ            (A = −Sᵀ in BF16, straight from the accumulators: two n8
+//                                   tiles of an accumulator are one k16 A fragment)
+//   Sᵀ ← exp(G_last) Sᵀ + (v_new ⊙ exp(G_last − G))ᵀ k̂
+//                                  (A = that product's accumulators again, in BF16)
+// W and k̂ come through shared memory (ldmatrix; k̂ transposed), double-buffered by chunk with
+// cp.async: chunk i+1's copy starts when chunk i does. The state at each chunk's start goes out
+// in BF16 as Sᵀ (S_cᵀ [d_v][d_k]) and v_new as v_newᵀ [d_v][64] for the output kernel; U comes
+// in as Uᵀ [d_v][64] (the transform writes it so). The decay of the update is applied to
+// v_new's columns (k̂ᵀ diag(exp(G_last − G)) v_new), so k̂ is copied as stored.
+constexpr int kRegWarps = 2;  // 2: 192 blocks for the 27B's 48 heads (4: 96, fewer than the SMs)
+constexpr int kRegThreads = 32 * kRegWarps;
+constexpr int kRegCols = 16 * kRegWarps;  // state columns per block
+constexpr size_t kRegSmem = 4 * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float);
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// d += a · b, m16n8k16, BF16 operands, fp32 accumulators.
+__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len) and G into one buffer set.
+__device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const float* gcum, int64_t slot, int64_t t0,
+                                         int len, int n_k, int kh, bf16* Wb, bf16* Kb, float* gc, int tid) {
+  const bf16* w = W + slot * kC * kD;
+  for (int e = tid; e < kC * kD / 8; e += kRegThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
+    if (r < len)
+      copy16(Kb + r * kLdW + 8 * c, kn + ((t0 + r) * n_k + kh) * kD + 8 * c);
+    else
+      *reinterpret_cast<uint4*>(Kb + r * kLdW + 8 * c) = make_uint4(0, 0, 0, 0);
+  }
+  if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
+  __pipeline_commit();
+}
+
+__global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16* kn, const float* gcum, const bf16* W,
+                                                              const float* Ut, int64_t tokens, const int* table, int nc,
+                                                              int n_k, int n_v, float* states, bf16* Sct,
+                                                              bf16* vnt) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Wbuf = reinterpret_cast<bf16*>(smem);                   // 2 × [64][kLdW] W (chunk parity)
+  bf16* Kbuf = Wbuf + 2 * kC * kLdW;                            // 2 × [64][kLdW] k̂
+  float* gbuf = reinterpret_cast<float*>(Kbuf + 2 * kC * kLdW); // 2 × [64] G
+  const int h = blockIdx.x, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;                          // the mma fragments' row group and column pair
+  const int col0 = blockIdx.y * kRegCols + warp * 16;           // this warp's first state column
+  const int kh = h / (n_v / n_k);
+  float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;  // [d_k][d_v]
+  // Sᵀ: 16 n8 tiles over d_k; element i of tile j is (column col0 + g + 8·(i / 2), row 8j + 2t + i % 2).
+  float s[kD / 8][4];
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[j][i] = st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)];
+  const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
+  if (c_begin < c_end) {
+    int64_t t0;
+    int len;
+    chunk_rows(table, nc, tokens, c_begin, t0, len);
+    fetch_chunk_wkg(W, kn, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, Wbuf, Kbuf, gbuf, tid);
+  }
+  for (int ci = c_begin; ci < c_end; ++ci) {
+    const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+    const int parity = (ci - c_begin) & 1;
+    const bf16* Wb = Wbuf + parity * kC * kLdW;
+    const bf16* Kb = Kbuf + parity * kC * kLdW;
+    const float* gc = gbuf + parity * kC;
+    int64_t t0;
+    int len;
+    chunk_rows(table, nc, tokens, ci, t0, len);
+    __pipeline_wait_prior(0);
+    __syncthreads();  // chunk ci's W, k̂ and G are in place; every warp is done with chunk ci − 1's buffers
+    if (ci + 1 < c_end) {
+      int64_t next_t0;
+      int next_len;
+      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
+      fetch_chunk_wkg(W, kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Wbuf + (parity ^ 1) * kC * kLdW,
+                        Kbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC, tid);
+    }
+    // v_newᵀ starts as Uᵀ: 8 n8 tiles over the chunk's 64 rows; element i of tile n is
+    // (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
+    float v[kC / 8][4];
+    const float* u = Ut + slot * kD * kC;
+#pragma unroll
+    for (int n = 0; n < kC / 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float2 x = *reinterpret_cast<const float2*>(u + (col0 + g + 8 * half) * kC + 8 * n + 2 * t);
+        v[n][2 * half] = x.x;
+        v[n][2 * half + 1] = x.y;
+      }
+    // S_cᵀ out (BF16), and v_newᵀ −= Sᵀ Wᵀ over d_k in k16 steps.
+    bf16* sct = Sct + slot * kD * kD;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = pack_bf16(-s[2 * kk][0], -s[2 * kk][1]);
+      a[1] = pack_bf16(-s[2 * kk][2], -s[2 * kk][3]);
+      a[2] = pack_bf16(-s[2 * kk + 1][0], -s[2 * kk + 1][1]);
+      a[3] = pack_bf16(-s[2 * kk + 1][2], -s[2 * kk + 1][3]);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          *reinterpret_cast<uint32_t*>(sct + (col0 + g + 8 * half) * kD + 16 * kk + 8 * jj + 2 * t) =
+              pack_bf16(s[2 * kk + jj][2 * half], s[2 * kk + jj][2 * half + 1]);
+#pragma unroll
+      for (int n = 0; n < kC / 8; n += 2) {
+        // B = Wᵀ: matrices (rows 8n…, d_k 16kk…), (8n…, 16kk + 8…), (8n + 8…, 16kk…), (8n + 8…, 16kk + 8…).
+        const int m = lane / 8, r = lane % 8;
+        uint32_t bw[4];
+        ldmatrix_x4(bw, Wb + (8 * (n + m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2));
+        mma_bf16(v[n], a, bw[0], bw[1]);
+        mma_bf16(v[n + 1], a, bw[2], bw[3]);
+      }
+    }
+    // v_newᵀ out (BF16), then its columns scaled by exp(G_last − G) for the update.
+    const float g_last = gc[len - 1];
+    bf16* vt = vnt + slot * kD * kC;
+#pragma unroll
+    for (int n = 0; n < kC / 8; ++n) {
+      const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        *reinterpret_cast<uint32_t*>(vt + (col0 + g + 8 * half) * kC + 8 * n + 2 * t) =
+            pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+        v[n][2 * half] *= d0;
+        v[n][2 * half + 1] *= d1;
+      }
+    }
+    // Sᵀ ← exp(G_last) Sᵀ + (scaled v_new)ᵀ k̂ over the chunk's rows in k16 steps.
+    const float decay = __expf(g_last);
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[j][i] *= decay;
+#pragma unroll
+    for (int kt = 0; kt < kC / 16; ++kt) {
+      uint32_t a[4];
+      a[0] = pack_bf16(v[2 * kt][0], v[2 * kt][1]);
+      a[1] = pack_bf16(v[2 * kt][2], v[2 * kt][3]);
+      a[2] = pack_bf16(v[2 * kt + 1][0], v[2 * kt + 1][1]);
+      a[3] = pack_bf16(v[2 * kt + 1][2], v[2 * kt + 1][3]);
+#pragma unroll
+      for (int j = 0; j < kD / 8; j += 2) {
+        // B = k̂ (rows × d_k), transposed by ldmatrix: matrices (rows 16kt…, d_k 8j…),
+        // (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…).
+        const int m = lane / 8, r = lane % 8;
+        uint32_t bk[4];
+        ldmatrix_x4_trans(bk, Kb + (16 * kt + 8 * (m % 2) + r) * kLdW + 8 * (j + m / 2));
+        mma_bf16(s[j], a, bk[0], bk[1]);
+        mma_bf16(s[j + 1], a, bk[2], bk[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)] = s[j][i];
+}
+
 // 4. Output per (chunk = blockIdx.x, v head = blockIdx.y); 256 threads.
+// kT: S_c and v_new arrive transposed (the register pass's layout, S_cᵀ [d_v][d_k] and v_newᵀ
+// [d_v][64]); their tiles then load as column-major B operands.
 constexpr int kOutThreads = 256;
-constexpr size_t kOutSmem = 2 * kC * kLdB * sizeof(bf16) + kC * kLdA * sizeof(float) + kC * kLdT * sizeof(bf16) +
-                            kD * kLdB * sizeof(bf16) + kC * sizeof(float);
+constexpr int kLdVt = kC + 8;  // v_newᵀ: BF16 [128][72]
+template <bool kT>
+constexpr int kKvElems = kT && kD * kLdVt > kC * kLdB ? kD * kLdVt : kC * kLdB;  // k̂, then v_new(ᵀ)
+template <bool kT>
+constexpr size_t kOutSmem = (kC * kLdB + kKvElems<kT>) * sizeof(bf16) + kC * kLdA * sizeof(float) +
+                            kC * kLdT * sizeof(bf16) + kD * kLdB * sizeof(bf16) + kC * sizeof(float);
 static_assert(kC * kLdO * sizeof(float) <= 2 * kC * kLdB * sizeof(bf16), "O's staging fits over Qs and KV");
 
+template <bool kT>
 __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const float* gcum,
                                                           const bf16* Sc, const bf16* vnew, int64_t tokens,
                                                           const int* table, int nc, int n_k, int n_v, float* out) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Qs = reinterpret_cast<bf16*>(smem);              // [64][kLdB] q̂, then q̂ exp(G)
-  bf16* KV = Qs + kC * kLdB;                              // [64][kLdB] k̂, then v_new
+  bf16* KV = Qs + kC * kLdB;                              // [64][kLdB] k̂, then v_new ([128][kLdVt] if kT)
   float* O = reinterpret_cast<float*>(smem);              // [64][kLdO] fp32 over Qs and KV, at the end
-  float* QK = reinterpret_cast<float*>(KV + kC * kLdB);   // [64][kLdA]
+  float* QK = reinterpret_cast<float*>(KV + kKvElems<kT>); // [64][kLdA]
   bf16* P = reinterpret_cast<bf16*>(QK + kC * kLdA);      // [64][kLdT]
   bf16* Ss = P + kC * kLdT;                                // [128][kLdB] S_c
   float* gc = reinterpret_cast<float*>(Ss + kD * kLdB);   // [64]
@@ -517,9 +722,16 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   }
   __syncthreads();
   const bf16* vn = vnew + slot * kC * kD;
-  for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
-    const int r = e / (kD / 8), c = e % (kD / 8);
-    copy16(KV + r * kLdB + 8 * c, vn + r * kD + 8 * c);
+  if constexpr (kT) {
+    for (int e = tid; e < kD * kC / 8; e += kOutThreads) {
+      const int r = e / (kC / 8), c = e % (kC / 8);
+      copy16(KV + r * kLdVt + 8 * c, vn + r * kC + 8 * c);
+    }
+  } else {
+    for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
+      const int r = e / (kD / 8), c = e % (kD / 8);
+      copy16(KV + r * kLdB + 8 * c, vn + r * kD + 8 * c);
+    }
   }
   __pipeline_commit();
   for (int e = tid; e < kC * kC; e += kOutThreads) {
@@ -545,17 +757,29 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     wmma::fill_fragment(acc[j], 0.0f);
     for (int kk = 0; kk < kD / 16; ++kk) {
       FragA a;
-      FragB b;
       wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
-      wmma::load_matrix_sync(b, Ss + kk * 16 * kLdB + tn * 16, kLdB);
-      wmma::mma_sync(acc[j], a, b, acc[j]);
+      if constexpr (kT) {
+        FragBT b;
+        wmma::load_matrix_sync(b, Ss + tn * 16 * kLdB + kk * 16, kLdB);  // S_cᵀ: S_c column-major
+        wmma::mma_sync(acc[j], a, b, acc[j]);
+      } else {
+        FragB b;
+        wmma::load_matrix_sync(b, Ss + kk * 16 * kLdB + tn * 16, kLdB);
+        wmma::mma_sync(acc[j], a, b, acc[j]);
+      }
     }
     for (int kk = 0; kk <= ti; ++kk) {
       FragA a;
-      FragB b;
       wmma::load_matrix_sync(a, P + ti * 16 * kLdT + kk * 16, kLdT);
-      wmma::load_matrix_sync(b, KV + kk * 16 * kLdB + tn * 16, kLdB);
-      wmma::mma_sync(acc[j], a, b, acc[j]);
+      if constexpr (kT) {
+        FragBT b;
+        wmma::load_matrix_sync(b, KV + tn * 16 * kLdVt + kk * 16, kLdVt);  // v_newᵀ: v_new column-major
+        wmma::mma_sync(acc[j], a, b, acc[j]);
+      } else {
+        FragB b;
+        wmma::load_matrix_sync(b, KV + kk * 16 * kLdB + tn * 16, kLdB);
+        wmma::mma_sync(acc[j], a, b, acc[j]);
+      }
     }
   }
   __syncthreads();  // O overwrites Qs and KV
@@ -638,12 +862,25 @@ void gated_delta_chunk_profile(bool on) {
 
 GatedDeltaChunkProfile gated_delta_chunk_profile_read() { return g_profiler.totals; }
 
-bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
+namespace {
+
+// STAVE_CUDA_DELTA: "auto" (the default: the chunk form where it applies), "recurrent" (the
+// per-token recurrence everywhere), or "chunk-registers" (the chunk form with the register
+// pass, 3b: an experiment until it has run on a GPU).
+enum class DeltaChoice { kAuto, kRecurrent, kChunkRegisters };
+DeltaChoice delta_choice_from_env() {
   const char* e = std::getenv("STAVE_CUDA_DELTA");
-  if (e && *e && std::string_view(e) != "auto") {
-    if (std::string_view(e) == "recurrent") return false;
-    throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_DELTA is '") + e + "': expected 'auto' or 'recurrent'");
-  }
+  if (!e || !*e || std::string_view(e) == "auto") return DeltaChoice::kAuto;
+  if (std::string_view(e) == "recurrent") return DeltaChoice::kRecurrent;
+  if (std::string_view(e) == "chunk-registers") return DeltaChoice::kChunkRegisters;
+  throw Error(ErrorKind::kUnsupported,
+              std::string("STAVE_CUDA_DELTA is '") + e + "': expected 'auto', 'recurrent' or 'chunk-registers'");
+}
+
+}  // namespace
+
+bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
+  if (delta_choice_from_env() == DeltaChoice::kRecurrent) return false;
   return dims.d_k == kD && dims.d_v == kD && dims.n_k_heads > 0 && dims.n_v_heads % dims.n_k_heads == 0 &&
          tokens > sequences;
 }
@@ -702,19 +939,39 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   qk_norm_kernel<<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, s>>>(
       in.q, in.k, in.stride, T, nk, 1.0f / std::sqrt(static_cast<float>(kD)), qn, kn);
   STAVE_CUDA_LAUNCHED();
+  const bool registers = delta_choice_from_env() == DeltaChoice::kChunkRegisters;
   g_profiler.mark(1, s);
-  allow_smem(wu_kernel, kWuSmem);
-  wu_kernel<<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk, nv, gcum,
-                                                       W, U);
+  if (registers) {
+    allow_smem(wu_kernel<true>, kWuSmem);
+    wu_kernel<true><<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk,
+                                                               nv, gcum, W, U);
+  } else {
+    allow_smem(wu_kernel<false>, kWuSmem);
+    wu_kernel<false><<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk,
+                                                                nv, gcum, W, U);
+  }
   STAVE_CUDA_LAUNCHED();
   g_profiler.mark(2, s);
-  allow_smem(state_kernel, kStateSmem);
-  state_kernel<<<dim3(nv, kD / kBV, static_cast<unsigned>(n_seq)), kStateThreads, kStateSmem, s>>>(
-      kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
+  if (registers) {
+    allow_smem(state_registers_kernel, kRegSmem);
+    state_registers_kernel<<<dim3(nv, kD / kRegCols, static_cast<unsigned>(n_seq)), kRegThreads, kRegSmem, s>>>(
+        kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
+  } else {
+    allow_smem(state_kernel, kStateSmem);
+    state_kernel<<<dim3(nv, kD / kBV, static_cast<unsigned>(n_seq)), kStateThreads, kStateSmem, s>>>(
+        kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
+  }
   STAVE_CUDA_LAUNCHED();
   g_profiler.mark(3, s);
-  allow_smem(out_kernel, kOutSmem);
-  out_kernel<<<dim3(nc, nv), kOutThreads, kOutSmem, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk, nv, out);
+  if (registers) {
+    allow_smem(out_kernel<true>, kOutSmem<true>);
+    out_kernel<true><<<dim3(nc, nv), kOutThreads, kOutSmem<true>, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk, nv,
+                                                                       out);
+  } else {
+    allow_smem(out_kernel<false>, kOutSmem<false>);
+    out_kernel<false><<<dim3(nc, nv), kOutThreads, kOutSmem<false>, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk,
+                                                                         nv, out);
+  }
   STAVE_CUDA_LAUNCHED();
   g_profiler.mark(4, s);
   g_profiler.collect();
