@@ -514,9 +514,9 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
                : "r"(smem_addr(p)));
 }
 
-// d += a · b, m16n8k16, BF16 operands, fp32 accumulators.
+// d += a · b, m16n8k16, BF16 operands, fp32 accumulators (no side effects: free to schedule).
 __device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -610,14 +610,17 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
         for (int half = 0; half < 2; ++half)
           *reinterpret_cast<uint32_t*>(sct + (col0 + g + 8 * half) * kD + 16 * kk + 8 * jj + 2 * t) =
               pack_bf16(s[2 * kk + jj][2 * half], s[2 * kk + jj][2 * half + 1]);
+      // B = Wᵀ: for each pair of row tiles n, n + 1 the matrices (rows 8n…, d_k 16kk…),
+      // (8n…, 16kk + 8…), (8n + 8…, 16kk…), (8n + 8…, 16kk + 8…); all four loads issued before
+      // the products, so their latencies overlap.
+      const int m = lane / 8, r = lane % 8;
+      uint32_t bw[kC / 16][4];
 #pragma unroll
-      for (int n = 0; n < kC / 8; n += 2) {
-        // B = Wᵀ: matrices (rows 8n…, d_k 16kk…), (8n…, 16kk + 8…), (8n + 8…, 16kk…), (8n + 8…, 16kk + 8…).
-        const int m = lane / 8, r = lane % 8;
-        uint32_t bw[4];
-        ldmatrix_x4(bw, Wb + (8 * (n + m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2));
-        mma_bf16(v[n], a, bw[0], bw[1]);
-        mma_bf16(v[n + 1], a, bw[2], bw[3]);
+      for (int p = 0; p < kC / 16; ++p) ldmatrix_x4(bw[p], Wb + (16 * p + 8 * (m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2));
+#pragma unroll
+      for (int p = 0; p < kC / 16; ++p) {
+        mma_bf16(v[2 * p], a, bw[p][0], bw[p][1]);
+        mma_bf16(v[2 * p + 1], a, bw[p][2], bw[p][3]);
       }
     }
     // v_newᵀ out (BF16), then its columns scaled by exp(G_last − G) for the update.
@@ -647,15 +650,22 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       a[1] = pack_bf16(v[2 * kt][2], v[2 * kt][3]);
       a[2] = pack_bf16(v[2 * kt + 1][0], v[2 * kt + 1][1]);
       a[3] = pack_bf16(v[2 * kt + 1][2], v[2 * kt + 1][3]);
+      // B = k̂ (rows × d_k), transposed by ldmatrix: for each pair of d_k tiles j, j + 1 the
+      // matrices (rows 16kt…, d_k 8j…), (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…);
+      // loads first, in two groups of four.
+      const int m = lane / 8, r = lane % 8;
 #pragma unroll
-      for (int j = 0; j < kD / 8; j += 2) {
-        // B = k̂ (rows × d_k), transposed by ldmatrix: matrices (rows 16kt…, d_k 8j…),
-        // (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…).
-        const int m = lane / 8, r = lane % 8;
-        uint32_t bk[4];
-        ldmatrix_x4_trans(bk, Kb + (16 * kt + 8 * (m % 2) + r) * kLdW + 8 * (j + m / 2));
-        mma_bf16(s[j], a, bk[0], bk[1]);
-        mma_bf16(s[j + 1], a, bk[2], bk[3]);
+      for (int q = 0; q < 2; ++q) {
+        uint32_t bk[4][4];
+#pragma unroll
+        for (int p = 0; p < 4; ++p)
+          ldmatrix_x4_trans(bk[p], Kb + (16 * kt + 8 * (m % 2) + r) * kLdW + 8 * (2 * (4 * q + p) + m / 2));
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+          const int j = 2 * (4 * q + p);
+          mma_bf16(s[j], a, bk[p][0], bk[p][1]);
+          mma_bf16(s[j + 1], a, bk[p][2], bk[p][3]);
+        }
       }
     }
   }
