@@ -21,6 +21,8 @@
 #   shipped, with every kernel at its wider form (FP8 → BF16 products, chunked BF16 delta rule →
 #   fp32 recurrence, BF16 → 3xTF32 flash attention), and with one kernel at a time back to fast.
 #   FID_VARIANTS narrows the variants (names: default wide fp8 chunk bf16attn).
+#   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
+#   sequential pass and with STAVE_CUDA_DELTA=chunk-registers, alternated twice.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 # The folder pack_cuda.sh filled (OUT_DIR/payload); bin.tar.xz is unpacked once beside it.
@@ -176,6 +178,15 @@ if [[ " $steps " == *" fidelity "* ]]; then
       bf16attn) fid_eval bf16attn $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent ;;
       *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 chunk bf16attn)" >&2 ;;
     esac
+  done
+fi
+if [[ " $steps " == *" delta "* ]]; then
+  for round in 1 2; do
+    for pass in auto chunk-registers; do
+      echo "== round $round, STAVE_CUDA_DELTA=$pass" | tee -a "$OUT/bench_delta.txt"
+      STAVE_CUDA_DELTA=$pass timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=chunk_bf16 \
+        --benchmark_min_time=0.2 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
+    done
   done
 fi
 # STEPS=attention: the fast attention kernels side by side at the 27B / 9B shapes.
