@@ -341,6 +341,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
 constexpr int kStateThreads = 256;  // 8 warps: one v_new tile, two state tiles each
 // Padded shared-memory rows, as kLdB and kLdF above.
 constexpr int kLdW = kD + 8;    // Wb, Kb: BF16 [64][136]
+static_assert(kLdW == kLdB, "k̂ rows are fetched with fetch_rows' row stride");
 constexpr int kLdSb = kBV + 8;  // Sb, Vb: BF16 [·][40]
 constexpr size_t kStateSmem = kD * kLdF * sizeof(float) + kD * kLdSb * sizeof(bf16) + 3 * kC * kLdW * sizeof(bf16) +
                               2 * kC * kLdF * sizeof(float) + kC * kLdSb * sizeof(bf16) + 2 * kC * sizeof(float);
@@ -360,16 +361,12 @@ __device__ inline void fetch_wu(const bf16* W, const float* U, int64_t slot, int
   __pipeline_commit();
 }
 
-// Starts chunk ci's k̂ rows (BF16 [64][128], zero past len) and G.
+// Starts chunk ci's k̂ rows (BF16 [64][128], zero past len) and G, and commits them with any
+// copy the caller started before.
+template <int kThreads>
 __device__ inline void fetch_kg(const bf16* kn, const float* gcum, int64_t slot, int64_t t0, int len, int n_k,
                                 int kh, bf16* Kb, float* gc, int tid) {
-  for (int e = tid; e < kC * kD / 8; e += kStateThreads) {
-    const int r = e / (kD / 8), c = e % (kD / 8);
-    if (r < len)
-      copy16(Kb + r * kLdW + 8 * c, kn + ((t0 + r) * n_k + kh) * kD + 8 * c);
-    else
-      *reinterpret_cast<uint4*>(Kb + r * kLdW + 8 * c) = make_uint4(0, 0, 0, 0);
-  }
+  fetch_rows<kThreads>(kn, t0, len, n_k, kh, Kb, tid);
   if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
   __pipeline_commit();
 }
@@ -398,7 +395,7 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     chunk_rows(table, nc, tokens, c_begin, t0, len);
     const int64_t slot = static_cast<int64_t>(c_begin) * n_v + h;
     fetch_wu(W, U, slot, col0, Wb, Ub, tid);
-    fetch_kg(kn, gcum, slot, t0, len, n_k, kh, Kbuf, gbuf, tid);
+    fetch_kg<kStateThreads>(kn, gcum, slot, t0, len, n_k, kh, Kbuf, gbuf, tid);
   }
   for (int ci = c_begin; ci < c_end; ++ci) {
     const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
@@ -413,7 +410,7 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
     int next_len = 0;
     if (ci + 1 < c_end) {
       chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
-      fetch_kg(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kbuf + (parity ^ 1) * kC * kLdW,
+      fetch_kg<kStateThreads>(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kbuf + (parity ^ 1) * kC * kLdW,
                gbuf + (parity ^ 1) * kC, tid);
     }
     const float g_last = gc[len - 1];
@@ -523,6 +520,15 @@ __device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Two n8 accumulator tiles (columns 0–7 and 8–15 of a 16 × 16 block) as one k16 A fragment in
+// BF16, times `sign` (±1, exact): the m16n8 accumulator layout is the A layout's half.
+__device__ inline void accumulators_as_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4], float sign) {
+  a[0] = pack_bf16(sign * lo[0], sign * lo[1]);
+  a[1] = pack_bf16(sign * lo[2], sign * lo[3]);
+  a[2] = pack_bf16(sign * hi[0], sign * hi[1]);
+  a[3] = pack_bf16(sign * hi[2], sign * hi[3]);
+}
+
 // Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len) and G into one buffer set.
 __device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const float* gcum, int64_t slot, int64_t t0,
                                          int len, int n_k, int kh, bf16* Wb, bf16* Kb, float* gc, int tid) {
@@ -530,13 +536,8 @@ __device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const floa
   for (int e = tid; e < kC * kD / 8; e += kRegThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
     copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
-    if (r < len)
-      copy16(Kb + r * kLdW + 8 * c, kn + ((t0 + r) * n_k + kh) * kD + 8 * c);
-    else
-      *reinterpret_cast<uint4*>(Kb + r * kLdW + 8 * c) = make_uint4(0, 0, 0, 0);
   }
-  if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
-  __pipeline_commit();
+  fetch_kg<kRegThreads>(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);  // commits W's copy with them
 }
 
 __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16* kn, const float* gcum, const bf16* W,
@@ -600,10 +601,7 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       uint32_t a[4];
-      a[0] = pack_bf16(-s[2 * kk][0], -s[2 * kk][1]);
-      a[1] = pack_bf16(-s[2 * kk][2], -s[2 * kk][3]);
-      a[2] = pack_bf16(-s[2 * kk + 1][0], -s[2 * kk + 1][1]);
-      a[3] = pack_bf16(-s[2 * kk + 1][2], -s[2 * kk + 1][3]);
+      accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], -1.0f);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
@@ -646,10 +644,7 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) {
       uint32_t a[4];
-      a[0] = pack_bf16(v[2 * kt][0], v[2 * kt][1]);
-      a[1] = pack_bf16(v[2 * kt][2], v[2 * kt][3]);
-      a[2] = pack_bf16(v[2 * kt + 1][0], v[2 * kt + 1][1]);
-      a[3] = pack_bf16(v[2 * kt + 1][2], v[2 * kt + 1][3]);
+      accumulators_as_a(a, v[2 * kt], v[2 * kt + 1], 1.0f);
       // B = k̂ (rows × d_k), transposed by ldmatrix: for each pair of d_k tiles j, j + 1 the
       // matrices (rows 16kt…, d_k 8j…), (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…);
       // loads first, in two groups of four.
