@@ -49,10 +49,43 @@ class HostOps {
       down(Y[i], ys[i].data());
     }
   }
+  // Backend::add_rms_norm_linear_shared (y null: no add): h updated, ys[i] [M, ws[i]->out]; x is
+  // the backend's scratch (not returned: the fused path may leave it unwritten).
+  void add_rms_norm_linear_shared(float* h, const float* y, int64_t M, const float* nw, float eps,
+                                  std::span<const LinearWeight* const> ws, std::vector<std::vector<float>>& ys) const {
+    const int64_t dim = ws.front()->in;
+    const Tensor H = up(h, M * dim), W = up(nw, dim), X = poisoned(M * dim);
+    const Tensor Y = y ? up(y, M * dim) : Tensor();
+    std::vector<Tensor> outs_t;
+    std::vector<Backend::LinearOutput> outs;
+    for (const LinearWeight* w : ws) outs_t.push_back(poisoned(M * w->out));
+    for (size_t i = 0; i < ws.size(); ++i) outs.push_back({*ws[i], f(outs_t[i])});
+    be_.add_rms_norm_linear_shared(f(H), y ? f(Y) : nullptr, M, dim, f(W), eps, f(X), outs);
+    down(H, h);
+    ys.assign(ws.size(), {});
+    for (size_t i = 0; i < ws.size(); ++i) {
+      ys[i].resize(static_cast<size_t>(M * ws[i]->out));
+      down(outs_t[i], ys[i].data());
+    }
+  }
   // Backend::silu_mul_linear (gate is scratch in the backend's memory; the host copy is kept).
   void silu_mul_linear(const LinearWeight& w, const float* gate, const float* upv, int64_t M, float* y) const {
     const Tensor G = up(gate, M * w.in), U = up(upv, M * w.in), Y = poisoned(M * w.out);
     be_.silu_mul_linear(w, f(G), f(U), M, f(Y));
+    down(Y, y);
+  }
+  // Backend::sigmoid_mul_linear (x is scratch in the backend's memory; the host copy is kept).
+  void sigmoid_mul_linear(const LinearWeight& w, const float* x, const float* gate, int64_t M, float* y) const {
+    const Tensor X = up(x, M * w.in), G = up(gate, M * w.in), Y = poisoned(M * w.out);
+    be_.sigmoid_mul_linear(w, f(X), f(G), M, f(Y));
+    down(Y, y);
+  }
+  // Backend::gated_rms_norm_linear (with its scratch in the backend's memory).
+  void gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim, const float* nw,
+                             float eps, int64_t M, float* y) const {
+    const Tensor X = up(x, M * w.in), Z = up(z, M * w.in), W = up(nw, dim), S = poisoned(M * w.in),
+                 Y = poisoned(M * w.out);
+    be_.gated_rms_norm_linear(w, f(X), f(Z), dim, f(W), eps, f(S), M, f(Y));
     down(Y, y);
   }
   void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y) const {

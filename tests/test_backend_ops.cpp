@@ -519,6 +519,42 @@ TEST_P(BackendOps, LinearSharedInputEqualsLinear) {
   }
 }
 
+// The residual add and the norm before the products over it equal add_rms_norm_zero_centered (or
+// rms_norm_zero_centered) followed by linear_shared_input, h and every product bit for bit (CUDA
+// fast forms the norm inside the first product's FP8 quantization). Two weight sets: all FP8
+// (the norm is never written on CUDA), and one with a BF16 weight between (it reads the norm).
+TEST_P(BackendOps, AddRmsNormLinearSharedEqualsComposition) {
+  std::mt19937 rng(25);
+  const auto be = make_backend(GetParam().device, GetParam().precision);
+  const test::HostOps o(*be);
+  for (const int64_t K : {int64_t{256}, int64_t{5120}}) {
+    std::vector<HostWeight> hs;
+    hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 64, K, true, false));
+    hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 48, K, true, true));
+    hs.push_back(make_weight(rng, WeightFormat::kBF16, 32, K, false, false));
+    hs.push_back(make_weight(rng, WeightFormat::kMXFP4, 32, K, true, false));
+    const auto nw = rnd(rng, K, -0.5f, 0.5f);
+    for (const bool mixed : {false, true})
+      for (const bool add : {true, false})
+        for (const int64_t M : {int64_t{3}, int64_t{37}}) {
+          SCOPED_TRACE(::testing::Message() << "K " << K << " mixed " << mixed << " add " << add << " M " << M);
+          std::vector<const LinearWeight*> ws{&hs[0].w, &hs[1].w};
+          if (mixed) ws.insert(ws.end(), {&hs[2].w, &hs[3].w});
+          const auto h0 = rnd(rng, M * K, -3.0f, 3.0f), y = rnd(rng, M * K, -1.0f, 1.0f);
+          std::vector<float> h_want = h0, h_got = h0, x(static_cast<size_t>(M * K));
+          if (add)
+            o.add_rms_norm_zero_centered(h_want.data(), y.data(), M, K, nw.data(), 1e-6f, x.data());
+          else
+            o.rms_norm_zero_centered(h_want.data(), M, K, nw.data(), 1e-6f, x.data());
+          std::vector<std::vector<float>> want, got;
+          o.linear_shared_input(ws, x.data(), M, want);
+          o.add_rms_norm_linear_shared(h_got.data(), add ? y.data() : nullptr, M, nw.data(), 1e-6f, ws, got);
+          EXPECT_EQ(h_got, h_want);
+          for (size_t i = 0; i < ws.size(); ++i) EXPECT_EQ(got[i], want[i]) << "weight " << i;
+        }
+  }
+}
+
 // SwiGLU's down projection equals silu_mul followed by linear bit for bit (CUDA fast forms the
 // product inside its FP8 input quantization; elsewhere it is that composition).
 TEST_P(BackendOps, SiluMulLinearEqualsComposition) {
@@ -534,6 +570,49 @@ TEST_P(BackendOps, SiluMulLinearEqualsComposition) {
       o.silu_mul(g.data(), u.data(), M * 256, product.data());
       o.linear(h.w, product.data(), M, want.data());
       o.silu_mul_linear(h.w, g.data(), u.data(), M, got.data());
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+// The attention's output gate and the Gated DeltaNet's gated RMSNorm before their projections:
+// the fused ops give the composition's bits on every device (CUDA's fast FP8 path forms the
+// row inside the quantization). 96-value heads are not a power of two of 8-value groups: the
+// fused CUDA form refuses them and the composition runs.
+TEST_P(BackendOps, SigmoidMulLinearEqualsComposition) {
+  std::mt19937 rng(23);
+  const auto be = make_backend(GetParam().device, GetParam().precision);
+  const test::HostOps o(*be);
+  for (const WeightFormat fmt : {WeightFormat::kMXFP4, WeightFormat::kBF16}) {
+    const HostWeight h = make_weight(rng, fmt, 64, 512, fmt == WeightFormat::kMXFP4, true);
+    for (const int64_t M : {int64_t{2}, int64_t{37}}) {
+      SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(fmt) << " M " << M);
+      auto x = rnd(rng, M * 512, -4.0f, 4.0f);
+      const auto g = rnd(rng, M * 512, -6.0f, 6.0f);
+      std::vector<float> want(static_cast<size_t>(M * 64)), got(want.size());
+      o.sigmoid_mul_linear(h.w, x.data(), g.data(), M, got.data());
+      o.sigmoid_mul(x.data(), g.data(), M * 512);
+      o.linear(h.w, x.data(), M, want.data());
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+TEST_P(BackendOps, GatedRmsNormLinearEqualsComposition) {
+  std::mt19937 rng(24);
+  const auto be = make_backend(GetParam().device, GetParam().precision);
+  const test::HostOps o(*be);
+  for (const int64_t dim : {int64_t{128}, int64_t{64}, int64_t{96}}) {
+    const int64_t k = dim == 96 ? 288 : 384;  // whole heads of dim, k % 32 == 0
+    const HostWeight h = make_weight(rng, WeightFormat::kMXFP4, 48, k, true, false);
+    const auto nw = rnd(rng, dim, 0.5f, 1.5f);
+    for (const int64_t M : {int64_t{3}, int64_t{37}}) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " M " << M);
+      const auto x = rnd(rng, M * k, -3.0f, 3.0f), z = rnd(rng, M * k, -4.0f, 4.0f);
+      std::vector<float> normed(static_cast<size_t>(M * k)), want(static_cast<size_t>(M * 48)), got(want.size());
+      o.gated_rms_norm(x.data(), z.data(), M * k / dim, dim, nw.data(), 1e-6f, normed.data());
+      o.linear(h.w, normed.data(), M, want.data());
+      o.gated_rms_norm_linear(h.w, x.data(), z.data(), dim, nw.data(), 1e-6f, M, got.data());
       EXPECT_EQ(got, want);
     }
   }

@@ -42,6 +42,11 @@ class StagedBackend : public Backend {
                       float* y) const override;
   void silu_mul(const float* gate, const float* up, int64_t n, float* y) const override;
   void sigmoid_mul(float* x, const float* gate, int64_t n) const override;
+  void add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
+                                  float* x, std::span<const LinearOutput> outs) const override;
+  void sigmoid_mul_linear(const LinearWeight& w, float* x, const float* gate, int64_t M, float* y) const override;
+  void gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim, const float* norm_w,
+                             float eps, float* scratch, int64_t M, float* y) const override;
   void add_inplace(float* h, const float* y, int64_t n) const override;
   void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate) const override;
   void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,

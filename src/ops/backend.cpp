@@ -120,6 +120,29 @@ void Backend::silu_mul_linear(const LinearWeight& w, float* gate, const float* u
   linear(w, gate, M, y);
 }
 
+void Backend::add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
+                                         float eps, float* x, std::span<const LinearOutput> outs) const {
+  if (y)
+    add_rms_norm_zero_centered(h, y, rows, dim, w, eps, x);
+  else
+    rms_norm_zero_centered(h, rows, dim, w, eps, x);
+  linear_shared_input(x, rows, outs);
+}
+
+void Backend::sigmoid_mul_linear(const LinearWeight& w, float* x, const float* gate, int64_t M, float* y) const {
+  sigmoid_mul(x, gate, M * w.in);
+  linear(w, x, M, y);
+}
+
+void Backend::gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim,
+                                    const float* norm_w, float eps, float* scratch, int64_t M, float* y) const {
+  if (dim <= 0 || (M * w.in) % dim != 0)
+    throw Error(ErrorKind::kInternal, "gated_rms_norm_linear: rows of " + std::to_string(w.in) +
+                                          " values are not whole heads of " + std::to_string(dim));
+  gated_rms_norm(x, z, M * w.in / dim, dim, norm_w, eps, scratch);
+  linear(w, scratch, M, y);
+}
+
 void Backend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
   for (const LinearOutput& o : outs) linear(o.w, x, M, o.y);
 }

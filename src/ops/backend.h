@@ -90,6 +90,16 @@ class Backend {
   // fast FP8 path forms the product inside the activation quantization instead (same bits).
   virtual void silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const;
   virtual void sigmoid_mul(float* x, const float* gate, int64_t n) const;
+  // The attention's output projection: y[M, w.out] = linear(w, x ⊙ sigmoid(gate)) for x, gate
+  // [M, w.in]. x is scratch: the default writes sigmoid_mul's product into it, then runs linear;
+  // CUDA's fast FP8 path forms the product inside the activation quantization (same bits).
+  virtual void sigmoid_mul_linear(const LinearWeight& w, float* x, const float* gate, int64_t M, float* y) const;
+  // The Gated DeltaNet's output projection: y[M, w.out] = linear(w, gated_rms_norm(x, z)) with
+  // x, z [M, w.in] normed per head of dim values (norm_w [dim]). The default writes the norm
+  // into scratch [M, w.in] (which must not alias x or z), then runs linear; CUDA's fast FP8 path
+  // forms the norm inside the activation quantization (the same bits as its gated_rms_norm).
+  virtual void gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim,
+                                     const float* norm_w, float eps, float* scratch, int64_t M, float* y) const;
   // h[i] += y[i] (the residual add, one fp32 rounding per element as torch's).
   virtual void add_inplace(float* h, const float* y, int64_t n) const;
   // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
@@ -102,6 +112,12 @@ class Backend {
   // and the norm that reads its sum. x must not alias h or y.
   virtual void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
                                           float eps, float* x) const;
+  // h += y (none when y is null), x = rms_norm_zero_centered(h), then the products over x as
+  // linear_shared_input(x, rows, outs) (each out's w.in == dim). x is scratch [rows, dim]: the
+  // default writes the norm into it; CUDA's fast FP8 path forms the norm inside the products'
+  // quantization (the same bits) and may leave x unwritten.
+  virtual void add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
+                                          float eps, float* x, std::span<const LinearOutput> outs) const;
   // The per-head norm and RoPE of the attention's queries or keys: tokens × heads rows of
   // head_dim. With gate == nullptr, x is [tokens, heads, head_dim] and y (which may alias x)
   // gets rms_norm_zero_centered then apply_rope. With a gate, x is the query projection

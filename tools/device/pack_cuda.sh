@@ -29,7 +29,7 @@ rm -rf "$out" && mkdir -p "$out"
 mkdir -p "$out/payload/bin" "$out/payload/lib"
 for b in "$build/stave" "$build/tests/cuda/stave_cuda_tests" "$build/bench/bench_decide" "$build/bench/bench_peak" \
          "$build/bench/bench_linear" "$build/bench/serve_load" "$build/tests/stave_tests" \
-         "$build/bench/bench_cuda_attention" "$build/bench/bench_gated_delta" "$build/bench/bench_elementwise"; do
+         "$build/bench/bench_cuda_attention" "$build/bench/bench_cuda_fp8_gemm" "$build/bench/bench_gated_delta" "$build/bench/bench_elementwise"; do
   if [ -x "$b" ]; then strip -o "$out/payload/bin/$(basename "$b")" "$b"; fi
 done
 cp "$(command -v jq)" "$out/payload/bin/"  # the comparison script reads JSON with it

@@ -213,11 +213,42 @@ void CudaBackend::linear(const LinearWeight& w, const float* x, int64_t M, float
 
 void CudaBackend::silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const {
   if (M <= 0) return;
+  if (formed_linear(w, gate, {dev::Prologue::kSiluUp, up}, M, y)) return;
+  Backend::silu_mul_linear(w, gate, up, M, y);  // silu_mul, then linear
+}
+
+void CudaBackend::sigmoid_mul_linear(const LinearWeight& w, float* x, const float* gate, int64_t M, float* y) const {
+  if (M <= 0) return;
+  if (formed_linear(w, x, {dev::Prologue::kSigmoidGate, gate}, M, y)) return;
+  Backend::sigmoid_mul_linear(w, x, gate, M, y);
+}
+
+void CudaBackend::gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim,
+                                        const float* norm_w, float eps, float* scratch, int64_t M, float* y) const {
+  if (M <= 0) return;
+  // Heads of 8 · lanes values (lanes a power of two ≤ 32): the quantization's grouped norm.
+  if (dim % 8 == 0 && formed_linear(w, x, {dev::Prologue::kGatedNorm, z, norm_w, static_cast<int>(dim / 8), eps}, M, y))
+    return;
+  Backend::gated_rms_norm_linear(w, x, z, dim, norm_w, eps, scratch, M, y);
+}
+
+void CudaBackend::add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
+                                             float eps, float* x, std::span<const LinearOutput> outs) const {
+  if (rows <= 0) return;
   {
     std::lock_guard lock(mutex_);
-    if (dev::silu_mul_linear_fused(*ctx_, resident(w), gate, up, M, y)) return;
+    std::vector<dev::SharedProduct> products;
+    products.reserve(outs.size());
+    for (const LinearOutput& o : outs) products.push_back({&resident(o.w), o.y});
+    if (dev::add_rms_norm_shared_fused(*ctx_, h, y, rows, dim, w, eps, x, products)) return;
   }
-  Backend::silu_mul_linear(w, gate, up, M, y);  // silu_mul, then linear
+  Backend::add_rms_norm_linear_shared(h, y, rows, dim, w, eps, x, outs);
+}
+
+bool CudaBackend::formed_linear(const LinearWeight& w, const float* x, const dev::RowPrologue& pro, int64_t M,
+                                float* y) const {
+  std::lock_guard lock(mutex_);
+  return dev::formed_linear_fused(*ctx_, resident(w), x, pro, M, y);
 }
 
 void CudaBackend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {

@@ -21,6 +21,9 @@ class GpuContext;
 struct DeviceLinear;
 class DeviceBuffer;
 class PinnedPool;
+namespace dev {
+struct RowPrologue;
+}
 
 struct CudaBackendOptions {
   // matmul_nt weights stay resident on the GPU, keyed by address and shape. Only for weights
@@ -52,8 +55,16 @@ class CudaBackend : public Backend {
   void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const override;
   // One W4A4 quantization of x for the FP8 products that share it (dev::linear_shared_input).
   void linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const override;
-  // Fast FP8 path: the SiLU·up product inside the quantization (dev::silu_mul_linear_fused).
+  // Fast FP8 path: the SiLU·up product inside the quantization (dev::formed_linear_fused).
   void silu_mul_linear(const LinearWeight& w, float* gate, const float* up, int64_t M, float* y) const override;
+  // Fast FP8 path: the output gate, or the gated RMSNorm, inside the quantization
+  // (dev::formed_linear_fused); elsewhere the default composition.
+  void sigmoid_mul_linear(const LinearWeight& w, float* x, const float* gate, int64_t M, float* y) const override;
+  // Fast FP8 path: the norm inside the first product's quantization (dev::add_rms_norm_shared_fused).
+  void add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
+                                  float* x, std::span<const LinearOutput> outs) const override;
+  void gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim, const float* norm_w,
+                             float eps, float* scratch, int64_t M, float* y) const override;
   void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,
                               float* y) const override;
   void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
@@ -90,6 +101,8 @@ class CudaBackend : public Backend {
  private:
   friend class CudaHeadMemory;
   const DeviceLinear& resident(const LinearWeight& w) const;
+  // dev::formed_linear_fused under the lock: false where the fused path does not apply.
+  bool formed_linear(const LinearWeight& w, const float* x, const dev::RowPrologue& pro, int64_t M, float* y) const;
   // Device copies of an fp32 matmul_nt weight [N, K] and its bias (nullptr without), uploaded
   // on first use and kept (keep_matmul_weights). Caller holds mutex_.
   std::pair<const float*, const float*> resident_matrix(const float* w, const float* bias, int64_t N, int64_t K) const;

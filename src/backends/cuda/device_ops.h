@@ -110,10 +110,43 @@ struct SharedProduct {
 };
 void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products);
 
-// y = linear(w, silu(gate) ⊙ up) on the FP8 path with the product formed inside the input's
-// quantization (fast precision; the same bits as silu_mul_fast followed by linear). False,
-// with nothing done, where that path does not apply (exact precision, the small-M kernel, BF16
-// products, shapes the fused quantization does not take): the caller composes the two ops.
+// What the first step forms from its operands as it loads a row (linear_fp8.cu's quantization), so
+// that the input of the product is never written: the element-wise op before a projection,
+// fused into the projection's quantization with that op's fast-precision rounding.
+enum class Prologue {
+  kPlain,        // x itself
+  kSiluUp,       // silu(x) ⊙ aux: SwiGLU's product (silu_mul_fast)
+  kSigmoidGate,  // x ⊙ sigmoid(aux): the attention's output gate (sigmoid_mul_fast)
+  kGatedNorm,    // per head of 8 · norm_lanes values: norm_w ⊙ x / sqrt(mean x² + eps) ⊙ silu(aux),
+                 // the Gated DeltaNet's gated RMSNorm (gated_rms_norm_fast's grouped form)
+  kAddNorm,      // x + aux written to h_out (x's memory, the residual stream), then its zero-centred
+                 // RMSNorm with norm_w [K], written to x_out unless null (add_rms_norm_zero_centered)
+  kNorm,         // the same without the add (rms_norm_zero_centered)
+};
+struct RowPrologue {
+  Prologue kind = Prologue::kPlain;
+  const float* aux = nullptr;     // [M, K] beside x (up, the gate, z, the residual's addend)
+  const float* norm_w = nullptr;  // kGatedNorm: [8 · norm_lanes]; kAddNorm, kNorm: [K]
+  int norm_lanes = 0;             // kGatedNorm: head size / 8, a power of two ≤ 32
+  float eps = 0.0f;               // the norms
+  float* h_out = nullptr;  // kAddNorm
+  float* x_out = nullptr;  // kAddNorm, kNorm: the normed rows, where a caller needs them
+};
+// y = linear(w, the row pro forms from x) on the FP8 path with the row formed inside the input's
+// quantization (fast precision; the same bits as the element-wise op's fast kernel followed by
+// linear). False, with nothing done, where that path does not apply (exact precision, the
+// small-M kernel, BF16 products, shapes the fused quantization does not take): the caller
+// composes the two ops.
+bool formed_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* x, const RowPrologue& pro, int64_t M,
+                         float* y);
+// h += y (no add when y is null), then its zero-centred RMSNorm (w [dim]) as the input of the
+// products over it (linear_shared_input), the norm formed inside the first product's FP8
+// quantization (the bits of add_rms_norm_zero_centered's fast form). x [M, dim] receives the
+// norm unless every product takes that quantization. False, with nothing done, where the first
+// product does not take the fused path (w.in ≠ dim or as formed_linear_fused).
+bool add_rms_norm_shared_fused(GpuContext& ctx, float* h, const float* y, int64_t M, int64_t dim, const float* w,
+                               float eps, float* x, std::span<const SharedProduct> products);
+// formed_linear_fused with silu(gate) ⊙ up.
 bool silu_mul_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up, int64_t M,
                            float* y);
 

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/activations.cuh"
 #include "backends/cuda/block_reduce.cuh"
+#include "backends/cuda/row_groups.cuh"
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
 
@@ -142,6 +143,44 @@ __global__ void add_rms_norm_fast_kernel(float* h, const float* y, int dim, cons
   }
 }
 
+// The grouped form of the same (row_groups.cuh: the layout and sum of the FP8 quantization's
+// kAddNorm / kNorm prologue, so that the fused and the standalone norm write the same bits):
+// one block per row, each thread kG groups of 8 values held in registers. x may alias h
+// without the add (every value is read before the block's sum).
+template <int kG, bool kAdd>
+__global__ void __launch_bounds__(kRowGroupThreads) add_rms_norm_groups_kernel(float* h, const float* y, int64_t dim,
+                                                                              const float* w, float eps, float* x) {
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * dim, groups = dim / 8;
+  float v[kG][8];
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int64_t g = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[j][i] = 0.0f;
+    if (g < groups) {
+      load8(h + off + 8 * g, v[j]);
+      if constexpr (kAdd) {
+        float u[8];
+        load8(y + off + 8 * g, u);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[j][i] = __fadd_rn(v[j][i], u[i]);
+        store8(h + off + 8 * g, v[j]);
+      }
+    }
+  }
+  __shared__ float part[32];
+  const float ss = row_sum_squares<kG>(v, part);
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int64_t g = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (g >= groups) continue;
+    float w8[8];
+    load8(w + 8 * g, w8);
+    rms_norm_zc_group8(v[j], w8, ss, dim, eps);
+    store8(x + off + 8 * g, v[j]);
+  }
+}
+
 // Exact: add_kernel then rms_norm_zc_kernel (elementwise_ops.cu) in one pass, same arithmetic.
 __global__ void add_rms_norm_exact_kernel(float* h, const float* y, int64_t dim, const float* w, float eps,
                                           float* x) {
@@ -172,6 +211,26 @@ __global__ void gated_rms_norm_fast_kernel(const float* x, const float* z, int64
   ss = warp_sum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
   for (int i = lane; i < dim; i += 32) yr[i] = (w[i] * (xr[i] * inv)) * silu_f(zr[i]);
+}
+
+// The grouped form for heads of 8 · lanes values (lanes a power of two ≤ 32; the Gated
+// DeltaNet's 128: 16 lanes): one thread per 8 consecutive values, the head's lanes neighbours
+// in a warp. gated_norm_group8 is the FP8 quantization's prologue too, so that the fused output
+// projection quantizes the very values this kernel writes.
+__global__ void gated_rms_norm_groups_kernel(const float* x, const float* z, int64_t groups, int lanes, const float* w,
+                                             float eps, float* y) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  float v[8] = {}, u[8] = {}, w8[8] = {};
+  if (g < groups) {  // threads past the end join the shuffles with zeros
+    load8(x + 8 * g, v);
+    load8(z + 8 * g, u);
+    load8(w + (8 * g) % (8 * lanes), w8);
+  }
+  gated_norm_group8(v, u, w8, lanes, eps);
+  if (g < groups) {
+    reinterpret_cast<float4*>(y + 8 * g)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(y + 8 * g)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
 }
 
 // Depthwise causal conv + SiLU: x (channel) along blockIdx.x·threads, tokens along y (strided
@@ -278,8 +337,19 @@ template <bool kAdd>
 void launch_norm_fast(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps, float* x,
                       cudaStream_t s) {
   if (dim > INT32_MAX) throw Error(ErrorKind::kInternal, "rms_norm: a row of " + std::to_string(dim) + " values");
-  const int threads = dim >= 2048 ? 256 : 128;
   const unsigned grid = static_cast<unsigned>(rows);
+  const RowGroupLayout layout = row_group_layout(dim);
+  if (dim % 8 == 0 && layout.groups > 0 && aligned16(h) && (!kAdd || aligned16(y)) && aligned16(x) && aligned16(w)) {
+    const unsigned t = layout.threads;
+    switch (layout.groups) {
+      case 1: add_rms_norm_groups_kernel<1, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
+      case 2: add_rms_norm_groups_kernel<2, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
+      case 4: add_rms_norm_groups_kernel<4, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
+      default: add_rms_norm_groups_kernel<8, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
+    }
+    return;
+  }
+  const int threads = dim >= 2048 ? 256 : 128;
   const int d = static_cast<int>(dim);
   if (dim % 4 == 0 && aligned16(h) && (!kAdd || aligned16(y)) && aligned16(x) && aligned16(w))
     add_rms_norm_fast_kernel<true, kAdd><<<grid, threads, 0, s>>>(h, y, d, w, eps, x);
@@ -333,6 +403,13 @@ void rms_norm_zero_centered_fast(const float* x, int64_t rows, int64_t dim, cons
 void gated_rms_norm_fast(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
                          float* y, cudaStream_t s) {
   if (rows <= 0) return;
+  if (dim % 8 == 0 && gated_norm_groups_apply(dim / 8, dim, w) && aligned16(x) && aligned16(z) && aligned16(y)) {
+    const int64_t groups = rows * dim / 8;
+    gated_rms_norm_groups_kernel<<<static_cast<unsigned>((groups + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        x, z, groups, static_cast<int>(dim / 8), w, eps, y);
+    STAVE_CUDA_LAUNCHED();
+    return;
+  }
   constexpr int kWarps = kThreads / 32;
   gated_rms_norm_fast_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(
       x, z, rows, static_cast<int>(dim), w, eps, y);

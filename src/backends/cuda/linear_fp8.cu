@@ -15,10 +15,14 @@
 #include "backends/cuda/activations.cuh"
 #include "backends/cuda/linear_fp8.h"
 #include "backends/cuda/mxfp4_device.cuh"
+#include "backends/cuda/row_groups.cuh"
 #include "stave/errors.h"
 
 namespace stave::cuda {
 namespace {
+
+using dev::Prologue;
+using dev::RowPrologue;
 
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
@@ -148,13 +152,21 @@ __global__ void quantize_rows_fp8_kernel(const float* x, int64_t M, int64_t K, i
 // e2m1_round and products as quantize_rows_fp8_kernel, so the same bits for finite rows; for a
 // NaN value the block's amax follows mxfp4::qdq_row (std::max passes it over), which the warp
 // form's butterfly does only on some lanes. K ≤ 8 · kG · kRegsThreads.
-constexpr int kRegsThreads = 512;  // at most (kG = 8 takes 116 registers)
-// kSiluUp: the row is silu(x) ⊙ up (SwiGLU's product, silu_mul_fast's fp32 rounding), computed
-// as it is loaded: the down projection quantizes its input without it being written first.
-template <int kG, bool kSiluUp = false>
-__global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(const float* x, const float* up,
+constexpr int kRegsThreads = kRowGroupThreads;  // at most (kG = 8 takes 116 registers)
+// A prologue forms the row as it is loaded, so that the product quantizes its input without it
+// being written first (each with the fp32 rounding of the element-wise op it replaces):
+//   kSiluUp      silu(x) ⊙ aux (SwiGLU's product, silu_mul_fast)
+//   kSigmoidGate x ⊙ sigmoid(aux) (the attention's output gate, sigmoid_mul_fast)
+//   kGatedNorm   per head of 8 · norm_lanes values, w ⊙ x / sqrt(mean x² + eps) · silu(aux)
+//                (the Gated DeltaNet's gated RMSNorm, gated_rms_norm_fast's grouped form)
+//   kAddNorm     h = x + aux written to h_out, then the row's zero-centred RMSNorm (written to
+//                x_out unless null): add_rms_norm_zero_centered's grouped fast form
+//   kNorm        the same without the add (rms_norm_zero_centered)
+template <int kG, Prologue kP = Prologue::kPlain>
+__global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(const float* x, RowPrologue pro,
                                                                               int64_t M, int64_t K, int mode,
                                                                               uint8_t* xq, float* row_scale) {
+  constexpr bool kRowNorm = kP == Prologue::kAddNorm || kP == Prologue::kNorm;
   const int64_t r = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   const int64_t groups = K / 8;
@@ -166,27 +178,55 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
   }
   const float* in = x + r * K;
   float v[kG][8];
+  // 1. The row as the product takes it. Past the row (g ≥ groups) everything stays zero; those
+  // lanes still join a norm's shuffles, and write nothing.
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
+    float u[8] = {}, w8[8] = {};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[j][i] = 0.0f;
+    if (g < groups) {
+      load8(in + 8 * g, v[j]);
+      if constexpr (kP != Prologue::kPlain && kP != Prologue::kNorm) load8(pro.aux + r * K + 8 * g, u);
+      // The head's norm weights for this group (K is a whole number of heads).
+      if constexpr (kP == Prologue::kGatedNorm) load8(pro.norm_w + (8 * g) % (8 * pro.norm_lanes), w8);
+      if constexpr (kP == Prologue::kAddNorm) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[j][i] = __fadd_rn(v[j][i], u[i]);
+        store8(pro.h_out + r * K + 8 * g, v[j]);
+      }
+    }
+    if constexpr (kP == Prologue::kSiluUp) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[j][i] = silu_f(v[j][i]) * u[i];
+    } else if constexpr (kP == Prologue::kSigmoidGate) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[j][i] = v[j][i] * sigmoid_f(u[i]);
+    } else if constexpr (kP == Prologue::kGatedNorm) {
+      gated_norm_group8(v[j], u, w8, pro.norm_lanes, pro.eps);
+    }
+  }
+  if constexpr (kRowNorm) {
+    __shared__ float part[32];
+    const float ss = row_sum_squares<kG>(v, part);
+#pragma unroll
+    for (int j = 0; j < kG; ++j) {
+      const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
+      float w8[8] = {};
+      if (g < groups) load8(pro.norm_w + 8 * g, w8);
+      rms_norm_zc_group8(v[j], w8, ss, K, pro.eps);
+      if (g < groups && pro.x_out) store8(pro.x_out + r * K + 8 * g, v[j]);
+    }
+  }
+  // 2. The block exponents and the row's largest.
   int e[kG];
   int emax = -1000;
 #pragma unroll
   for (int j = 0; j < kG; ++j) {
     const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
     float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[j][i] = 0.0f;
     if (g < groups) {
-      const float4 a = *reinterpret_cast<const float4*>(in + 8 * g);
-      const float4 b = *reinterpret_cast<const float4*>(in + 8 * g + 4);
-      v[j][0] = a.x, v[j][1] = a.y, v[j][2] = a.z, v[j][3] = a.w;
-      v[j][4] = b.x, v[j][5] = b.y, v[j][6] = b.z, v[j][7] = b.w;
-      if constexpr (kSiluUp) {
-        const float* ur = up + r * K + 8 * g;
-        const float4 c = *reinterpret_cast<const float4*>(ur);
-        const float4 d = *reinterpret_cast<const float4*>(ur + 4);
-        const float u[8] = {c.x, c.y, c.z, c.w, d.x, d.y, d.z, d.w};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[j][i] = silu_f(v[j][i]) * u[i];
-      }
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const float m = fabsf(v[j][i]);
@@ -241,27 +281,31 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
   if (tid == 0) row_scale[r] = ldexpf(1.0f, ref);
 }
 
-// Launches the register form for rows of K values (with kSiluUp, x is the gate): true, or
-// false with nothing launched where it does not take the shape (K beyond 8 · 8 · kRegsThreads,
-// K % 32 ≠ 0, x or up not 16-byte aligned).
-template <bool kSiluUp>
-bool launch_quantize_regs(const float* x, const float* up, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
-                          float* row_scale, cudaStream_t s) {
-  const int64_t groups = K / 8;
-  auto threads_for = [&](int g) { return static_cast<unsigned>(((groups + g - 1) / g + 31) / 32 * 32); };
+// Null passes: an optional output.
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Launches the register form for rows of K values with prologue kP: true, or false with
+// nothing launched where it does not take the shape (K beyond 8 · 8 · kRegsThreads, K % 32 ≠ 0,
+// x or the prologue's operands not 16-byte aligned, a gated norm whose heads are not a power of
+// two of 8-value groups up to a warp, or that do not divide K).
+template <Prologue kP>
+bool launch_quantize_regs(const float* x, const RowPrologue& pro, int64_t M, int64_t Mp, int64_t K, int mode,
+                          uint8_t* xq, float* row_scale, cudaStream_t s) {
+  const RowGroupLayout layout = row_group_layout(K);
   const auto grid = static_cast<unsigned>(Mp);
-  if (K % 32 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(up) % 16 != 0)
+  if (K % 32 != 0 || layout.groups == 0 || !aligned16(x)) return false;
+  if (kP != Prologue::kPlain && kP != Prologue::kNorm && !aligned16(pro.aux)) return false;
+  if (kP == Prologue::kGatedNorm && !gated_norm_groups_apply(pro.norm_lanes, K, pro.norm_w)) return false;
+  if ((kP == Prologue::kAddNorm || kP == Prologue::kNorm) &&
+      (!aligned16(pro.norm_w) || !aligned16(pro.x_out) || (kP == Prologue::kAddNorm && !aligned16(pro.h_out))))
     return false;
-  if (groups <= kRegsThreads)
-    quantize_rows_fp8_regs_kernel<1, kSiluUp><<<grid, threads_for(1), 0, s>>>(x, up, M, K, mode, xq, row_scale);
-  else if (groups <= 2 * kRegsThreads)
-    quantize_rows_fp8_regs_kernel<2, kSiluUp><<<grid, threads_for(2), 0, s>>>(x, up, M, K, mode, xq, row_scale);
-  else if (groups <= 4 * kRegsThreads)
-    quantize_rows_fp8_regs_kernel<4, kSiluUp><<<grid, threads_for(4), 0, s>>>(x, up, M, K, mode, xq, row_scale);
-  else if (groups <= 8 * kRegsThreads)
-    quantize_rows_fp8_regs_kernel<8, kSiluUp><<<grid, threads_for(8), 0, s>>>(x, up, M, K, mode, xq, row_scale);
-  else
-    return false;
+  const unsigned t = layout.threads;
+  switch (layout.groups) {
+    case 1: quantize_rows_fp8_regs_kernel<1, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
+    case 2: quantize_rows_fp8_regs_kernel<2, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
+    case 4: quantize_rows_fp8_regs_kernel<4, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
+    default: quantize_rows_fp8_regs_kernel<8, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
+  }
   STAVE_CUDA_LAUNCHED();
   return true;
 }
@@ -270,7 +314,7 @@ bool launch_quantize_regs(const float* x, const float* up, int64_t M, int64_t Mp
 // 512 values and x is 16-byte aligned (form 0 or 1), else the two-pass warp form.
 void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
                               float* row_scale, cudaStream_t s, int form = 0) {
-  if (form != 2 && launch_quantize_regs<false>(x, nullptr, M, Mp, K, mode, xq, row_scale, s)) return;
+  if (form != 2 && launch_quantize_regs<Prologue::kPlain>(x, RowPrologue{}, M, Mp, K, mode, xq, row_scale, s)) return;
   quantize_rows_fp8_kernel<<<static_cast<unsigned>(Mp), kRowWarps * 32, 0, s>>>(x, M, K, mode, xq, row_scale);
   STAVE_CUDA_LAUNCHED();
 }
@@ -491,7 +535,8 @@ void quantize_rows_fp8(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mo
   };
   if (K % 32 != 0 || form < 0 || form > 2) refuse();
   if (form == 1) {
-    if (!launch_quantize_regs<false>(x, nullptr, M, M, K, mode_code(mode), xq, row_scale, s)) refuse();
+    if (!launch_quantize_regs<Prologue::kPlain>(x, RowPrologue{}, M, M, K, mode_code(mode), xq, row_scale, s))
+      refuse();
     return;
   }
   launch_quantize_rows_fp8(x, M, M, K, mode_code(mode), xq, row_scale, s, form);
@@ -579,12 +624,32 @@ bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const flo
   return true;
 }
 
-bool linear_fp8_quantize_silu_input(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up,
-                                    int64_t M) {
+bool linear_fp8_quantize_formed_input(GpuContext& ctx, const DeviceLinear& w, const float* x, const RowPrologue& pro,
+                                     int64_t M) {
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
   if (!ctx.fp8_gemm().plan(op.Mp, w.out, w.in, ctx.linear_path() == LinearPath::kFp8)) return false;
-  return launch_quantize_regs<true>(gate, up, M, op.Mp, w.in, mode_code(w.input_scale_mode), op.x, op.x_scale,
-                                    ctx.stream());
+  const int mode = mode_code(w.input_scale_mode);
+  switch (pro.kind) {
+    case Prologue::kPlain:
+      return launch_quantize_regs<Prologue::kPlain>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
+    case Prologue::kSiluUp:
+      return launch_quantize_regs<Prologue::kSiluUp>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
+    case Prologue::kSigmoidGate:
+      return launch_quantize_regs<Prologue::kSigmoidGate>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale,
+                                                          ctx.stream());
+    case Prologue::kGatedNorm:
+      return launch_quantize_regs<Prologue::kGatedNorm>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale,
+                                                        ctx.stream());
+    case Prologue::kAddNorm:
+      return launch_quantize_regs<Prologue::kAddNorm>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
+    case Prologue::kNorm:
+      return launch_quantize_regs<Prologue::kNorm>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
+  }
+  return false;
+}
+
+bool linear_fp8_has_plan(GpuContext& ctx, const DeviceLinear& w, int64_t M) {
+  return ctx.fp8_gemm().plan(round_up(M, kAlign), w.out, w.in, ctx.linear_path() == LinearPath::kFp8) != nullptr;
 }
 
 bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {

@@ -53,12 +53,13 @@ void quantize_rows_fp8(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mo
 // return false (nothing done) where cuBLASLt has no FP8 algorithm for the shape.
 bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M);
 bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);
-// The first step for the input silu(gate) ⊙ up (SwiGLU; the product rounded as silu_mul_fast),
-// read from gate and up [M, w.in] and never written. False (nothing done) where the register
-// form does not take the shape (K > 32,768 or pointers not 16-byte aligned) or cuBLASLt has no
-// FP8 algorithm for it.
-bool linear_fp8_quantize_silu_input(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up,
-                                    int64_t M);
+// Whether cuBLASLt has an FP8 algorithm for w's product over M rows (made and kept on first ask).
+bool linear_fp8_has_plan(GpuContext& ctx, const DeviceLinear& w, int64_t M);
+// The first step for the input `pro` forms from x (and pro.aux) [M, w.in]. False (nothing done)
+// where the register form does not take the shape (K > 32,768, pointers not 16-byte aligned, a
+// gated norm's heads not 8 · 2^k ≤ 256 values dividing K) or cuBLASLt has no FP8 algorithm.
+bool linear_fp8_quantize_formed_input(GpuContext& ctx, const DeviceLinear& w, const float* x, const RowPrologue& pro,
+                                      int64_t M);
 // Benchmarks: the last linear_fp8 call's GEMM (and scale epilogue) alone, on the operands it
 // left in ctx's scratch (same w and M); no bias.
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);

@@ -317,11 +317,13 @@ bool takes_fp8_path(const GpuContext& ctx, const DeviceLinear& w, int64_t M) {
 
 }  // namespace
 
-void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products) {
-  if (M <= 0) return;
-  // The weight the FP8 path last quantized x for: its quantization serves weights of the same
-  // K and scale mode until another path writes the scratch.
-  const DeviceLinear* quantized_for = nullptr;
+namespace {
+
+// The products of linear_shared_input. quantized_for: the weight whose FP8 quantization of x is
+// in ctx's scratch (it serves weights of the same K and scale mode until another path writes
+// the scratch), or null.
+void shared_products(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products,
+                     const DeviceLinear* quantized_for) {
   for (const SharedProduct& p : products) {
     const DeviceLinear& w = *p.w;
     if (takes_fp8_path(ctx, w, M)) {
@@ -337,10 +339,38 @@ void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<c
   }
 }
 
+}  // namespace
+
+void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products) {
+  if (M <= 0) return;
+  shared_products(ctx, x, M, products, nullptr);
+}
+
+bool add_rms_norm_shared_fused(GpuContext& ctx, float* h, const float* y, int64_t M, int64_t dim, const float* w,
+                               float eps, float* x, std::span<const SharedProduct> products) {
+  if (M <= 0 || products.empty()) return false;
+  const DeviceLinear& first = *products.front().w;
+  if (first.in != dim || !takes_fp8_path(ctx, first, M)) return false;
+  // x is written unless every product takes the quantization made here.
+  bool all = true;
+  for (const SharedProduct& p : products)
+    all = all && takes_fp8_path(ctx, *p.w, M) && p.w->in == first.in &&
+          p.w->input_scale_mode == first.input_scale_mode && linear_fp8_has_plan(ctx, *p.w, M);
+  RowPrologue pro{y ? Prologue::kAddNorm : Prologue::kNorm, y, w, 0, eps, h, all ? nullptr : x};
+  if (!linear_fp8_quantize_formed_input(ctx, first, h, pro, M)) return false;
+  shared_products(ctx, x, M, products, &first);
+  return true;
+}
+
+bool formed_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* x, const RowPrologue& pro, int64_t M,
+                         float* y) {
+  if (M <= 0 || !takes_fp8_path(ctx, w, M)) return false;
+  return linear_fp8_quantize_formed_input(ctx, w, x, pro, M) && linear_fp8_quantized(ctx, w, M, y);
+}
+
 bool silu_mul_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* gate, const float* up, int64_t M,
                            float* y) {
-  if (M <= 0 || !takes_fp8_path(ctx, w, M)) return false;
-  return linear_fp8_quantize_silu_input(ctx, w, gate, up, M) && linear_fp8_quantized(ctx, w, M, y);
+  return formed_linear_fused(ctx, w, gate, {Prologue::kSiluUp, up}, M, y);
 }
 
 void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,

@@ -43,14 +43,17 @@ void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& b
     for (State* s : states) mixer.push_back(&*s->attention);
     attention_->forward(backend, xp, batch, mixer, y.data<float>());
   }
-  // The residual add and the post-attention norm that reads it, in one op.
-  backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, post_norm_.data<float>(), eps_, xp);
+  // The residual add and the post-attention norm that reads it, in one op (with the MLP's
+  // gate and up products, unless an observer needs the norm).
   if (mlp_input && *mlp_input) {
     if (backend.device() != Device::kCpu)
       throw Error(ErrorKind::kUnsupported, "the MLP input observer (AWQ calibration) runs on a CPU backend only");
+    backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, post_norm_.data<float>(), eps_, xp);
     (*mlp_input)(xp, T);
+    mlp_.forward(backend, xp, T, y.data<float>());
+  } else {
+    mlp_.forward_normed(backend, h, y.data<float>(), post_norm_.data<float>(), eps_, xp, T, y.data<float>());
   }
-  mlp_.forward(backend, xp, T, y.data<float>());
   if (carry && carry->next)
     backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, carry->next->input_norm_.data<float>(),
                                        carry->next->eps_, xp);

@@ -111,8 +111,7 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
                                c.v.data<float>(), o + sl.row0 * q_width);
     c.length += sl.tokens;
   }
-  backend.sigmoid_mul(o, gate.data<float>(), T * q_width);
-  backend.linear(o_proj_, o, T, y);
+  backend.sigmoid_mul_linear(o_proj_, o, gate.data<float>(), T, y);
 }
 
 }  // namespace stave

@@ -79,11 +79,10 @@ void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const T
   for (State* s : states) recurrent.push_back(s->recurrent.data<float>());
   backend.gated_delta_rule_packed(dims_, in, starts, recurrent, core.data<float>());
 
-  // Gated RMSNorm per v head (z is v-head-major like the core output), reusing qkv as scratch.
-  float* normed = qkv.data<float>();
-  backend.gated_rms_norm(core.data<float>(), z.data<float>(), T * nv, dims_.d_v, norm_weight_.data<float>(), eps_,
-                         normed);
-  backend.linear(out_proj_, normed, T, y);
+  // Gated RMSNorm per v head (z is v-head-major like the core output) and the output
+  // projection, with qkv as the norm's scratch where the backend writes it.
+  backend.gated_rms_norm_linear(out_proj_, core.data<float>(), z.data<float>(), dims_.d_v, norm_weight_.data<float>(),
+                                eps_, qkv.data<float>(), T, y);
 }
 
 }  // namespace stave

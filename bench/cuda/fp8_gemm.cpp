@@ -1,0 +1,212 @@
+// cuBLASLt FP8 E4M3 GEMMs at the 27B's linear shapes, every algorithm cuBLASLt's heuristic offers
+// (up to STAVE_BENCH_ALGOS, default 8) under each of five settings: how far the library's own
+// kernels go for our products, and which setting and algorithm the FP8 path should take.
+//   outer_f32      scales per row of both operands in the GEMM (OUTER_VEC_32F), fp32 out: today
+//   outer_f32_fast the same with CUBLASLT_MATMUL_DESC_FAST_ACCUM
+//   scalar_f32     one scale per operand (the most common FP8 GEMM), fp32 out
+//   scalar_bf16    the same with BF16 out (half the output bytes)
+//   scalar_bf16_fast
+// Operands are random E4M3 bytes; time per product (CUDA events), TFLOP/s as a counter, and the
+// fraction of the card's dense FP8 rate (STAVE_BENCH_FP8_TFLOPS, default 989.5 · 2 for an H100 /
+// H200 SXM) as `of_peak`. Names: fp8_gemm/<shape>/M/<setting>/algo<i>.
+//   bench_cuda_fp8_gemm --benchmark_filter='/2048/' --benchmark_min_time=0.05s
+#include <benchmark/benchmark.h>
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CHECK_CUDA(x)                                                                        \
+  do {                                                                                       \
+    const cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                          \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+#define CHECK_LT(x)                                                                          \
+  do {                                                                                       \
+    const cublasStatus_t s_ = (x);                                                           \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      std::fprintf(stderr, "%s: status %d\n", #x, static_cast<int>(s_));                     \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+// The 27B's products (N outputs, K inputs).
+constexpr Shape kShapes[] = {{"mlp_up", 17408, 5120},   {"mlp_down", 5120, 17408}, {"gdn_qkv", 10240, 5120},
+                             {"gdn_z", 6144, 5120},     {"gdn_out", 5120, 6144},   {"attn_q", 12288, 5120},
+                             {"attn_kv", 1024, 5120}};
+
+struct Setting {
+  const char* name;
+  bool outer, bf16_out, fast;
+};
+constexpr Setting kSettings[] = {{"outer_f32", true, false, false},
+                                 {"outer_f32_fast", true, false, true},
+                                 {"scalar_f32", false, false, false},
+                                 {"scalar_bf16", false, true, false},
+                                 {"scalar_bf16_fast", false, true, true}};
+
+constexpr size_t kWorkspace = size_t{32} << 20;
+
+struct Device {
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  uint8_t *a = nullptr, *b = nullptr;
+  void* d = nullptr;
+  float *row_scales = nullptr, *one = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+Device& device() {
+  static Device g = [] {
+    Device d;
+    CHECK_LT(cublasLtCreate(&d.lt));
+    CHECK_CUDA(cudaStreamCreate(&d.stream));
+    CHECK_CUDA(cudaMalloc(&d.workspace, kWorkspace));
+    int64_t max_a = 0, max_b = 0, max_d = 0, max_rows = 0;
+    for (const Shape& s : kShapes) {
+      max_a = std::max(max_a, s.n * s.k);
+      max_b = std::max(max_b, int64_t{8192} * s.k);
+      max_d = std::max(max_d, int64_t{8192} * s.n);
+      max_rows = std::max(max_rows, std::max(s.n, int64_t{8192}));
+    }
+    std::vector<uint8_t> bytes(static_cast<size_t>(std::max(max_a, max_b)));
+    std::mt19937 rng(7);
+    // E4M3 of magnitude ≤ 1.75 (exponent field ≤ 7) with random signs: finite sums.
+    for (auto& v : bytes) v = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x40u));
+    CHECK_CUDA(cudaMalloc(&d.a, static_cast<size_t>(max_a)));
+    CHECK_CUDA(cudaMalloc(&d.b, static_cast<size_t>(max_b)));
+    CHECK_CUDA(cudaMemcpy(d.a, bytes.data(), static_cast<size_t>(max_a), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(d.b, bytes.data(), static_cast<size_t>(max_b), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc(&d.d, static_cast<size_t>(max_d) * sizeof(float)));
+    std::vector<float> scales(static_cast<size_t>(max_rows), 0.5f);
+    CHECK_CUDA(cudaMalloc(&d.row_scales, scales.size() * sizeof(float)));
+    CHECK_CUDA(cudaMemcpy(d.row_scales, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc(&d.one, sizeof(float)));
+    CHECK_CUDA(cudaMemcpy(d.one, scales.data(), sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+  }();
+  return g;
+}
+
+// One product's descriptors (column-major as the product: D (N × M) = Wᵀ(K × N) · x (K × M)).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  std::vector<cublasLtMatmulHeuristicResult_t> algos;
+};
+
+Plan make_plan(const Shape& s, int64_t M, const Setting& set, int want) {
+  Device& g = device();
+  Plan p;
+  CHECK_LT(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (set.fast) {
+    const int8_t fast = 1;
+    CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  }
+  const float* sa = set.outer ? g.row_scales : g.one;
+  const float* sb = set.outer ? g.row_scales : g.one;
+  if (set.outer) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)) !=
+            CUBLAS_STATUS_SUCCESS)
+      return p;  // no algorithms
+  }
+  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
+  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, s.k, s.n, s.k));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, s.k, M, s.k));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&p.d, set.bf16_out ? CUDA_R_16BF : CUDA_R_32F, s.n, M, s.n));
+  cublasLtMatmulPreference_t pref = nullptr;
+  CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = kWorkspace;
+  CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  p.algos.resize(static_cast<size_t>(want));
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(g.lt, p.desc, p.a, p.b, p.d, p.d, pref, want, p.algos.data(), &found) !=
+      CUBLAS_STATUS_SUCCESS)
+    found = 0;
+  p.algos.resize(static_cast<size_t>(found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  return p;
+}
+
+void run_product(const Plan& p, int index) {
+  Device& g = device();
+  const float one = 1.0f, zero = 0.0f;
+  CHECK_LT(cublasLtMatmul(g.lt, p.desc, &one, g.a, p.a, g.b, p.b, &zero, g.d, p.d, g.d, p.d,
+                          &p.algos[static_cast<size_t>(index)].algo, g.workspace, kWorkspace, g.stream));
+}
+
+void bench_product(benchmark::State& state, std::shared_ptr<Plan> plan, int index, double flop) {
+  Device& g = device();
+  cudaEvent_t t0, t1;
+  CHECK_CUDA(cudaEventCreate(&t0));
+  CHECK_CUDA(cudaEventCreate(&t1));
+  for (int i = 0; i < 3; ++i) run_product(*plan, index);
+  for (auto _ : state) {
+    CHECK_CUDA(cudaEventRecord(t0, g.stream));
+    run_product(*plan, index);
+    CHECK_CUDA(cudaEventRecord(t1, g.stream));
+    CHECK_CUDA(cudaEventSynchronize(t1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const char* peak_env = std::getenv("STAVE_BENCH_FP8_TFLOPS");
+  const double peak = peak_env ? std::atof(peak_env) : 1979.0;
+  state.counters["TFLOPs"] = benchmark::Counter(flop * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["of_peak"] =
+      benchmark::Counter(flop * 1e-12 / peak, benchmark::Counter::kIsIterationInvariantRate);
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("bench_cuda_fp8_gemm: no CUDA device, nothing to time\n");
+    return 0;
+  }
+  const char* want_env = std::getenv("STAVE_BENCH_ALGOS");
+  const int want = want_env ? std::max(1, std::atoi(want_env)) : 8;
+  for (const int64_t M : {512, 2048, 8192})
+    for (const Shape& s : kShapes)
+      for (const Setting& set : kSettings) {
+        auto plan = std::make_shared<Plan>(make_plan(s, M, set, want));
+        const double flop = 2.0 * static_cast<double>(M) * static_cast<double>(s.n) * static_cast<double>(s.k);
+        for (int i = 0; i < static_cast<int>(plan->algos.size()); ++i) {
+          const std::string name = std::string("fp8_gemm/") + s.name + "/" + std::to_string(M) + "/" + set.name +
+                                   "/algo" + std::to_string(i);
+          benchmark::RegisterBenchmark(name.c_str(), bench_product, plan, i, flop)
+              ->UseManualTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
