@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdlib>
 #include <limits>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cuda/device_ops.h"
@@ -109,8 +112,23 @@ bool page_locked(const void* p) {
 
 }  // namespace
 
+namespace {
+
+// STAVE_CUDA_FUSED_INPUT: "on" (the default) forms the element-wise op before a projection
+// inside its FP8 input quantization (silu_mul_linear, sigmoid_mul_linear, gated_rms_norm_linear,
+// add_rms_norm_linear_shared); "off" composes the two ops, for before/after timings in one build.
+bool fused_input_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_FUSED_INPUT");
+  if (!e || !*e || std::string_view(e) == "on") return true;
+  if (std::string_view(e) == "off") return false;
+  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FUSED_INPUT is '") + e + "': expected 'on' or 'off'");
+}
+
+}  // namespace
+
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
+      fused_input_(fused_input_from_env()),
       options_(options),
       ctx_(std::make_shared<GpuContext>(precision == Precision::kExact,
                                         options.attention_kernel.value_or(attention_kernel_from_env()))),
@@ -240,13 +258,14 @@ void CudaBackend::add_rms_norm_linear_shared(float* h, const float* y, int64_t r
     std::vector<dev::SharedProduct> products;
     products.reserve(outs.size());
     for (const LinearOutput& o : outs) products.push_back({&resident(o.w), o.y});
-    if (dev::add_rms_norm_shared_fused(*ctx_, h, y, rows, dim, w, eps, x, products)) return;
+    if (fused_input_ && dev::add_rms_norm_shared_fused(*ctx_, h, y, rows, dim, w, eps, x, products)) return;
   }
   Backend::add_rms_norm_linear_shared(h, y, rows, dim, w, eps, x, outs);
 }
 
 bool CudaBackend::formed_linear(const LinearWeight& w, const float* x, const dev::RowPrologue& pro, int64_t M,
                                 float* y) const {
+  if (!fused_input_) return false;
   std::lock_guard lock(mutex_);
   return dev::formed_linear_fused(*ctx_, resident(w), x, pro, M, y);
 }

@@ -108,6 +108,7 @@ class CudaBackend : public Backend {
   std::pair<const float*, const float*> resident_matrix(const float* w, const float* bias, int64_t N, int64_t K) const;
 
   Precision precision_;
+  bool fused_input_;  // STAVE_CUDA_FUSED_INPUT
   CudaBackendOptions options_;
   mutable std::mutex mutex_;  // one op at a time on the shared context and caches
   // Shared with the deleters of the tensors this backend allocates (they free on its stream).
