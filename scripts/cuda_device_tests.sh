@@ -39,5 +39,10 @@ done
 echo "== again with STAVE_CUDA_DELTA=chunk-registers"
 STAVE_CUDA_DELTA=chunk-registers "${suite:-$bin}/stave_tests" \
   --gtest_filter='Devices/BackendOps.GatedDelta*cuda_fast*:Devices/*cuda_fast*' || status=1
+# The norms and gates formed inside the FP8 input quantization (STAVE_CUDA_FUSED_INPUT=on, off by
+# default until measured on a GPU) under the op suite and the fast-precision model suites.
+echo "== again with STAVE_CUDA_FUSED_INPUT=on"
+STAVE_CUDA_FUSED_INPUT=on "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
+STAVE_CUDA_FUSED_INPUT=on "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 "$bin/stave_cuda_tests" "$@" || status=1
 exit $status

@@ -183,16 +183,18 @@ void silu_mul_fast(const float* gate, const float* up, int64_t n, float* y, cuda
 void sigmoid_mul_fast(float* x, const float* gate, int64_t n, cudaStream_t s);
 // Bit-identical to add_inplace (one fp32 add per element), vectorized: both precisions.
 void add_inplace_vec(float* h, const float* y, int64_t n, cudaStream_t s);
+// grouped (the norms below too): the grouped layout of row_groups.cuh / gated_norm_group8 where
+// the shape takes it (the layout the fused FP8 quantization repeats); false: the earlier kernels.
 void gated_rms_norm_fast(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
-                         float* y, cudaStream_t s);
+                         float* y, cudaStream_t s, bool grouped = true);
 void causal_conv1d_silu_fast(const float* x, int64_t tokens, int64_t channels, const float* weight, int64_t kernel,
                              float* history, float* y, cudaStream_t s);
 // h += y; x = rms_norm_zero_centered(h). exact: bit-identical to add_inplace followed by
 // rms_norm_zero_centered above; fast: fp32 reduction, float4 accesses.
 void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
-                                float* x, bool exact, cudaStream_t s);
+                                float* x, bool exact, cudaStream_t s, bool grouped = true);
 void rms_norm_zero_centered_fast(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y,
-                                 cudaStream_t s);
+                                 cudaStream_t s, bool grouped = true);
 // Fast only: per-head rms_norm_zero_centered + apply_rope in one pass, the gate split out of
 // [q | gate] rows when gate != nullptr (Backend::head_norm_rope).
 void head_norm_rope(const float* x, int64_t tokens, int64_t heads, int64_t head_dim, const float* w, float eps,

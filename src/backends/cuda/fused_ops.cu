@@ -335,11 +335,11 @@ __global__ void head_norm_rope_kernel(const float* x, int64_t rows, int heads, i
 
 template <bool kAdd>
 void launch_norm_fast(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps, float* x,
-                      cudaStream_t s) {
+                      cudaStream_t s, bool grouped) {
   if (dim > INT32_MAX) throw Error(ErrorKind::kInternal, "rms_norm: a row of " + std::to_string(dim) + " values");
   const unsigned grid = static_cast<unsigned>(rows);
   const RowGroupLayout layout = row_group_layout(dim);
-  if (dim % 8 == 0 && layout.groups > 0 && aligned16(h) && (!kAdd || aligned16(y)) && aligned16(x) && aligned16(w)) {
+  if (grouped && dim % 8 == 0 && layout.groups > 0 && aligned16(h) && (!kAdd || aligned16(y)) && aligned16(x) && aligned16(w)) {
     const unsigned t = layout.threads;
     switch (layout.groups) {
       case 1: add_rms_norm_groups_kernel<1, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
@@ -381,29 +381,29 @@ void add_inplace_vec(float* h, const float* y, int64_t n, cudaStream_t s) {
 }
 
 void add_rms_norm_zero_centered(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
-                                float* x, bool exact, cudaStream_t s) {
+                                float* x, bool exact, cudaStream_t s, bool grouped) {
   if (rows <= 0 || dim <= 0) return;
   if (exact) {
     // The block size of rms_norm_zc_kernel: part of the reduction order.
     add_rms_norm_exact_kernel<<<static_cast<unsigned>(rows), dim >= 1024 ? 512 : 128, 0, s>>>(h, y, dim, w, eps, x);
   } else {
-    launch_norm_fast<true>(h, y, rows, dim, w, eps, x, s);
+    launch_norm_fast<true>(h, y, rows, dim, w, eps, x, s, grouped);
   }
   STAVE_CUDA_LAUNCHED();
 }
 
 void rms_norm_zero_centered_fast(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y,
-                                 cudaStream_t s) {
+                                 cudaStream_t s, bool grouped) {
   if (rows <= 0 || dim <= 0) return;
   // Without the add the kernel only reads its first argument.
-  launch_norm_fast<false>(const_cast<float*>(x), nullptr, rows, dim, w, eps, y, s);
+  launch_norm_fast<false>(const_cast<float*>(x), nullptr, rows, dim, w, eps, y, s, grouped);
   STAVE_CUDA_LAUNCHED();
 }
 
 void gated_rms_norm_fast(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
-                         float* y, cudaStream_t s) {
+                         float* y, cudaStream_t s, bool grouped) {
   if (rows <= 0) return;
-  if (dim % 8 == 0 && gated_norm_groups_apply(dim / 8, dim, w) && aligned16(x) && aligned16(z) && aligned16(y)) {
+  if (grouped && dim % 8 == 0 && gated_norm_groups_apply(dim / 8, dim, w) && aligned16(x) && aligned16(z) && aligned16(y)) {
     const int64_t groups = rows * dim / 8;
     gated_rms_norm_groups_kernel<<<static_cast<unsigned>((groups + kThreads - 1) / kThreads), kThreads, 0, s>>>(
         x, z, groups, static_cast<int>(dim / 8), w, eps, y);
