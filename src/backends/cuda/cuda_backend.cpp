@@ -110,10 +110,6 @@ bool page_locked(const void* p) {
   return a.type == cudaMemoryTypeHost;
 }
 
-}  // namespace
-
-namespace {
-
 // STAVE_CUDA_FUSED_INPUT: "on" forms the norm or gate before a projection inside its FP8 input
 // quantization (sigmoid_mul_linear, gated_rms_norm_linear, add_rms_norm_linear_shared) and runs
 // the standalone fast norms in the same grouped layout; "off" (the default until these kernels
@@ -258,12 +254,12 @@ void CudaBackend::gated_rms_norm_linear(const LinearWeight& w, const float* x, c
 void CudaBackend::add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
                                              float eps, float* x, std::span<const LinearOutput> outs) const {
   if (rows <= 0) return;
-  {
+  if (fused_input_) {
     std::lock_guard lock(mutex_);
     std::vector<dev::SharedProduct> products;
     products.reserve(outs.size());
     for (const LinearOutput& o : outs) products.push_back({&resident(o.w), o.y});
-    if (fused_input_ && dev::add_rms_norm_shared_fused(*ctx_, h, y, rows, dim, w, eps, x, products)) return;
+    if (dev::add_rms_norm_shared_fused(*ctx_, h, y, rows, dim, w, eps, x, products)) return;
   }
   Backend::add_rms_norm_linear_shared(h, y, rows, dim, w, eps, x, outs);
 }
