@@ -23,6 +23,12 @@
 #   FID_VARIANTS narrows the variants (names: default wide fp8 chunk bf16attn).
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
 #   sequential pass and with STAVE_CUDA_DELTA=chunk-registers, alternated twice.
+#   "fused": bench_decide on the synth release with STAVE_CUDA_FUSED_INPUT off and on (the norms
+#   and gates formed inside the FP8 input quantization), alternated twice, then the stage profile
+#   at STAGE_TOKENS (default 2048) with it on.
+#   "sweep": bench_cuda_fp8_gemm (cuBLASLt's FP8 algorithms and settings at the 27B shapes) at
+#   SWEEP_TOKENS rows (default 2048), then bench_decide once per STAVE_CUDA_FP8_ALGO in FP8_ALGOS
+#   (e.g. "0 1 3"; empty: none).
 set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 # The folder pack_cuda.sh filled (OUT_DIR/payload); bin.tar.xz is unpacked once beside it.
@@ -187,6 +193,30 @@ if [[ " $steps " == *" delta "* ]]; then
       STAVE_CUDA_DELTA=$pass timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=chunk_bf16 \
         --benchmark_min_time=0.2 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
     done
+  done
+fi
+if [[ " $steps " == *" fused "* ]]; then
+  synth_release
+  for round in 1 2; do
+    for fused in off on; do
+      echo "== round $round, STAVE_CUDA_FUSED_INPUT=$fused" | tee -a "$OUT/bench_fused.txt"
+      STAVE_CUDA_FUSED_INPUT=$fused STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
+        timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter='Decide/' 2>&1 | grep -E "Decide/" |
+        tee -a "$OUT/bench_fused.txt"
+    done
+  done
+  STAVE_CUDA_FUSED_INPUT=on STAVE_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench --model $rel --device cuda \
+    --prompt-tokens "${STAGE_TOKENS:-2048}" 2>&1 | tee "$OUT/stages_fused.txt"
+fi
+if [[ " $steps " == *" sweep "* ]]; then
+  timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_fp8_gemm" --benchmark_filter="/${SWEEP_TOKENS:-2048}/" \
+    --benchmark_min_time=0.03s --benchmark_counters_tabular=true 2>&1 | tee "$OUT/fp8_sweep.txt"
+  if [ -n "${FP8_ALGOS:-}" ]; then synth_release; fi
+  for algo in ${FP8_ALGOS:-}; do
+    echo "== STAVE_CUDA_FP8_ALGO=$algo" | tee -a "$OUT/bench_fp8_algo.txt"
+    STAVE_CUDA_FP8_ALGO=$algo STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
+      timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter='Decide/' 2>&1 | grep -E "Decide/" |
+      tee -a "$OUT/bench_fp8_algo.txt"
   done
 fi
 # STEPS=attention: the fast attention kernels side by side at the 27B / 9B shapes.

@@ -2,6 +2,7 @@
 #include <cublasLt.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -362,10 +363,25 @@ static bool fast_accumulation_from_env() {
   throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FP8_ACCUM is '") + e + "': expected 'promote' or 'fast'");
 }
 
+// STAVE_CUDA_FP8_ALGO=N: the N-th algorithm cuBLASLt's heuristic offers for each product (0, the
+// default, is its first choice; a shape with fewer takes its last), so that a whole decision can
+// be timed with another one (bench_cuda_fp8_gemm times them one product at a time). Fixed per
+// process, so the same input gives the same bits run after run.
+static int algo_index_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_FP8_ALGO");
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end != '\0' || v < 0 || v > 31)
+    throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FP8_ALGO is '") + e + "': expected 0 … 31");
+  return static_cast<int>(v);
+}
+
 struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
   bool fast_accumulation = fast_accumulation_from_env();
+  int algo_index = algo_index_from_env();
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
 
   Fp8Gemm() {
@@ -419,17 +435,19 @@ struct Fp8Gemm {
     const uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;
     (void)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_split,
                                                sizeof(no_split));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[32] = {};
+    const int want = algo_index + 1;
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, want, results, &found);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
       (void)cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &any, sizeof(any));
-      st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+      st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, want, results, &found);
     }
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;
-    p.algo = result.algo;
+    p.algo = results[std::min(algo_index, found - 1)].algo;
     p.in_gemm = scaled;
     return true;
   }
