@@ -23,9 +23,10 @@
 #   FID_VARIANTS narrows the variants (names: default wide fp8 chunk bf16attn).
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
 #   sequential pass and with STAVE_CUDA_DELTA=chunk-registers, alternated twice.
-#   "fused": bench_decide on the synth release with STAVE_CUDA_FUSED_INPUT off and on (the norms
-#   and gates formed inside the FP8 input quantization), alternated twice, then the stage profile
-#   at STAGE_TOKENS (default 2048) with it on.
+#   "fused": the fast norms (bench_elementwise) and bench_decide on the synth release with
+#   STAVE_CUDA_FUSED_INPUT off and on (the norms and gates formed inside the FP8 input
+#   quantization; decisions alternated twice), then the stage profile at STAGE_TOKENS (default
+#   2048) with it on.
 #   "sweep": bench_cuda_fp8_gemm (cuBLASLt's FP8 algorithms and settings at the 27B shapes) at
 #   SWEEP_TOKENS rows (default 2048), then bench_decide once per STAVE_CUDA_FP8_ALGO in FP8_ALGOS
 #   (e.g. "0 1 3"; empty: none).
@@ -196,6 +197,12 @@ if [[ " $steps " == *" delta "* ]]; then
   done
 fi
 if [[ " $steps " == *" fused "* ]]; then
+  # The standalone fast norms in their earlier and their grouped layout.
+  for fused in off on; do
+    echo "== STAVE_CUDA_FUSED_INPUT=$fused" | tee -a "$OUT/bench_norms.txt"
+    STAVE_CUDA_FUSED_INPUT=$fused timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_elementwise" \
+      --benchmark_filter='^fast/(add_rms_norm|rms_norm|gated_rms_norm)' 2>&1 | grep -E "^fast/" | tee -a "$OUT/bench_norms.txt"
+  done
   synth_release
   for round in 1 2; do
     for fused in off on; do
