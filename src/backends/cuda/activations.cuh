@@ -1,5 +1,5 @@
 // Fast-precision activations in fp32, shared by the element-wise kernels (fused_ops.cu) and the
-// FP8 path's fused SiLU·up quantization (linear_fp8.cu), so both round the same way.
+// FP8 path's fused input quantization (quantize_fp8.cu), so both round the same way.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,7 +20,7 @@ __device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
 // lanes (a power of two ≤ 32, the head 8 · lanes values, starting at a lane multiple of lanes):
 // v = w ⊙ v / sqrt(mean v² + eps) ⊙ silu(z). Every lane of the warp must call it (shuffles).
 // One function for the standalone kernel (fused_ops.cu) and the FP8 quantization's prologue
-// (linear_fp8.cu), each rounding pinned, so that both give the same bits.
+// (quantize_fp8.cu), each rounding pinned, so that both give the same bits.
 __device__ __forceinline__ void gated_norm_group8(float (&v)[8], const float (&z)[8], const float (&w)[8], int lanes,
                                                   float eps) {
   float ss = 0.0f;

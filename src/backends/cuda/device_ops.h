@@ -110,7 +110,7 @@ struct SharedProduct {
 };
 void linear_shared_input(GpuContext& ctx, const float* x, int64_t M, std::span<const SharedProduct> products);
 
-// What the first step forms from its operands as it loads a row (linear_fp8.cu's quantization), so
+// What the first step forms from its operands as it loads a row (quantize_fp8.cu), so
 // that the input of the product is never written: the element-wise op before a projection,
 // fused into the projection's quantization with that op's fast-precision rounding.
 enum class Prologue {

@@ -13,10 +13,9 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/cuda/activations.cuh"
 #include "backends/cuda/linear_fp8.h"
 #include "backends/cuda/mxfp4_device.cuh"
-#include "backends/cuda/row_groups.cuh"
+#include "backends/cuda/quantize_fp8.h"
 #include "stave/errors.h"
 
 namespace stave::cuda {
@@ -28,11 +27,9 @@ using dev::RowPrologue;
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of 16
-constexpr int kMaxShift = 6, kMinShift = -8;  // E2M1 · 2^d exact in E4M3 for d in [−8, 6]
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
-__device__ unsigned long long g_rounded_blocks = 0;
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -96,230 +93,6 @@ __global__ void expand_fp8_kernel(const uint8_t* codes, const uint8_t* scales, c
   *reinterpret_cast<uint4*>(out + r * K + c * 16) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
-// One CTA (8 warps) per activation row of the padded batch: pass 1 finds the row's largest block
-// exponent (R_a = it − 6), pass 2 quantizes each block bit-exactly as mxfp4::qdq_row and writes
-// E2M1 · 2^(e − R_a) as E4M3 (exact for e − R_a ≥ −8; below, rounded and counted). Rows ≥ M of
-// the padding are zeros with scale 1. K % 32 == 0.
-constexpr int kRowWarps = 8;
-__global__ void quantize_rows_fp8_kernel(const float* x, int64_t M, int64_t K, int mode, uint8_t* xq,
-                                         float* row_scale) {
-  const int64_t r = blockIdx.x;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t nb = K / 32;
-  uint8_t* out = xq + r * K;
-  if (r >= M) {
-    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) out[i] = 0;
-    if (threadIdx.x == 0) row_scale[r] = 1.0f;
-    return;
-  }
-  const float* in = x + r * K;
-  auto block_exponent = [&](int64_t b, float& v) {
-    v = in[b * 32 + lane];
-    float amax = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, amax, o);
-      amax = amax < other ? other : amax;
-    }
-    return scale_exponent(amax, mode);
-  };
-  __shared__ int top[kRowWarps];
-  int emax = -1000;
-  for (int64_t b = warp; b < nb; b += kRowWarps) {
-    float v;
-    emax = max(emax, block_exponent(b, v));
-  }
-  if (lane == 0) top[warp] = emax;
-  __syncthreads();
-  emax = top[0];
-  for (int w = 1; w < kRowWarps; ++w) emax = max(emax, top[w]);
-  const int ref = emax - kMaxShift;  // emax in [−127, 127]: 2^ref is a finite fp32
-  for (int64_t b = warp; b < nb; b += kRowWarps) {
-    float v;
-    const int e = block_exponent(b, v);
-    const float q = e2m1_round(__fmul_rn(v, ldexpf(1.0f, -e)));
-    const int d = e - ref;
-    const float t = __fmul_rn(q, ldexpf(1.0f, max(d, -200)));  // exact in fp32 down to its subnormals
-    const uint32_t code = __nv_cvt_float_to_fp8(t, __NV_SATFINITE, __NV_E4M3);
-    out[b * 32 + lane] = static_cast<uint8_t>(code);
-    if (d < kMinShift && __any_sync(0xffffffffu, q != 0.0f) && lane == 0) atomicAdd(&g_rounded_blocks, 1ull);
-  }
-  if (threadIdx.x == 0) row_scale[r] = ldexpf(1.0f, ref);
-}
-
-// The same quantization with the row held in registers: one read of x. Each thread owns kG
-// groups of 8 consecutive values (groups tid, tid + blockDim, …); the 4 groups of an MX block
-// sit on 4 neighbouring lanes, which share its amax by two shuffles. Pass 1 finds the block
-// exponents and the row's largest, pass 2 writes E4M3 from the registers. Same scale_exponent,
-// e2m1_round and products as quantize_rows_fp8_kernel, so the same bits for finite rows; for a
-// NaN value the block's amax follows mxfp4::qdq_row (std::max passes it over), which the warp
-// form's butterfly does only on some lanes. K ≤ 8 · kG · kRegsThreads.
-constexpr int kRegsThreads = kRowGroupThreads;  // at most (kG = 8 takes 116 registers)
-// A prologue forms the row as it is loaded, so that the product quantizes its input without it
-// being written first (each with the fp32 rounding of the element-wise op it replaces):
-//   kSiluUp      silu(x) ⊙ aux (SwiGLU's product, silu_mul_fast)
-//   kSigmoidGate x ⊙ sigmoid(aux) (the attention's output gate, sigmoid_mul_fast)
-//   kGatedNorm   per head of 8 · norm_lanes values, w ⊙ x / sqrt(mean x² + eps) · silu(aux)
-//                (the Gated DeltaNet's gated RMSNorm, gated_rms_norm_fast's grouped form)
-//   kAddNorm     h = x + aux written to h_out, then the row's zero-centred RMSNorm (written to
-//                x_out unless null): add_rms_norm_zero_centered's grouped fast form
-//   kNorm        the same without the add (rms_norm_zero_centered)
-template <int kG, Prologue kP = Prologue::kPlain>
-__global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(const float* x, RowPrologue pro,
-                                                                              int64_t M, int64_t K, int mode,
-                                                                              uint8_t* xq, float* row_scale) {
-  constexpr bool kRowNorm = kP == Prologue::kAddNorm || kP == Prologue::kNorm;
-  const int64_t r = blockIdx.x;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
-  const int64_t groups = K / 8;
-  uint8_t* out = xq + r * K;
-  if (r >= M) {
-    for (int64_t g = tid; g < groups; g += blockDim.x) *reinterpret_cast<uint2*>(out + 8 * g) = make_uint2(0, 0);
-    if (tid == 0) row_scale[r] = 1.0f;
-    return;
-  }
-  const float* in = x + r * K;
-  float v[kG][8];
-  // 1. The row as the product takes it. Past the row (g ≥ groups) everything stays zero; those
-  // lanes still join a norm's shuffles, and write nothing.
-#pragma unroll
-  for (int j = 0; j < kG; ++j) {
-    const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
-    float u[8] = {}, w8[8] = {};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[j][i] = 0.0f;
-    if (g < groups) {
-      load8(in + 8 * g, v[j]);
-      if constexpr (kP != Prologue::kPlain && kP != Prologue::kNorm) load8(pro.aux + r * K + 8 * g, u);
-      // The head's norm weights for this group (K is a whole number of heads).
-      if constexpr (kP == Prologue::kGatedNorm) load8(pro.norm_w + (8 * g) % (8 * pro.norm_lanes), w8);
-      if constexpr (kP == Prologue::kAddNorm) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[j][i] = __fadd_rn(v[j][i], u[i]);
-        store8(pro.h_out + r * K + 8 * g, v[j]);
-      }
-    }
-    if constexpr (kP == Prologue::kSiluUp) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[j][i] = silu_f(v[j][i]) * u[i];
-    } else if constexpr (kP == Prologue::kSigmoidGate) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[j][i] = v[j][i] * sigmoid_f(u[i]);
-    } else if constexpr (kP == Prologue::kGatedNorm) {
-      gated_norm_group8(v[j], u, w8, pro.norm_lanes, pro.eps);
-    }
-  }
-  if constexpr (kRowNorm) {
-    __shared__ float part[32];
-    const float ss = row_sum_squares<kG>(v, part);
-#pragma unroll
-    for (int j = 0; j < kG; ++j) {
-      const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
-      float w8[8] = {};
-      if (g < groups) load8(pro.norm_w + 8 * g, w8);
-      rms_norm_zc_group8(v[j], w8, ss, K, pro.eps);
-      if (g < groups && pro.x_out) store8(pro.x_out + r * K + 8 * g, v[j]);
-    }
-  }
-  // 2. The block exponents and the row's largest.
-  int e[kG];
-  int emax = -1000;
-#pragma unroll
-  for (int j = 0; j < kG; ++j) {
-    const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
-    float amax = 0.0f;
-    if (g < groups) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float m = fabsf(v[j][i]);
-        amax = amax < m ? m : amax;  // std::max(amax, m) as mxfp4::qdq_row: a NaN value is passed over
-      }
-    }
-    // The block's 4 lanes (groups beyond K/8 come in whole blocks: K % 32 == 0).
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, amax, o);
-      amax = amax < other ? other : amax;
-    }
-    e[j] = scale_exponent(amax, mode);
-    if (g < groups) emax = max(emax, e[j]);
-  }
-  __shared__ int top[32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
-  if (lane == 0) top[warp] = emax;
-  __syncthreads();
-  emax = top[0];
-  for (int w = 1; w < nwarps; ++w) emax = max(emax, top[w]);
-  const int ref = emax - kMaxShift;
-#pragma unroll
-  for (int j = 0; j < kG; ++j) {
-    const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
-    const int d = e[j] - ref;
-    const float down = ldexpf(1.0f, -e[j]), up = ldexpf(1.0f, max(d, -200));
-    uint32_t words[2];
-    bool nonzero = false;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      uint32_t w = 0;
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const float q0 = e2m1_round(__fmul_rn(v[j][4 * h + 2 * p], down));
-        const float q1 = e2m1_round(__fmul_rn(v[j][4 * h + 2 * p + 1], down));
-        nonzero |= q0 != 0.0f || q1 != 0.0f;
-        const float2 t = make_float2(__fmul_rn(q0, up), __fmul_rn(q1, up));
-        w |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(t, __NV_SATFINITE, __NV_E4M3)) << (16 * p);
-      }
-      words[h] = w;
-    }
-    int flag = d < kMinShift && nonzero;
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) flag |= __shfl_xor_sync(0xffffffffu, flag, o);
-    if (g < groups) {
-      *reinterpret_cast<uint2*>(out + 8 * g) = make_uint2(words[0], words[1]);
-      if (flag && (lane & 3) == 0) atomicAdd(&g_rounded_blocks, 1ull);
-    }
-  }
-  if (tid == 0) row_scale[r] = ldexpf(1.0f, ref);
-}
-
-// Null passes: an optional output.
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// Launches the register form for rows of K values with prologue kP: true, or false with
-// nothing launched where it does not take the shape (K beyond 8 · 8 · kRegsThreads, K % 32 ≠ 0,
-// x or the prologue's operands not 16-byte aligned, a gated norm whose heads are not a power of
-// two of 8-value groups up to a warp, or that do not divide K).
-template <Prologue kP>
-bool launch_quantize_regs(const float* x, const RowPrologue& pro, int64_t M, int64_t Mp, int64_t K, int mode,
-                          uint8_t* xq, float* row_scale, cudaStream_t s) {
-  const RowGroupLayout layout = row_group_layout(K);
-  const auto grid = static_cast<unsigned>(Mp);
-  if (K % 32 != 0 || layout.groups == 0 || !aligned16(x)) return false;
-  if (kP != Prologue::kPlain && kP != Prologue::kNorm && !aligned16(pro.aux)) return false;
-  if (kP == Prologue::kGatedNorm && !gated_norm_groups_apply(pro.norm_lanes, K, pro.norm_w)) return false;
-  if ((kP == Prologue::kAddNorm || kP == Prologue::kNorm) &&
-      (!aligned16(pro.norm_w) || !aligned16(pro.x_out) || (kP == Prologue::kAddNorm && !aligned16(pro.h_out))))
-    return false;
-  const unsigned t = layout.threads;
-  switch (layout.groups) {
-    case 1: quantize_rows_fp8_regs_kernel<1, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-    case 2: quantize_rows_fp8_regs_kernel<2, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-    case 4: quantize_rows_fp8_regs_kernel<4, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-    default: quantize_rows_fp8_regs_kernel<8, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-  }
-  STAVE_CUDA_LAUNCHED();
-  return true;
-}
-
-// Rows of K values into E4M3 + 2^R_a per row: the register form where the row fits 8 · 8 ·
-// 512 values and x is 16-byte aligned (form 0 or 1), else the two-pass warp form.
-void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
-                              float* row_scale, cudaStream_t s, int form = 0) {
-  if (form != 2 && launch_quantize_regs<Prologue::kPlain>(x, RowPrologue{}, M, Mp, K, mode, xq, row_scale, s)) return;
-  quantize_rows_fp8_kernel<<<static_cast<unsigned>(Mp), kRowWarps * 32, 0, s>>>(x, M, K, mode, xq, row_scale);
-  STAVE_CUDA_LAUNCHED();
-}
-
 // y[m, n] = acc[m, n] · sa[m] · sw[n] (+ bias[n]) for m < M (acc has ld N).
 __global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, const float* sa, const float* sw,
                                        const float* bias, float* y) {
@@ -333,10 +106,6 @@ __global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, c
 __global__ void add_bias_fp8_kernel(float* y, int64_t M, int64_t N, const float* bias) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < M * N) y[i] += bias[i % N];
-}
-
-int mode_code(mxfp4::ScaleMode m) {
-  return m == mxfp4::ScaleMode::kEven ? 0 : (m == mxfp4::ScaleMode::kFloor ? 1 : 2);
 }
 
 }  // namespace
@@ -537,28 +306,11 @@ LinearFp8Stats linear_fp8_stats() {
   s.weights_out_of_range = g_weights_out.load();
   s.gemms_scaled_in_gemm = g_scaled_in_gemm.load();
   s.gemms_scaled_after = g_scaled_after.load();
-  STAVE_CUDA_CHECK(cudaDeviceSynchronize());
-  STAVE_CUDA_CHECK(cudaMemcpyFromSymbol(&s.activation_blocks_rounded, g_rounded_blocks, sizeof(unsigned long long)));
+  s.activation_blocks_rounded = activation_blocks_rounded();
   return s;
 }
 
 namespace dev {
-
-void quantize_rows_fp8(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, uint8_t* xq, float* row_scale,
-                       int form, cudaStream_t s) {
-  if (M <= 0) return;
-  const auto refuse = [&] {
-    throw Error(ErrorKind::kInternal, "FP8 activation quantization: form " + std::to_string(form) +
-                                          " does not take K " + std::to_string(K));
-  };
-  if (K % 32 != 0 || form < 0 || form > 2) refuse();
-  if (form == 1) {
-    if (!launch_quantize_regs<Prologue::kPlain>(x, RowPrologue{}, M, M, K, mode_code(mode), xq, row_scale, s))
-      refuse();
-    return;
-  }
-  launch_quantize_rows_fp8(x, M, M, K, mode_code(mode), xq, row_scale, s, form);
-}
 
 namespace {
 
@@ -646,24 +398,8 @@ bool linear_fp8_quantize_formed_input(GpuContext& ctx, const DeviceLinear& w, co
                                      int64_t M) {
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
   if (!ctx.fp8_gemm().plan(op.Mp, w.out, w.in, ctx.linear_path() == LinearPath::kFp8)) return false;
-  const int mode = mode_code(w.input_scale_mode);
-  switch (pro.kind) {
-    case Prologue::kPlain:
-      return launch_quantize_regs<Prologue::kPlain>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
-    case Prologue::kSiluUp:
-      return launch_quantize_regs<Prologue::kSiluUp>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
-    case Prologue::kSigmoidGate:
-      return launch_quantize_regs<Prologue::kSigmoidGate>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale,
-                                                          ctx.stream());
-    case Prologue::kGatedNorm:
-      return launch_quantize_regs<Prologue::kGatedNorm>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale,
-                                                        ctx.stream());
-    case Prologue::kAddNorm:
-      return launch_quantize_regs<Prologue::kAddNorm>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
-    case Prologue::kNorm:
-      return launch_quantize_regs<Prologue::kNorm>(x, pro, M, op.Mp, w.in, mode, op.x, op.x_scale, ctx.stream());
-  }
-  return false;
+  return launch_quantize_formed(x, pro, M, op.Mp, w.in, mode_code(w.input_scale_mode), op.x, op.x_scale,
+                                ctx.stream());
 }
 
 bool linear_fp8_has_plan(GpuContext& ctx, const DeviceLinear& w, int64_t M) {

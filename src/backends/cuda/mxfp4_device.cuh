@@ -1,6 +1,6 @@
 // Device functions of the MXFP4 activation quantization (src/formats/mxfp4), bit for bit: the
 // block scale exponent and the E2M1 rounding. Shared by the BF16 / fp64 path (linear_ops.cu) and
-// the FP8 path (linear_fp8.cu); each .cu gets its own copy of the table.
+// the FP8 path (linear_fp8.cu, quantize_fp8.cu); each .cu gets its own copy of the table.
 #pragma once
 #include <cuda_runtime.h>
 

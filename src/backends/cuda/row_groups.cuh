@@ -1,5 +1,5 @@
 // Rows held by one block as groups of 8 consecutive values per thread (group tid + j · blockDim
-// for j < kG), the layout of the FP8 path's register quantization (linear_fp8.cu). The fast
+// for j < kG), the layout of the FP8 path's register quantization (quantize_fp8.cu). The fast
 // RMSNorm (fused_ops.cu) uses the same layout and the same sum, so that the norm fused into the
 // quantization writes and quantizes exactly the values the standalone norm writes.
 #pragma once
