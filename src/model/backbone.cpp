@@ -132,7 +132,7 @@ Backbone::Sequence Backbone::rows_in(std::span<const int32_t> ids, std::span<con
   Tensor h = backend_.host_staging({L, H}), cos = backend_.host_staging({L, half}), sin = backend_.host_staging({L, half});
   embed_rows(ids, overrides, h.data<float>());
   rope_rows(positions, first, L, cos.data<float>(), sin.data<float>());
-  return Sequence{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin), Tensor(), -1};
+  return Sequence{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin), Tensor(), Tensor(), -1};
 }
 
 void Backbone::final_norm(float* h, int64_t rows) const {
@@ -148,11 +148,15 @@ void Backbone::run_layer(int64_t index, Sequence& seq, const DecoderLayer::MlpIn
   if (seq.tokens == 0) return;
   DecoderLayer::State state = layers_[static_cast<size_t>(index)].new_state(backend_, seq.tokens);
   if (seq.normed.raw() == nullptr) seq.normed = backend_.empty({seq.tokens, config_.hidden_size});
-  const bool ready = seq.normed_layer == index;
-  seq.normed_layer = -1;  // stale if the layer throws
+  if (seq.residual.raw() == nullptr) seq.residual = backend_.empty({seq.tokens, config_.hidden_size});
+  const bool pending = seq.pending_layer == index;
+  if (seq.pending_layer >= 0 && !pending)
+    throw Error(ErrorKind::kInternal, "layer " + std::to_string(index) + " run before layer " +
+                                          std::to_string(seq.pending_layer) + ", which holds a residual");
+  seq.pending_layer = -1;  // stale if the layer throws
   run_layer_from(index, seq.h.data<float>(), seq.tokens, seq.cos, seq.sin, state, 0, mlp_input,
-                 seq.normed.data<float>(), ready);
-  seq.normed_layer = layer_after(index) ? index + 1 : -1;
+                 seq.normed.data<float>(), seq.residual.data<float>(), pending);
+  seq.pending_layer = layer_after(index) ? index + 1 : -1;
 }
 
 const DecoderLayer* Backbone::layer_after(int64_t index) const {
@@ -161,8 +165,8 @@ const DecoderLayer* Backbone::layer_after(int64_t index) const {
 
 void Backbone::run_layer_from(int64_t index, float* h, int64_t L, const Tensor& cos, const Tensor& sin,
                               DecoderLayer::State& state, int64_t begin,
-                              const DecoderLayer::MlpInputObserver* mlp_input, float* normed,
-                              bool normed_ready) const {
+                              const DecoderLayer::MlpInputObserver* mlp_input, float* normed, float* residual,
+                              bool pending) const {
   const int64_t H = config_.hidden_size, half = rope_.half();
   if (L == 0) return;
   // The exact path runs the whole sequence in one step, as the reference does: where ATen's
@@ -179,7 +183,7 @@ void Backbone::run_layer_from(int64_t index, float* h, int64_t L, const Tensor& 
     step.rope_cos = cos.data<float>() + c0 * half;
     step.rope_sin = sin.data<float>() + c0 * half;
     if (normed) {
-      const DecoderLayer::Carry carry{normed + c0 * H, normed_ready, layer_after(index)};
+      const DecoderLayer::Carry carry{normed + c0 * H, residual + c0 * H, pending, layer_after(index)};
       layer.forward(backend_, h + c0 * H, step, std::span(&one, 1), mlp_input, &carry);
     } else {
       layer.forward(backend_, h + c0 * H, step, std::span(&one, 1), mlp_input);
@@ -212,7 +216,7 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   }
   if (L == 0) return backend_.empty({0, H});
   if (n_seq == 1) {  // one sequence: the stepped path
-    Sequence seq{L, backend_.to_device(hh), backend_.to_device(cos), backend_.to_device(sin), Tensor(), -1};
+    Sequence seq{L, backend_.to_device(hh), backend_.to_device(cos), backend_.to_device(sin), Tensor(), Tensor(), -1};
     for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
     final_norm(seq.h.data<float>(), L);
     return seq.h;
@@ -224,7 +228,7 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
   for (int64_t b = 0; b < n_seq; ++b) batch.slices.push_back({starts[b], starts[b + 1] - starts[b], 0});
   batch.rope_cos = dcos.data<float>();
   batch.rope_sin = dsin.data<float>();
-  const Tensor normed = backend_.empty({L, H});
+  const Tensor normed = backend_.empty({L, H}), residual = backend_.empty({L, H});
   for (int64_t l = 0; l < num_layers(); ++l) {
     const DecoderLayer& layer = layers_[static_cast<size_t>(l)];
     std::vector<DecoderLayer::State> states;
@@ -232,7 +236,7 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
     states.reserve(static_cast<size_t>(n_seq));
     for (const SequenceSlice& q : batch.slices) states.push_back(layer.new_state(backend_, q.tokens));
     for (DecoderLayer::State& s : states) pointers.push_back(&s);
-    const DecoderLayer::Carry carry{normed.data<float>(), l > 0, layer_after(l)};
+    const DecoderLayer::Carry carry{normed.data<float>(), residual.data<float>(), l > 0, layer_after(l)};
     layer.forward(backend_, h.data<float>(), batch, pointers, nullptr, &carry);
   }
   final_norm(h.data<float>(), L);
@@ -291,10 +295,10 @@ std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState&
   check_extend(ids, state);
   const int64_t L = static_cast<int64_t>(ids.size());
   Sequence seq = rows_in(ids, {}, {}, state.tokens);
-  const Tensor normed = backend_.empty({L, config_.hidden_size});
+  const Tensor normed = backend_.empty({L, config_.hidden_size}), residual = backend_.empty({L, config_.hidden_size});
   for (int64_t l = 0; l < num_layers(); ++l)
     run_layer_from(l, seq.h.data<float>(), L, seq.cos, seq.sin, state.layers[static_cast<size_t>(l)], state.tokens,
-                   nullptr, normed.data<float>(), l > 0);
+                   nullptr, normed.data<float>(), residual.data<float>(), l > 0);
   state.tokens += L;
   return finish(seq);
 }
@@ -374,7 +378,7 @@ std::vector<float> Backbone::prefill_batch(std::span<const std::span<const int32
     steps.push_back(std::move(step));
   }
   const Tensor dh = backend_.to_device(h), dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
-  const Tensor normed = backend_.empty({total, H});
+  const Tensor normed = backend_.empty({total, H}), residual = backend_.empty({total, H});
   std::vector<DecoderLayer::State*> pointers;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const DecoderLayer* next = layer_after(static_cast<int64_t>(l));
@@ -386,7 +390,8 @@ std::vector<float> Backbone::prefill_batch(std::span<const std::span<const int32
       batch.rope_sin = dsin.data<float>() + step.row0 * half;
       pointers.clear();
       for (size_t b : step.which) pointers.push_back(&states[b]->layers[l]);
-      const DecoderLayer::Carry carry{normed.data<float>() + step.row0 * H, l > 0, next};
+      const DecoderLayer::Carry carry{normed.data<float>() + step.row0 * H, residual.data<float>() + step.row0 * H,
+                                      l > 0, next};
       layers_[l].forward(backend_, dh.data<float>() + step.row0 * H, batch, pointers, nullptr, &carry);
     }
   }
@@ -406,11 +411,15 @@ std::vector<float> Backbone::finish(Sequence& seq) const {
   const int64_t H = config_.hidden_size;
   std::vector<float> out(static_cast<size_t>(seq.tokens * H));
   if (seq.tokens == 0) return out;
+  if (seq.pending_layer >= 0)
+    throw Error(ErrorKind::kInternal, "a sequence finished before layer " + std::to_string(seq.pending_layer) +
+                                          " ran (its residual is not yet added)");
   final_norm(seq.h.data<float>(), seq.tokens);
   backend_.copy_to_host(seq.h, out.data());
   seq.h = Tensor();
   seq.normed = Tensor();
-  seq.normed_layer = -1;
+  seq.residual = Tensor();
+  seq.pending_layer = -1;
   return out;
 }
 

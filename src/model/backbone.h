@@ -113,10 +113,11 @@ class Backbone {
     int64_t tokens = 0;
     Tensor h;         // residual stream [tokens, hidden], in the backend's memory
     Tensor cos, sin;  // RoPE tables [tokens, rotary_dim / 2], in the backend's memory
-    // The input norm of layer `normed_layer` of h, left by the layer before it (run_layer's
-    // DecoderLayer::Carry); -1: none. run_layer assumes h is not changed between its calls.
-    Tensor normed;
-    int64_t normed_layer = -1;
+    // The layers' norm scratch, and the MLP output of the layer before `pending_layer` that
+    // layer adds to h first (run_layer's DecoderLayer::Carry); -1: none. Between run_layer calls
+    // h lacks that residual; run_layer assumes h is not changed between its calls.
+    Tensor normed, residual;
+    int64_t pending_layer = -1;
   };
   Sequence start(std::span<const int32_t> ids, std::span<const int32_t> positions = {},
                  std::span<const EmbeddingOverride> overrides = {}) const;
@@ -181,7 +182,7 @@ class Backbone {
   // (one sequence) from token `begin`.
   void run_layer_from(int64_t index, float* h, int64_t L, const Tensor& cos, const Tensor& sin,
                       DecoderLayer::State& state, int64_t begin, const DecoderLayer::MlpInputObserver* mlp_input,
-                      float* normed = nullptr, bool normed_ready = false) const;
+                      float* normed = nullptr, float* residual = nullptr, bool pending = false) const;
   // The layer after `index`, or nullptr after the last (DecoderLayer::Carry::next).
   const DecoderLayer* layer_after(int64_t index) const;
   // The embedding rows and RoPE tables of ids at positions (or text positions from `first`),

@@ -32,16 +32,20 @@ void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& b
   const int64_t T = batch.rows, n = T * hidden_;
   const Tensor own = carry ? Tensor() : backend.empty({T, hidden_}), y = backend.empty({T, hidden_});
   float* const xp = carry ? carry->x : own.data<float>();
+  // The MLP's output: the next layer's pending residual, or y (added here).
+  const bool hand_over = carry && carry->next;
+  float* const out = hand_over ? carry->residual : y.data<float>();
+  if (hand_over && !out) throw Error(ErrorKind::kInternal, "a decoder layer carry with a next layer but no residual");
 
-  if (!carry || !carry->ready) backend.rms_norm_zero_centered(h, T, hidden_, input_norm_.data<float>(), eps_, xp);
+  const LayerInput in{h, carry && carry->pending ? carry->residual : nullptr, input_norm_.data<float>(), eps_, xp};
   if (deltanet_) {
     std::vector<GatedDeltaNetLayer::State*> mixer;
     for (State* s : states) mixer.push_back(&*s->deltanet);
-    deltanet_->forward(backend, xp, batch, mixer, y.data<float>());
+    deltanet_->forward(backend, in, batch, mixer, y.data<float>());
   } else {
     std::vector<FullAttentionLayer::State*> mixer;
     for (State* s : states) mixer.push_back(&*s->attention);
-    attention_->forward(backend, xp, batch, mixer, y.data<float>());
+    attention_->forward(backend, in, batch, mixer, y.data<float>());
   }
   // The residual add and the post-attention norm that reads it, in one op (with the MLP's
   // gate and up products, unless an observer needs the norm).
@@ -50,15 +54,11 @@ void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& b
       throw Error(ErrorKind::kUnsupported, "the MLP input observer (AWQ calibration) runs on a CPU backend only");
     backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, post_norm_.data<float>(), eps_, xp);
     (*mlp_input)(xp, T);
-    mlp_.forward(backend, xp, T, y.data<float>());
+    mlp_.forward(backend, xp, T, out);
   } else {
-    mlp_.forward_normed(backend, h, y.data<float>(), post_norm_.data<float>(), eps_, xp, T, y.data<float>());
+    mlp_.forward_normed(backend, h, y.data<float>(), post_norm_.data<float>(), eps_, xp, T, out);
   }
-  if (carry && carry->next)
-    backend.add_rms_norm_zero_centered(h, y.data<float>(), T, hidden_, carry->next->input_norm_.data<float>(),
-                                       carry->next->eps_, xp);
-  else
-    backend.add_inplace(h, y.data<float>(), n);
+  if (!hand_over) backend.add_inplace(h, out, n);
 }
 
 }  // namespace stave

@@ -46,13 +46,16 @@ class DecoderLayer {
   // h: the residual stream rows of the batch [batch.rows, hidden], updated in place; slice b
   // of the batch continues *states[b].
   //
-  // Layers run in order can hand the input norm over (`carry`): x [batch.rows, hidden] in the
-  // backend's memory holds this layer's input norm of h when `ready` (its own norm is skipped),
-  // and with `next` the layer ends with add_rms_norm_zero_centered — the residual add and
-  // next's input norm in one op — leaving next's input in x. h is the same either way.
+  // Layers run in order can hand the last residual add over (`carry`), so that it happens in
+  // the next layer's first op together with its input norm and the products over it
+  // (Backend::add_rms_norm_linear_shared): with `next`, the layer leaves its MLP output in
+  // `residual` [batch.rows, hidden] instead of adding it to h; with `pending`, the layer adds
+  // the previous layer's `residual` first. x [batch.rows, hidden] is the norms' scratch. h is the
+  // same as without a carry once the pending residual is added (the last layer has no `next`).
   struct Carry {
     float* x = nullptr;
-    bool ready = false;
+    float* residual = nullptr;
+    bool pending = false;
     const DecoderLayer* next = nullptr;
   };
   void forward(const Backend& backend, float* h, const TokenBatch& batch, std::span<State* const> states,

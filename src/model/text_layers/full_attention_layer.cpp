@@ -51,7 +51,7 @@ void FullAttentionLayer::grow(const Backend& backend, State& cache, int64_t min_
   cache.capacity = capacity;
 }
 
-void FullAttentionLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch,
+void FullAttentionLayer::forward(const Backend& backend, const LayerInput& x, const TokenBatch& batch,
                                  std::span<State* const> states, float* y) const {
   const int64_t T = batch.rows, d = shape_.head_dim, nq = shape_.n_q_heads, nkv = shape_.n_kv_heads;
   const int64_t q_width = nq * d, kv_width = nkv * d;
@@ -84,7 +84,7 @@ void FullAttentionLayer::forward(const Backend& backend, const float* x, const T
   }
   const Backend::LinearOutput outs[] = {
       {q_proj_, qg.data<float>()}, {k_proj_, K.data<float>()}, {v_proj_, V.data<float>()}};
-  backend.linear_shared_input(x, T, outs);
+  x.project(backend, T, outs);
   // q = rope(norm(query halves)), gate = the gate halves: one op (split_query_gate, the
   // per-head norm and RoPE composed by default).
   const Tensor q = backend.empty({T, q_width}), gate = backend.empty({T, q_width});

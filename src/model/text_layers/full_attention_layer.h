@@ -10,6 +10,7 @@
 #include "formats/tensor_names.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
+#include "model/text_layers/layer_input.h"
 #include "model/text_layers/token_chunk.h"
 #include "ops/backend.h"
 
@@ -35,10 +36,10 @@ class FullAttentionLayer {
   // A cache with room for max_tokens tokens; forward grows it when more arrive.
   State new_state(const Backend& backend, int64_t max_tokens) const;
 
-  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory;
-  // slice b continues the cache *states[b], and its begin must equal that cache's length
-  // (tokens arrive in order).
-  void forward(const Backend& backend, const float* x, const TokenBatch& batch, std::span<State* const> states,
+  // The input norm `in` forms -> y: [batch.rows, hidden], in the backend's memory; slice b
+  // continues the cache *states[b], and its begin must equal that cache's length (tokens arrive
+  // in order).
+  void forward(const Backend& backend, const LayerInput& in, const TokenBatch& batch, std::span<State* const> states,
                float* y) const;
 
  private:

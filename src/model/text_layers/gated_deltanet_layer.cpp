@@ -37,7 +37,7 @@ GatedDeltaNetLayer::State GatedDeltaNetLayer::new_state(const Backend& backend) 
   return s;
 }
 
-void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const TokenBatch& batch,
+void GatedDeltaNetLayer::forward(const Backend& backend, const LayerInput& x, const TokenBatch& batch,
                                  std::span<State* const> states, float* y) const {
   const int64_t T = batch.rows, nv = dims_.n_v_heads;
   if (batch.slices.size() != states.size())
@@ -49,7 +49,7 @@ void GatedDeltaNetLayer::forward(const Backend& backend, const float* x, const T
                                         {in_proj_z_, z.data<float>()},
                                         {in_proj_b_, b.data<float>()},
                                         {in_proj_a_, a.data<float>()}};
-  backend.linear_shared_input(x, T, outs);
+  x.project(backend, T, outs);
 
   // Each sequence's conv continues its own history.
   const Tensor conv = backend.empty({T, conv_dim_});

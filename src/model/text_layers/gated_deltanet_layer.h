@@ -9,6 +9,7 @@
 #include "formats/tensor_names.h"
 #include "io/model_config.h"
 #include "io/tensor_store.h"
+#include "model/text_layers/layer_input.h"
 #include "model/text_layers/token_chunk.h"
 #include "ops/backend.h"
 
@@ -33,9 +34,9 @@ class GatedDeltaNetLayer {
   // A zero state.
   State new_state(const Backend& backend) const;
 
-  // x: [batch.rows, hidden] (normed input) -> y: [batch.rows, hidden], in the backend's memory;
-  // slice b of the batch continues *states[b].
-  void forward(const Backend& backend, const float* x, const TokenBatch& batch, std::span<State* const> states,
+  // The input norm `in` forms -> y: [batch.rows, hidden], in the backend's memory; slice b of
+  // the batch continues *states[b].
+  void forward(const Backend& backend, const LayerInput& in, const TokenBatch& batch, std::span<State* const> states,
                float* y) const;
 
  private:
