@@ -147,6 +147,7 @@ if [[ " $steps " == *" serve "* ]]; then
   done
 fi
 if [[ " $steps " == *" torch "* ]]; then
+  synth_release
   timeout "${TORCH_TIMEOUT:-200}" env PYTHONUNBUFFERED=1 python3 tools/reference/cuda_baseline.py \
     "$rel" 2>&1 | tail -15 | tee "$OUT/torch.txt"
 fi
