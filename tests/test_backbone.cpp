@@ -220,5 +220,27 @@ TEST(Backbone, RejectsTokenIdsOutsideTheVocabulary) {
   EXPECT_TRUE(backbone.forward(std::vector<int32_t>{}).empty());
 }
 
+// Layer by layer, each layer leaves its MLP output for the next layer's first op to add
+// (DecoderLayer::Carry): stepping equals forward() bit for bit, and a sequence whose last
+// residual is still pending, or layers run out of order, are refused instead of giving hidden
+// states without it.
+TEST(Backbone, SteppedLayersHandTheirResidualOver) {
+  STAVE_REQUIRE_FIXTURE("public/model-bf16/config.json");
+  auto release = open_release(test::fixture("public/model-bf16"));
+  Backbone backbone(*release, reference_backend());
+  ASSERT_GE(backbone.num_layers(), 2);
+  const auto ids = some_ids(40, release->config.text.vocab_size);
+  Backbone::Sequence seq = backbone.start(ids);
+  for (int64_t l = 0; l < backbone.num_layers(); ++l) backbone.run_layer(l, seq);
+  EXPECT_EQ(backbone.finish(seq), backbone.forward(ids));
+
+  Backbone::Sequence partial = backbone.start(ids);
+  backbone.run_layer(0, partial);
+  EXPECT_THROW(backbone.finish(partial), Error);
+  Backbone::Sequence skipped = backbone.start(ids);
+  backbone.run_layer(0, skipped);
+  EXPECT_THROW(backbone.run_layer(0, skipped), Error);  // layer 1 holds the residual
+}
+
 }  // namespace
 }  // namespace stave
