@@ -237,9 +237,9 @@ TEST(Backbone, SteppedLayersHandTheirResidualOver) {
   Backbone::Sequence partial = backbone.start(ids);
   backbone.run_layer(0, partial);
   EXPECT_THROW(backbone.finish(partial), Error);
-  Backbone::Sequence skipped = backbone.start(ids);
-  backbone.run_layer(0, skipped);
-  EXPECT_THROW(backbone.run_layer(0, skipped), Error);  // layer 1 holds the residual
+  Backbone::Sequence again = backbone.start(ids);
+  backbone.run_layer(0, again);
+  EXPECT_THROW(backbone.run_layer(0, again), Error);  // layer 1 holds the residual
 }
 
 }  // namespace
