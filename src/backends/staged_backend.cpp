@@ -70,21 +70,25 @@ void StagedBackend::gated_rms_norm(const float* x, const float* z, int64_t rows,
 void StagedBackend::silu_mul(const float* gate, const float* up, int64_t n, float* y) const {
   timed("norms+elementwise", [&] { inner_->silu_mul(gate, up, n, y); });
 }
-// The fused projections count as linear work, as silu_mul_linear does (their element-wise part
-// is inside the quantization on CUDA's fast path; elsewhere the default composes the two ops on
-// the inner backend).
+// The projections that form their input inside the products count as linear work (their
+// element-wise part is inside the quantization); where the inner backend composes them, the
+// composition runs through this profiler's own ops, each in its stage.
 void StagedBackend::add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w,
                                                float eps, float* x, std::span<const LinearOutput> outs) const {
+  if (!inner_->forms_input_in_products()) return Backend::add_rms_norm_linear_shared(h, y, rows, dim, w, eps, x, outs);
   timed("linear", [&] { inner_->add_rms_norm_linear_shared(h, y, rows, dim, w, eps, x, outs); });
 }
 
 void StagedBackend::sigmoid_mul_linear(const LinearWeight& w, float* x, const float* gate, int64_t M, float* y) const {
+  if (!inner_->forms_input_in_products()) return Backend::sigmoid_mul_linear(w, x, gate, M, y);
   timed("linear", [&] { inner_->sigmoid_mul_linear(w, x, gate, M, y); });
 }
 
 void StagedBackend::gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim,
                                           const float* norm_w, float eps, float* scratch, int64_t M,
                                           float* y) const {
+  if (!inner_->forms_input_in_products())
+    return Backend::gated_rms_norm_linear(w, x, z, dim, norm_w, eps, scratch, M, y);
   timed("linear", [&] { inner_->gated_rms_norm_linear(w, x, z, dim, norm_w, eps, scratch, M, y); });
 }
 

@@ -44,6 +44,7 @@ class StagedBackend : public Backend {
   void sigmoid_mul(float* x, const float* gate, int64_t n) const override;
   void add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
                                   float* x, std::span<const LinearOutput> outs) const override;
+  bool forms_input_in_products() const override { return inner_->forms_input_in_products(); }
   void sigmoid_mul_linear(const LinearWeight& w, float* x, const float* gate, int64_t M, float* y) const override;
   void gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim, const float* norm_w,
                              float eps, float* scratch, int64_t M, float* y) const override;

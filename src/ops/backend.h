@@ -100,6 +100,10 @@ class Backend {
   // forms the norm inside the activation quantization (the same bits as its gated_rms_norm).
   virtual void gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim,
                                      const float* norm_w, float eps, float* scratch, int64_t M, float* y) const;
+  // Whether sigmoid_mul_linear, gated_rms_norm_linear and add_rms_norm_linear_shared form the
+  // element-wise part inside the products (false: they compose the ops, as the defaults do).
+  // A profiler (StagedBackend) uses it to count the composed parts in their own stage.
+  virtual bool forms_input_in_products() const { return false; }
   // h[i] += y[i] (the residual add, one fp32 rounding per element as torch's).
   virtual void add_inplace(float* h, const float* y, int64_t n) const;
   // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
