@@ -35,7 +35,8 @@ void DecoderLayer::forward(const Backend& backend, float* h, const TokenBatch& b
   // The MLP's output: the next layer's pending residual, or y (added here).
   const bool hand_over = carry && carry->next;
   float* const out = hand_over ? carry->residual : y.data<float>();
-  if (hand_over && !out) throw Error(ErrorKind::kInternal, "a decoder layer carry with a next layer but no residual");
+  if (carry && (carry->next || carry->pending) && !carry->residual)
+    throw Error(ErrorKind::kInternal, "a decoder layer carry that hands a residual over without its buffer");
 
   const LayerInput in{h, carry && carry->pending ? carry->residual : nullptr, input_norm_.data<float>(), eps_, xp};
   if (deltanet_) {
