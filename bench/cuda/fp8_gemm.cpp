@@ -23,24 +23,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/device_ops.h"
+
 namespace {
 
-#define CHECK_CUDA(x)                                                                        \
-  do {                                                                                       \
-    const cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                          \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
-#define CHECK_LT(x)                                                                          \
-  do {                                                                                       \
-    const cublasStatus_t s_ = (x);                                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-      std::fprintf(stderr, "%s: status %d\n", #x, static_cast<int>(s_));                     \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+using stave::cuda::DeviceBuffer;
 
 struct Shape {
   const char* name;
@@ -65,19 +54,17 @@ constexpr size_t kWorkspace = size_t{32} << 20;
 
 struct Device {
   cublasLtHandle_t lt = nullptr;
-  void* workspace = nullptr;
-  uint8_t *a = nullptr, *b = nullptr;
-  void* d = nullptr;
-  float *row_scales = nullptr, *one = nullptr;
   cudaStream_t stream = nullptr;
+  DeviceBuffer workspace, a, b, d;
+  DeviceBuffer row_scales, scalar;  // 0.5 per row, and one 0.5
 };
 
 Device& device() {
   static Device g = [] {
     Device d;
-    CHECK_LT(cublasLtCreate(&d.lt));
-    CHECK_CUDA(cudaStreamCreate(&d.stream));
-    CHECK_CUDA(cudaMalloc(&d.workspace, kWorkspace));
+    STAVE_CUBLAS_CHECK(cublasLtCreate(&d.lt));
+    STAVE_CUDA_CHECK(cudaStreamCreate(&d.stream));
+    d.workspace.resize(kWorkspace);
     int64_t max_a = 0, max_b = 0, max_d = 0, max_rows = 0;
     for (const Shape& s : kShapes) {
       max_a = std::max(max_a, s.n * s.k);
@@ -89,16 +76,12 @@ Device& device() {
     std::mt19937 rng(7);
     // E4M3 of magnitude ≤ 1.75 (exponent field ≤ 7) with random signs: finite sums.
     for (auto& v : bytes) v = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x40u));
-    CHECK_CUDA(cudaMalloc(&d.a, static_cast<size_t>(max_a)));
-    CHECK_CUDA(cudaMalloc(&d.b, static_cast<size_t>(max_b)));
-    CHECK_CUDA(cudaMemcpy(d.a, bytes.data(), static_cast<size_t>(max_a), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(d.b, bytes.data(), static_cast<size_t>(max_b), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMalloc(&d.d, static_cast<size_t>(max_d) * sizeof(float)));
-    std::vector<float> scales(static_cast<size_t>(max_rows), 0.5f);
-    CHECK_CUDA(cudaMalloc(&d.row_scales, scales.size() * sizeof(float)));
-    CHECK_CUDA(cudaMemcpy(d.row_scales, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMalloc(&d.one, sizeof(float)));
-    CHECK_CUDA(cudaMemcpy(d.one, scales.data(), sizeof(float), cudaMemcpyHostToDevice));
+    d.a.upload(bytes.data(), static_cast<size_t>(max_a));
+    d.b.upload(bytes.data(), static_cast<size_t>(max_b));
+    d.d.resize(static_cast<size_t>(max_d) * sizeof(float));
+    const std::vector<float> scales(static_cast<size_t>(max_rows), 0.5f);
+    d.row_scales.upload(scales.data(), scales.size() * sizeof(float));
+    d.scalar.upload(scales.data(), sizeof(float));
     return d;
   }();
   return g;
@@ -114,16 +97,16 @@ struct Plan {
 Plan make_plan(const Shape& s, int64_t M, const Setting& set, int want) {
   Device& g = device();
   Plan p;
-  CHECK_LT(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  STAVE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (set.fast) {
     const int8_t fast = 1;
-    CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
   }
-  const float* sa = set.outer ? g.row_scales : g.one;
-  const float* sb = set.outer ? g.row_scales : g.one;
+  const float* sa = (set.outer ? g.row_scales : g.scalar).as<float>();
+  const float* sb = sa;
   if (set.outer) {
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)) !=
@@ -132,15 +115,15 @@ Plan make_plan(const Shape& s, int64_t M, const Setting& set, int want) {
             CUBLAS_STATUS_SUCCESS)
       return p;  // no algorithms
   }
-  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
-  CHECK_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, s.k, s.n, s.k));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, s.k, M, s.k));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&p.d, set.bf16_out ? CUDA_R_16BF : CUDA_R_32F, s.n, M, s.n));
+  STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
+  STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));
+  STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, s.k, s.n, s.k));
+  STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, s.k, M, s.k));
+  STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, set.bf16_out ? CUDA_R_16BF : CUDA_R_32F, s.n, M, s.n));
   cublasLtMatmulPreference_t pref = nullptr;
-  CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+  STAVE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = kWorkspace;
-  CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  STAVE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   p.algos.resize(static_cast<size_t>(want));
   int found = 0;
   if (cublasLtMatmulAlgoGetHeuristic(g.lt, p.desc, p.a, p.b, p.d, p.d, pref, want, p.algos.data(), &found) !=
@@ -154,23 +137,24 @@ Plan make_plan(const Shape& s, int64_t M, const Setting& set, int want) {
 void run_product(const Plan& p, int index) {
   Device& g = device();
   const float one = 1.0f, zero = 0.0f;
-  CHECK_LT(cublasLtMatmul(g.lt, p.desc, &one, g.a, p.a, g.b, p.b, &zero, g.d, p.d, g.d, p.d,
-                          &p.algos[static_cast<size_t>(index)].algo, g.workspace, kWorkspace, g.stream));
+  STAVE_CUBLAS_CHECK(cublasLtMatmul(g.lt, p.desc, &one, g.a.as<void>(), p.a, g.b.as<void>(), p.b, &zero,
+                                    g.d.as<void>(), p.d, g.d.as<void>(), p.d, &p.algos[static_cast<size_t>(index)].algo,
+                                    g.workspace.as<void>(), kWorkspace, g.stream));
 }
 
 void bench_product(benchmark::State& state, std::shared_ptr<Plan> plan, int index, double flop) {
   Device& g = device();
   cudaEvent_t t0, t1;
-  CHECK_CUDA(cudaEventCreate(&t0));
-  CHECK_CUDA(cudaEventCreate(&t1));
+  STAVE_CUDA_CHECK(cudaEventCreate(&t0));
+  STAVE_CUDA_CHECK(cudaEventCreate(&t1));
   for (int i = 0; i < 3; ++i) run_product(*plan, index);
   for (auto _ : state) {
-    CHECK_CUDA(cudaEventRecord(t0, g.stream));
+    STAVE_CUDA_CHECK(cudaEventRecord(t0, g.stream));
     run_product(*plan, index);
-    CHECK_CUDA(cudaEventRecord(t1, g.stream));
-    CHECK_CUDA(cudaEventSynchronize(t1));
+    STAVE_CUDA_CHECK(cudaEventRecord(t1, g.stream));
+    STAVE_CUDA_CHECK(cudaEventSynchronize(t1));
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+    STAVE_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
     state.SetIterationTime(ms * 1e-3);
   }
   const char* peak_env = std::getenv("STAVE_BENCH_FP8_TFLOPS");
@@ -185,8 +169,7 @@ void bench_product(benchmark::State& state, std::shared_ptr<Plan> plan, int inde
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!stave::cuda::device_available()) {
     std::printf("bench_cuda_fp8_gemm: no CUDA device, nothing to time\n");
     return 0;
   }

@@ -55,6 +55,21 @@ using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
+// acc += a · B's 16 × 16 block (rows kk, columns tn): B row-major with leading dimension ld, or
+// (kT) held transposed, i.e. column-major, with leading dimension ld.
+template <bool kT>
+__device__ __forceinline__ void mma_b_block(FragC& acc, const FragA& a, const bf16* B, int ld, int kk, int tn) {
+  if constexpr (kT) {
+    FragBT b;
+    wmma::load_matrix_sync(b, B + tn * 16 * ld + kk * 16, ld);
+    wmma::mma_sync(acc, a, b, acc);
+  } else {
+    FragB b;
+    wmma::load_matrix_sync(b, B + kk * 16 * ld + tn * 16, ld);
+    wmma::mma_sync(acc, a, b, acc);
+  }
+}
+
 // Where chunk ci's rows are: from the table (packed sequences: t0[nc], len[nc], then the
 // sequences' first chunks [sequences + 1]) or, without one, chunks of 64 from row 0.
 __device__ inline void chunk_rows(const int* table, int nc, int64_t tokens, int ci, int64_t& t0, int& len) {
@@ -763,28 +778,12 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     for (int kk = 0; kk < kD / 16; ++kk) {
       FragA a;
       wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
-      if constexpr (kT) {
-        FragBT b;
-        wmma::load_matrix_sync(b, Ss + tn * 16 * kLdB + kk * 16, kLdB);  // S_cᵀ: S_c column-major
-        wmma::mma_sync(acc[j], a, b, acc[j]);
-      } else {
-        FragB b;
-        wmma::load_matrix_sync(b, Ss + kk * 16 * kLdB + tn * 16, kLdB);
-        wmma::mma_sync(acc[j], a, b, acc[j]);
-      }
+      mma_b_block<kT>(acc[j], a, Ss, kLdB, kk, tn);  // kT: S_cᵀ, i.e. S_c column-major
     }
     for (int kk = 0; kk <= ti; ++kk) {
       FragA a;
       wmma::load_matrix_sync(a, P + ti * 16 * kLdT + kk * 16, kLdT);
-      if constexpr (kT) {
-        FragBT b;
-        wmma::load_matrix_sync(b, KV + tn * 16 * kLdVt + kk * 16, kLdVt);  // v_newᵀ: v_new column-major
-        wmma::mma_sync(acc[j], a, b, acc[j]);
-      } else {
-        FragB b;
-        wmma::load_matrix_sync(b, KV + kk * 16 * kLdB + tn * 16, kLdB);
-        wmma::mma_sync(acc[j], a, b, acc[j]);
-      }
+      mma_b_block<kT>(acc[j], a, KV, kT ? kLdVt : kLdB, kk, tn);  // kT: v_newᵀ, v_new column-major
     }
   }
   __syncthreads();  // O overwrites Qs and KV
