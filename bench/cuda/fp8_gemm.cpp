@@ -123,7 +123,8 @@ Plan make_plan(const Shape& s, int64_t M, const Setting& set, int want) {
   cublasLtMatmulPreference_t pref = nullptr;
   STAVE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = kWorkspace;
-  STAVE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  STAVE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   p.algos.resize(static_cast<size_t>(want));
   int found = 0;
   if (cublasLtMatmulAlgoGetHeuristic(g.lt, p.desc, p.a, p.b, p.d, p.d, pref, want, p.algos.data(), &found) !=
