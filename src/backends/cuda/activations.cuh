@@ -10,10 +10,15 @@ namespace stave::cuda {
 __device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g)); }
 __device__ __forceinline__ float sigmoid_f(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-// Eight consecutive floats from a 16-byte aligned address.
+// Eight consecutive floats from (store8: to) a 16-byte aligned address.
 __device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
   const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+__device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 // The gated RMSNorm of one head held as 8 consecutive values per lane by `lanes` neighbouring
@@ -32,9 +37,11 @@ __device__ __forceinline__ void gated_norm_group8(float (&v)[8], const float (&z
   for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(v[i], inv)), silu_f(z[i]));
 }
 
-// Whether gated_norm_group8 takes heads of 8 · lanes values in rows of k, with w 16-byte aligned.
-inline bool gated_norm_groups_apply(int64_t lanes, int64_t k, const float* w) {
-  return lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 && k % (8 * lanes) == 0 &&
+// Whether gated_norm_group8 takes heads of `head` values (8 · lanes, lanes a power of two ≤ 32)
+// in rows of k, with w 16-byte aligned.
+inline bool gated_norm_groups_apply(int64_t head, int64_t k, const float* w) {
+  const int64_t lanes = head / 8;
+  return head % 8 == 0 && lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 && k % head == 0 &&
          reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 

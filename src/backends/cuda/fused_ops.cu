@@ -227,10 +227,7 @@ __global__ void gated_rms_norm_groups_kernel(const float* x, const float* z, int
     load8(w + (8 * g) % (8 * lanes), w8);
   }
   gated_norm_group8(v, u, w8, lanes, eps);
-  if (g < groups) {
-    reinterpret_cast<float4*>(y + 8 * g)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(y + 8 * g)[1] = make_float4(v[4], v[5], v[6], v[7]);
-  }
+  if (g < groups) store8(y + 8 * g, v);
 }
 
 // Depthwise causal conv + SiLU: x (channel) along blockIdx.x·threads, tokens along y (strided
@@ -339,14 +336,11 @@ void launch_norm_fast(float* h, const float* y, int64_t rows, int64_t dim, const
   if (dim > INT32_MAX) throw Error(ErrorKind::kInternal, "rms_norm: a row of " + std::to_string(dim) + " values");
   const unsigned grid = static_cast<unsigned>(rows);
   const RowGroupLayout layout = row_group_layout(dim);
-  if (grouped && dim % 8 == 0 && layout.groups > 0 && aligned16(h) && (!kAdd || aligned16(y)) && aligned16(x) && aligned16(w)) {
-    const unsigned t = layout.threads;
-    switch (layout.groups) {
-      case 1: add_rms_norm_groups_kernel<1, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
-      case 2: add_rms_norm_groups_kernel<2, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
-      case 4: add_rms_norm_groups_kernel<4, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
-      default: add_rms_norm_groups_kernel<8, kAdd><<<grid, t, 0, s>>>(h, y, dim, w, eps, x); break;
-    }
+  if (grouped && dim % 8 == 0 && layout.groups > 0 && aligned16(h) && (!kAdd || aligned16(y)) && aligned16(x) &&
+      aligned16(w)) {
+    with_row_groups(layout, [&](auto g) {
+      add_rms_norm_groups_kernel<decltype(g)::value, kAdd><<<grid, layout.threads, 0, s>>>(h, y, dim, w, eps, x);
+    });
     return;
   }
   const int threads = dim >= 2048 ? 256 : 128;
@@ -403,7 +397,7 @@ void rms_norm_zero_centered_fast(const float* x, int64_t rows, int64_t dim, cons
 void gated_rms_norm_fast(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps,
                          float* y, cudaStream_t s, bool grouped) {
   if (rows <= 0) return;
-  if (grouped && dim % 8 == 0 && gated_norm_groups_apply(dim / 8, dim, w) && aligned16(x) && aligned16(z) && aligned16(y)) {
+  if (grouped && gated_norm_groups_apply(dim, dim, w) && aligned16(x) && aligned16(z) && aligned16(y)) {
     const int64_t groups = rows * dim / 8;
     gated_rms_norm_groups_kernel<<<static_cast<unsigned>((groups + kThreads - 1) / kThreads), kThreads, 0, s>>>(
         x, z, groups, static_cast<int>(dim / 8), w, eps, y);

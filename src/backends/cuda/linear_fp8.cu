@@ -21,9 +21,6 @@
 namespace stave::cuda {
 namespace {
 
-using dev::Prologue;
-using dev::RowPrologue;
-
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of 16

@@ -221,17 +221,14 @@ bool launch_quantize_regs(const float* x, const RowPrologue& pro, int64_t M, int
   const auto grid = static_cast<unsigned>(Mp);
   if (K % 32 != 0 || layout.groups == 0 || !aligned16(x)) return false;
   if (kP != Prologue::kPlain && kP != Prologue::kNorm && !aligned16(pro.aux)) return false;
-  if (kP == Prologue::kGatedNorm && !gated_norm_groups_apply(pro.norm_lanes, K, pro.norm_w)) return false;
+  if (kP == Prologue::kGatedNorm && !gated_norm_groups_apply(8 * int64_t{pro.norm_lanes}, K, pro.norm_w)) return false;
   if ((kP == Prologue::kAddNorm || kP == Prologue::kNorm) &&
       (!aligned16(pro.norm_w) || !aligned16(pro.x_out) || (kP == Prologue::kAddNorm && !aligned16(pro.h_out))))
     return false;
-  const unsigned t = layout.threads;
-  switch (layout.groups) {
-    case 1: quantize_rows_fp8_regs_kernel<1, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-    case 2: quantize_rows_fp8_regs_kernel<2, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-    case 4: quantize_rows_fp8_regs_kernel<4, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-    default: quantize_rows_fp8_regs_kernel<8, kP><<<grid, t, 0, s>>>(x, pro, M, K, mode, xq, row_scale); break;
-  }
+  with_row_groups(layout, [&](auto g) {
+    quantize_rows_fp8_regs_kernel<decltype(g)::value, kP>
+        <<<grid, layout.threads, 0, s>>>(x, pro, M, K, mode, xq, row_scale);
+  });
   STAVE_CUDA_LAUNCHED();
   return true;
 }
@@ -246,7 +243,6 @@ void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, 
   quantize_rows_fp8_kernel<<<static_cast<unsigned>(Mp), kRowWarps * 32, 0, s>>>(x, M, K, mode, xq, row_scale);
   STAVE_CUDA_LAUNCHED();
 }
-
 
 bool launch_quantize_formed(const float* x, const RowPrologue& pro, int64_t M, int64_t Mp, int64_t K, int mode,
                             uint8_t* xq, float* row_scale, cudaStream_t s) {

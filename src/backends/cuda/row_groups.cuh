@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace stave::cuda {
 
@@ -22,6 +23,18 @@ inline RowGroupLayout row_group_layout(int64_t k) {
   for (int g = 1; g <= 8; g *= 2)
     if (n <= int64_t{g} * kRowGroupThreads) return {g, static_cast<unsigned>(((n + g - 1) / g + 31) / 32 * 32)};
   return {};
+}
+
+// Calls launch(std::integral_constant<int, groups>{}) for a layout's groups (1, 2, 4 or 8), so
+// that a kernel templated on them is launched with the layout's instance.
+template <class Launch>
+void with_row_groups(const RowGroupLayout& layout, Launch&& launch) {
+  switch (layout.groups) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    default: launch(std::integral_constant<int, 8>{}); break;
+  }
 }
 
 // The sum of squares of the row a block holds in v (zeros past its end), every rounding pinned:
@@ -48,11 +61,6 @@ __device__ __forceinline__ void rms_norm_zc_group8(float (&v)[8], const float (&
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(k)), eps)));
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], inv), __fadd_rn(1.0f, w[i]));
-}
-
-__device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
-  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 }  // namespace stave::cuda
