@@ -256,10 +256,7 @@ void CudaBackend::add_rms_norm_linear_shared(float* h, const float* y, int64_t r
   if (rows <= 0) return;
   if (fused_input_) {
     std::lock_guard lock(mutex_);
-    std::vector<dev::SharedProduct> products;
-    products.reserve(outs.size());
-    for (const LinearOutput& o : outs) products.push_back({&resident(o.w), o.y});
-    if (dev::add_rms_norm_shared_fused(*ctx_, h, y, rows, dim, w, eps, x, products)) return;
+    if (dev::add_rms_norm_shared_fused(*ctx_, h, y, rows, dim, w, eps, x, device_products(outs))) return;
   }
   Backend::add_rms_norm_linear_shared(h, y, rows, dim, w, eps, x, outs);
 }
@@ -274,10 +271,14 @@ bool CudaBackend::formed_linear(const LinearWeight& w, const float* x, const dev
 void CudaBackend::linear_shared_input(const float* x, int64_t M, std::span<const LinearOutput> outs) const {
   if (M <= 0) return;
   std::lock_guard lock(mutex_);
+  dev::linear_shared_input(*ctx_, x, M, device_products(outs));
+}
+
+std::vector<dev::SharedProduct> CudaBackend::device_products(std::span<const LinearOutput> outs) const {
   std::vector<dev::SharedProduct> products;
   products.reserve(outs.size());
   for (const LinearOutput& o : outs) products.push_back({&resident(o.w), o.y});
-  dev::linear_shared_input(*ctx_, x, M, products);
+  return products;
 }
 
 void CudaBackend::rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps,

@@ -23,6 +23,7 @@ class DeviceBuffer;
 class PinnedPool;
 namespace dev {
 struct RowPrologue;
+struct SharedProduct;
 }
 
 struct CudaBackendOptions {
@@ -104,6 +105,8 @@ class CudaBackend : public Backend {
  private:
   friend class CudaHeadMemory;
   const DeviceLinear& resident(const LinearWeight& w) const;
+  // The resident weights and outputs of products over one input (call with mutex_ held).
+  std::vector<dev::SharedProduct> device_products(std::span<const LinearOutput> outs) const;
   // dev::formed_linear_fused under the lock: false where the fused path does not apply.
   bool formed_linear(const LinearWeight& w, const float* x, const dev::RowPrologue& pro, int64_t M, float* y) const;
   // Device copies of an fp32 matmul_nt weight [N, K] and its bias (nullptr without), uploaded
