@@ -242,23 +242,25 @@ const int registered = register_all();
 #ifdef STAVE_BENCH_CUDA
 // --- the GPU's MXFP4 W4A4 linear layers (fast precision) ---
 
-enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm, kSmallM, kToday };
+enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm, kFp8Resident, kSmallM, kToday };
 
 struct GpuState {
   stave::cuda::GpuContext ctx{/*exact=*/false};
   int64_t out = 0, in = 0;
+  stave::cuda::Fp8Weights keep = stave::cuda::Fp8Weights::kExpandPerProduct;
   std::unique_ptr<stave::cuda::DeviceLinear> w;
   stave::cuda::DeviceBuffer x, y;
 };
 
-GpuState& gpu_for(const Shape& s, int64_t M) {
+GpuState& gpu_for(const Shape& s, int64_t M, stave::cuda::Fp8Weights keep) {
   static GpuState& g = *new GpuState;  // never destroyed: no CUDA calls after the runtime's teardown
-  if (!g.w || g.out != s.out || g.in != s.in) {
+  if (!g.w || g.out != s.out || g.in != s.in || g.keep != keep) {
     g.w.reset();
     Weight& t = weight_for(s, Kernel::kW4A4);
-    g.w = std::make_unique<stave::cuda::DeviceLinear>(stave::cuda::upload_linear(t.w, /*fp8_check=*/true));
+    g.w = std::make_unique<stave::cuda::DeviceLinear>(stave::cuda::upload_linear(t.w, /*fp8_check=*/true, keep));
     g.out = s.out;
     g.in = s.in;
+    g.keep = keep;
   }
   const size_t xb = static_cast<size_t>(M * s.in) * sizeof(float), yb = static_cast<size_t>(M * s.out) * sizeof(float);
   if (g.x.bytes() < xb) {
@@ -292,8 +294,10 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   // takes by default at M ≤ 4, is switched off for this case while it runs.
   std::optional<stave::ScopedEnv> expansion_only;
   if (k == GpuKernel::kToday) expansion_only.emplace("STAVE_CUDA_SMALL_M", "off");
-  GpuState& g = gpu_for(s, M);
-  const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm;
+  // cuda_fp8_resident: the FP8 path over the weight's E4M3 copy kept at upload (no expansion).
+  GpuState& g = gpu_for(s, M, k == GpuKernel::kFp8Resident ? cu::Fp8Weights::kResident : cu::Fp8Weights::kExpandPerProduct);
+  const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm ||
+                   k == GpuKernel::kFp8Resident;
   g.ctx.set_linear_path(!fp8 ? cu::LinearPath::kBf16
                         : k == GpuKernel::kFp8Epilogue ? cu::LinearPath::kFp8EpilogueScales
                                                        : cu::LinearPath::kFp8);
@@ -359,7 +363,8 @@ int register_gpu() {
                                                        {GpuKernel::kFp8, "cuda_fp8"},
                                                        {GpuKernel::kFp8Epilogue, "cuda_fp8_epilogue"},
                                                        {GpuKernel::kBf16Gemm, "cuda_bf16_gemm"},
-                                                       {GpuKernel::kFp8Gemm, "cuda_fp8_gemm"}};
+                                                       {GpuKernel::kFp8Gemm, "cuda_fp8_gemm"},
+                                                       {GpuKernel::kFp8Resident, "cuda_fp8_resident"}};
   for (const Shape& s : clef)
     for (auto [k, kname] : kernels)
       benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),

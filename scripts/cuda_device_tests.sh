@@ -44,5 +44,10 @@ STAVE_CUDA_DELTA=chunk-registers "${suite:-$bin}/stave_tests" \
 echo "== again with STAVE_CUDA_FUSED_INPUT=on"
 STAVE_CUDA_FUSED_INPUT=on "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
 STAVE_CUDA_FUSED_INPUT=on "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
+# The weights' FP8 expansions kept resident (STAVE_CUDA_FP8_WEIGHTS=resident, off by default
+# until measured) under the fast-precision model suites and the fixture decisions.
+echo "== again with STAVE_CUDA_FP8_WEIGHTS=resident"
+STAVE_CUDA_FP8_WEIGHTS=resident "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
+STAVE_CUDA_FP8_WEIGHTS=resident "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 "$bin/stave_cuda_tests" "$@" || status=1
 exit $status

@@ -320,5 +320,62 @@ TEST(CudaLinearFp8, PathFromEnvironment) {
   EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kFp8);
 }
 
+// Fp8Weights::kResident keeps the bytes a product's expansion writes, so products over the kept
+// copy equal those over a fresh expansion bit for bit; a weight off the FP8 path keeps nothing.
+TEST(CudaLinearFp8, ResidentWeightsGiveTheSameProducts) {
+  STAVE_REQUIRE_GPU();
+  const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
+  std::mt19937 rng(12);
+  struct Shape {
+    int64_t M, N, K;
+  };
+  for (const Shape s : {Shape{7, 128, 256}, {513, 256, 512}, {64, 1024, 5120}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K);
+    const Mxfp4Weight h = make_mxfp4(rng, s.N, s.K, 118, 130, /*bias=*/true, "fp8_resident");
+    const auto x = test::random_floats(rng, s.M * s.K, -2.0f, 2.0f);
+    cuda::GpuContext ctx(false);
+    ctx.set_linear_path(cuda::LinearPath::kFp8);
+    const auto before = cuda::linear_fp8_stats();
+    const cuda::DeviceLinear per = cuda::upload_linear(h.w, true);
+    const cuda::DeviceLinear kept = cuda::upload_linear(h.w, true, cuda::Fp8Weights::kResident);
+    EXPECT_EQ(per.fp8_weight.bytes(), 0u);
+    ASSERT_EQ(kept.fp8_weight.bytes(), static_cast<size_t>(s.N * s.K));
+    EXPECT_EQ(cuda::linear_fp8_stats().weights_fp8_resident, before.weights_fp8_resident + 1);
+
+    const auto fresh = run_linear(ctx, per, x, s.M);
+    std::vector<uint8_t> expanded(static_cast<size_t>(s.N * s.K)), resident(expanded.size());
+    STAVE_CUDA_CHECK(cudaMemcpy(expanded.data(), ctx.scratch_w().as<void>(), expanded.size(), cudaMemcpyDeviceToHost));
+    kept.fp8_weight.download(resident.data(), resident.size());
+    EXPECT_EQ(std::memcmp(expanded.data(), resident.data(), expanded.size()), 0);
+
+    const auto got = run_linear(ctx, kept, x, s.M);
+    ASSERT_EQ(got.size(), fresh.size());
+    EXPECT_EQ(std::memcmp(got.data(), fresh.data(), got.size() * sizeof(float)), 0);
+    std::vector<float> want(static_cast<size_t>(s.M * s.N));
+    ref::linear(h.w, x.data(), s.M, want.data());
+    EXPECT_LE(scaled_diff(got, want), kTol);
+  }
+  // Off the FP8 path (26 binades in one row): nothing kept, BF16 products as before.
+  Mxfp4Weight wide = make_mxfp4(rng, 64, 256, 120, 126, false, "fp8_resident_wide");
+  wide.scales[5 * (256 / 32) + 3] = 100;
+  wide.codes[(5 * (256 / 32) + 3) * 16] = 0x11;
+  const cuda::DeviceLinear d = cuda::upload_linear(wide.w, true, cuda::Fp8Weights::kResident);
+  EXPECT_FALSE(d.fp8);
+  EXPECT_EQ(d.fp8_weight.bytes(), 0u);
+}
+
+TEST(CudaLinearFp8, Fp8WeightsFromEnvironment) {
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FP8_WEIGHTS", "resident");
+    EXPECT_EQ(cuda::fp8_weights_from_env(), cuda::Fp8Weights::kResident);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FP8_WEIGHTS", "always");
+    EXPECT_THROW(cuda::fp8_weights_from_env(), Error);
+  }
+  const test::ScopedEnv e("STAVE_CUDA_FP8_WEIGHTS", nullptr);
+  EXPECT_EQ(cuda::fp8_weights_from_env(), cuda::Fp8Weights::kExpandPerProduct);
+}
+
 }  // namespace
 }  // namespace stave

@@ -127,6 +127,7 @@ bool fused_input_from_env() {
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
       fused_input_(fused_input_from_env()),
+      fp8_weights_(options.fp8_weights.value_or(fp8_weights_from_env())),
       options_(options),
       ctx_(std::make_shared<GpuContext>(precision == Precision::kExact,
                                         options.attention_kernel.value_or(attention_kernel_from_env()))),
@@ -215,7 +216,9 @@ const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
                                    static_cast<int>(w.input_scale_mode));
   auto it = weights_.find(key);
   if (it == weights_.end())
-    it = weights_.emplace(key, std::make_unique<DeviceLinear>(upload_linear(w, precision_ == Precision::kFast))).first;
+    it = weights_
+             .emplace(key, std::make_unique<DeviceLinear>(upload_linear(w, precision_ == Precision::kFast, fp8_weights_)))
+             .first;
   return *it->second;
 }
 

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "backends/cuda/attention_kernel.h"
+#include "backends/cuda/fp8_weights.h"
 #include "ops/backend.h"
 
 namespace stave::cuda {
@@ -34,6 +35,9 @@ struct CudaBackendOptions {
   size_t attention_score_bytes = size_t{512} << 20;
   // Which kernel runs fast attention (tests pin each); unset, STAVE_CUDA_ATTENTION decides.
   std::optional<AttentionKernel> attention_kernel;
+  // Whether fast precision keeps each MXFP4 weight's FP8 expansion resident (device_ops.h,
+  // Fp8Weights); unset, STAVE_CUDA_FP8_WEIGHTS decides.
+  std::optional<Fp8Weights> fp8_weights;
 };
 
 class CudaBackend : public Backend {
@@ -115,6 +119,7 @@ class CudaBackend : public Backend {
 
   Precision precision_;
   bool fused_input_;  // STAVE_CUDA_FUSED_INPUT
+  Fp8Weights fp8_weights_;
   CudaBackendOptions options_;
   mutable std::mutex mutex_;  // one op at a time on the shared context and caches
   // Shared with the deleters of the tensors this backend allocates (they free on its stream).

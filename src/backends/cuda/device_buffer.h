@@ -35,6 +35,21 @@ class DeviceBuffer {
     if (bytes) STAVE_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
     bytes_ = bytes;
   }
+  // resize, except that a device out of memory leaves the buffer empty and returns false
+  // (other errors still throw).
+  bool try_resize(size_t bytes) {
+    release();
+    if (!bytes) return true;
+    const cudaError_t e = cudaMalloc(&ptr_, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      ptr_ = nullptr;
+      return false;
+    }
+    STAVE_CUDA_CHECK(e);
+    bytes_ = bytes;
+    return true;
+  }
   // Returns once the data is on the device. A plain cudaMemcpy from pageable memory may return
   // while its DMA is still in flight on the legacy stream, which kernels on a non-blocking
   // stream do not wait for: the synchronize closes that race.

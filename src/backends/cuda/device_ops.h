@@ -23,6 +23,7 @@
 
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/fp8_weights.h"
 #include "formats/linear_weight.h"
 #include "ops/attention.h"
 #include "ops/gated_delta_net.h"
@@ -45,10 +46,16 @@ struct DeviceLinear {
   // holds 2^R_w per output row (fp32 [out]), fp8_row_exp R_w (int32 [out]).
   bool fp8 = false;
   DeviceBuffer fp8_row_exp, fp8_row_scale;
+  // The E4M3 expansion [out, in] kept resident (Fp8Weights::kResident), or empty: then every
+  // product expands the packed weight into scratch first.
+  DeviceBuffer fp8_weight;
 };
 // fp8_check: decide DeviceLinear::fp8 (fast precision); a weight that does not fit is counted
-// (linear_fp8_stats) and named on stderr once.
-DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check = false);
+// (linear_fp8_stats) and named on stderr once. `keep` kResident also keeps the weight's E4M3
+// expansion where it fits and device memory allows (else it falls back to per-product
+// expansion, said once on stderr and counted).
+DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check = false,
+                           Fp8Weights keep = Fp8Weights::kExpandPerProduct);
 
 // Which products fast-precision MXFP4 W4A4 linear layers use (exact precision: always fp64).
 enum class LinearPath {

@@ -27,6 +27,7 @@ constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
+std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0};
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -264,8 +265,43 @@ LinearPath linear_path_from_env() {
               std::string("STAVE_CUDA_LINEAR is '") + e + "': expected 'fp8', 'bf16' or 'fp8-epilogue'");
 }
 
-void prepare_fp8_weight(DeviceLinear& w) {
+Fp8Weights fp8_weights_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_FP8_WEIGHTS");
+  if (!e || !*e || std::string_view(e) == "expand") return Fp8Weights::kExpandPerProduct;
+  if (std::string_view(e) == "resident") return Fp8Weights::kResident;
+  throw Error(ErrorKind::kUnsupported,
+              std::string("STAVE_CUDA_FP8_WEIGHTS is '") + e + "': expected 'expand' or 'resident'");
+}
+
+namespace {
+
+// w.fp8_weight = the E4M3 expansion of w (the bytes a product's expansion writes), or empty
+// where the device has no room for it: then products expand per call, as without kResident.
+void keep_fp8_expansion(DeviceLinear& w) {
+  const int64_t N = w.out, K = w.in;
+  if (!w.fp8_weight.try_resize(static_cast<size_t>(N * K))) {
+    if (g_weights_not_kept.fetch_add(1) == 0)
+      std::fprintf(stderr,
+                   "stave cuda: %s: no device memory left for its FP8 copy (%lld MB): this and later weights that "
+                   "do not fit are expanded per product\n",
+                   w.name.c_str(), static_cast<long long>(N * K >> 20));
+    return;
+  }
+  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
+                                                          w.fp8_row_exp.as<int>(), N * K / 16, K,
+                                                          w.fp8_weight.as<uint8_t>());
+  STAVE_CUDA_LAUNCHED();
+  // The legacy stream's kernel must be done before a product on the backend's non-blocking
+  // stream reads the copy.
+  STAVE_CUDA_CHECK(cudaDeviceSynchronize());
+  ++g_weights_resident;
+}
+
+}  // namespace
+
+void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep) {
   w.fp8 = false;
+  w.fp8_weight = DeviceBuffer();
   if (w.format != WeightFormat::kMXFP4 || !w.quantize_input || w.in % 32 != 0) return;
   const int64_t N = w.out, K = w.in;
   DeviceBuffer range(static_cast<size_t>(N) * sizeof(int));
@@ -285,6 +321,7 @@ void prepare_fp8_weight(DeviceLinear& w) {
   if (rows_out == 0) {
     w.fp8 = true;
     ++g_weights_fp8;
+    if (keep == Fp8Weights::kResident) keep_fp8_expansion(w);
     return;
   }
   ++g_weights_out;
@@ -301,6 +338,8 @@ LinearFp8Stats linear_fp8_stats() {
   LinearFp8Stats s;
   s.weights_fp8 = g_weights_fp8.load();
   s.weights_out_of_range = g_weights_out.load();
+  s.weights_fp8_resident = g_weights_resident.load();
+  s.weights_fp8_not_kept = g_weights_not_kept.load();
   s.gemms_scaled_in_gemm = g_scaled_in_gemm.load();
   s.gemms_scaled_after = g_scaled_after.load();
   s.activation_blocks_rounded = activation_blocks_rounded();
@@ -317,16 +356,19 @@ struct Fp8Operands {
   int64_t Mp;
 };
 
-// Where the last expansion left its operands in ctx's scratch (same layout every call).
+// Where the product's operands lie: the activation (and the weight's expansion, unless w keeps
+// it resident) in ctx's scratch, the same layout every call.
 Fp8Operands fp8_operands(GpuContext& ctx, const DeviceLinear& w, int64_t M, bool grow) {
   const int64_t Mp = round_up(M, kAlign), N = w.out, K = w.in;
   const size_t x_bytes = static_cast<size_t>(round_up(Mp * K, 256));
+  const bool resident = w.fp8_weight.bytes() != 0;
   if (grow) {
-    ctx.scratch_w().reserve(static_cast<size_t>(N * K));
+    if (!resident) ctx.scratch_w().reserve(static_cast<size_t>(N * K));
     ctx.scratch_x().reserve(x_bytes + static_cast<size_t>(Mp) * sizeof(float));
   }
   uint8_t* xs = ctx.scratch_x().as<uint8_t>();
-  return {ctx.scratch_w().as<uint8_t>(), xs, reinterpret_cast<float*>(xs + x_bytes), Mp};
+  return {resident ? w.fp8_weight.as<uint8_t>() : ctx.scratch_w().as<uint8_t>(), xs,
+          reinterpret_cast<float*>(xs + x_bytes), Mp};
 }
 
 // The product (and the scales and bias) on operands already in scratch.
@@ -407,9 +449,11 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   const int64_t N = w.out, K = w.in;
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
   if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
-  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, ctx.stream()>>>(
-      w.data.as<uint8_t>(), w.scales.as<uint8_t>(), w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
-  STAVE_CUDA_LAUNCHED();
+  if (!w.fp8_weight.bytes()) {
+    expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, ctx.stream()>>>(
+        w.data.as<uint8_t>(), w.scales.as<uint8_t>(), w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
+    STAVE_CUDA_LAUNCHED();
+  }
   fp8_product(ctx, w, op, M, w.bias.bytes() ? w.bias.as<float>() : nullptr, y);
   return true;
 }

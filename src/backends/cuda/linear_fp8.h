@@ -4,7 +4,8 @@
 // - weights: at upload, one reference exponent R_w per output row (the row's largest block
 //   exponent − 6); the weight takes this path only if every row's non-zero blocks lie within
 //   14 binades of it (else BF16 products, counted in linear_fp8_stats). Per product the packed
-//   weight is expanded to E4M3 [N, K] = E2M1 · 2^(e − R_w) in scratch, exactly.
+//   weight is expanded to E4M3 [N, K] = E2M1 · 2^(e − R_w) in scratch, exactly; or, with
+//   Fp8Weights::kResident, once at upload into DeviceLinear::fp8_weight (the same bytes).
 // - activations: the bit-exact MXFP4 quantization of each row, written as E4M3 with one
 //   R_a per row (the row's largest block exponent − 6). A block more than 14 binades below the
 //   row's largest is rounded to E4M3's subnormal grid (counted): each value then moves by at
@@ -21,11 +22,14 @@
 
 namespace stave::cuda {
 
-// Sets w.fp8 and its row exponents and scales (upload_linear, fast precision).
-void prepare_fp8_weight(DeviceLinear& w);
+// Sets w.fp8 and its row exponents and scales (upload_linear, fast precision), and with
+// kResident w.fp8_weight.
+void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep = Fp8Weights::kExpandPerProduct);
 
 struct LinearFp8Stats {
   int64_t weights_fp8 = 0;              // MXFP4 W4A4 weights uploaded that fit (fp8_check)
+  int64_t weights_fp8_resident = 0;     // … of them kept resident as E4M3 (Fp8Weights::kResident)
+  int64_t weights_fp8_not_kept = 0;     // … asked to be kept, but device memory ran short
   int64_t weights_out_of_range = 0;     // … that do not: BF16 products
   uint64_t activation_blocks_rounded = 0;  // activation blocks below their row's FP8 range
   int64_t gemms_scaled_in_gemm = 0, gemms_scaled_after = 0;
