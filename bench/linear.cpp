@@ -242,7 +242,7 @@ const int registered = register_all();
 #ifdef STAVE_BENCH_CUDA
 // --- the GPU's MXFP4 W4A4 linear layers (fast precision) ---
 
-enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm, kFp8Resident, kSmallM, kToday };
+enum class GpuKernel { kBf16, kFp8, kFp8Epilogue, kBf16Gemm, kFp8Gemm, kFp8Resident, kFp8Fused, kFp8FusedGemm, kSmallM, kToday };
 
 struct GpuState {
   stave::cuda::GpuContext ctx{/*exact=*/false};
@@ -296,10 +296,12 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   if (k == GpuKernel::kToday) expansion_only.emplace("STAVE_CUDA_SMALL_M", "off");
   // cuda_fp8_resident: the FP8 path over the weight's E4M3 copy kept at upload (no expansion).
   GpuState& g = gpu_for(s, M, k == GpuKernel::kFp8Resident ? cu::Fp8Weights::kResident : cu::Fp8Weights::kExpandPerProduct);
+  const bool fused = k == GpuKernel::kFp8Fused || k == GpuKernel::kFp8FusedGemm;
   const bool fp8 = k == GpuKernel::kFp8 || k == GpuKernel::kFp8Epilogue || k == GpuKernel::kFp8Gemm ||
-                   k == GpuKernel::kFp8Resident;
-  g.ctx.set_linear_path(!fp8 ? cu::LinearPath::kBf16
+                   k == GpuKernel::kFp8Resident || fused;
+  g.ctx.set_linear_path(!fp8                           ? cu::LinearPath::kBf16
                         : k == GpuKernel::kFp8Epilogue ? cu::LinearPath::kFp8EpilogueScales
+                        : fused                        ? cu::LinearPath::kFp8Fused
                                                        : cu::LinearPath::kFp8);
   if (k == GpuKernel::kToday) g.ctx.set_linear_path(cu::linear_path_from_env());
   if (k == GpuKernel::kSmallM && !cu::dev::linear_small_m_supports(g.ctx, *g.w, M)) {
@@ -316,7 +318,7 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
   auto once = [&] {
     if (k == GpuKernel::kSmallM) cu::dev::linear_small_m(g.ctx, *g.w, x, M, y);
     else if (k == GpuKernel::kBf16Gemm) bf16_gemm_only(g, M);
-    else if (k == GpuKernel::kFp8Gemm) cu::dev::linear_fp8_gemm_only(g.ctx, *g.w, M, y);
+    else if (k == GpuKernel::kFp8Gemm || k == GpuKernel::kFp8FusedGemm) cu::dev::linear_fp8_gemm_only(g.ctx, *g.w, M, y);
     else full();
   };
   const cu::LinearFp8Stats st0 = cu::linear_fp8_stats();
@@ -353,6 +355,7 @@ void BM_GpuLinear(benchmark::State& state, Shape s, GpuKernel k) {
     return;
   }
   state.SetLabel(!fp8 ? "bf16"
+                 : st.gemms_fused > st0.gemms_fused                   ? "fused MXFP4 GEMM"
                  : st.gemms_scaled_in_gemm > st0.gemms_scaled_in_gemm ? "fp8, scales in GEMM"
                                                                       : "fp8, scales after GEMM");
 }
@@ -364,7 +367,9 @@ int register_gpu() {
                                                        {GpuKernel::kFp8Epilogue, "cuda_fp8_epilogue"},
                                                        {GpuKernel::kBf16Gemm, "cuda_bf16_gemm"},
                                                        {GpuKernel::kFp8Gemm, "cuda_fp8_gemm"},
-                                                       {GpuKernel::kFp8Resident, "cuda_fp8_resident"}};
+                                                       {GpuKernel::kFp8Resident, "cuda_fp8_resident"},
+                                                       {GpuKernel::kFp8Fused, "cuda_fp8_fused"},
+                                                       {GpuKernel::kFp8FusedGemm, "cuda_fp8_fused_gemm"}};
   for (const Shape& s : clef)
     for (auto [k, kname] : kernels)
       benchmark::RegisterBenchmark((std::string(kname) + "/" + s.name).c_str(),

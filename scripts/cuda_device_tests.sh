@@ -44,6 +44,11 @@ STAVE_CUDA_DELTA=chunk-registers "${suite:-$bin}/stave_tests" \
 echo "== again with STAVE_CUDA_FUSED_INPUT=on"
 STAVE_CUDA_FUSED_INPUT=on "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
 STAVE_CUDA_FUSED_INPUT=on "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
+# The fused MXFP4 GEMM (STAVE_CUDA_LINEAR=fp8-fused, off by default until measured) under the
+# op suite's linear cases, the fast-precision model suites and the fixture decisions.
+echo "== again with STAVE_CUDA_LINEAR=fp8-fused"
+STAVE_CUDA_LINEAR=fp8-fused "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
+STAVE_CUDA_LINEAR=fp8-fused "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 # The weights' FP8 expansions kept resident (STAVE_CUDA_FP8_WEIGHTS=resident, off by default
 # until measured) under the fast-precision model suites and the fixture decisions.
 echo "== again with STAVE_CUDA_FP8_WEIGHTS=resident"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/linear_fp8.h"
 #include "cuda_linear_test_util.h"
 #include "formats/linear_weight.h"
@@ -313,6 +314,10 @@ TEST(CudaLinearFp8, PathFromEnvironment) {
     EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kFp8EpilogueScales);
   }
   {
+    const test::ScopedEnv e("STAVE_CUDA_LINEAR", "fp8-fused");
+    EXPECT_EQ(cuda::linear_path_from_env(), cuda::LinearPath::kFp8Fused);
+  }
+  {
     const test::ScopedEnv e("STAVE_CUDA_LINEAR", "int4");
     EXPECT_THROW(cuda::linear_path_from_env(), Error);
   }
@@ -362,6 +367,63 @@ TEST(CudaLinearFp8, ResidentWeightsGiveTheSameProducts) {
   const cuda::DeviceLinear d = cuda::upload_linear(wide.w, true, cuda::Fp8Weights::kResident);
   EXPECT_FALSE(d.fp8);
   EXPECT_EQ(d.fp8_weight.bytes(), 0u);
+}
+
+// The fused MXFP4 GEMM (gemm_mxfp4_fp8.h, LinearPath::kFp8Fused) against ref::linear and the
+// cuBLASLt FP8 path: ragged M (one row, a partial last tile, several tiles), long K, block
+// exponents over the whole 14-binade range (every shift table), all-zero blocks with any
+// exponent, bias; shapes it does not take (N % 128, K % 512) fall back to cuBLASLt.
+TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
+  STAVE_REQUIRE_GPU();
+  const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
+  std::mt19937 rng(13);
+  struct Case {
+    int64_t M, N, K;
+    int lo, hi;
+  };
+  for (const Case c : {Case{1, 128, 512, 118, 130}, {77, 256, 1024, 116, 130}, {128, 128, 512, 120, 127},
+                       {200, 384, 2048, 116, 130}, {300, 1024, 5120, 118, 130}, {33, 256, 17408, 117, 131}}) {
+    const bool bias = c.M % 2 == 1;
+    SCOPED_TRACE(::testing::Message() << "M " << c.M << " N " << c.N << " K " << c.K << " exponents " << c.lo << "…"
+                                      << c.hi << " bias " << bias);
+    Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, bias, "fp8_fused");
+    // Row 3's block 1: all ±0 codes under exponent byte 0 (ignored by the row reference).
+    for (int j = 0; j < 16; ++j) h.codes[(3 * (c.K / 32) + 1) * 16 + j] = (j % 2) ? 0x88 : 0x00;
+    h.scales[3 * (c.K / 32) + 1] = 0;
+    const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
+    const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+    ASSERT_TRUE(d.fp8);
+    ASSERT_TRUE(cuda::dev::mxfp4_fp8_gemm_applies(d));
+    cuda::GpuContext fused(false), lt(false);
+    fused.set_linear_path(cuda::LinearPath::kFp8Fused);
+    lt.set_linear_path(cuda::LinearPath::kFp8);
+    const auto before = cuda::linear_fp8_stats();
+    const auto got = run_linear(fused, d, x, c.M);
+    EXPECT_EQ(cuda::linear_fp8_stats().gemms_fused, before.gemms_fused + 1);
+    const auto cublaslt = run_linear(lt, d, x, c.M);
+    std::vector<float> want(static_cast<size_t>(c.M * c.N));
+    ref::linear(h.w, x.data(), c.M, want.data());
+    const double diff = scaled_diff(got, want), diff_lt = scaled_diff(got, cublaslt);
+    EXPECT_LE(diff, kTol);
+    EXPECT_LE(diff_lt, kTol);
+    std::printf("fused M %lld N %lld K %lld: scaled diff %.3g against the reference, %.3g against cuBLASLt\n",
+                static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K), diff, diff_lt);
+  }
+  for (const Case c : {Case{40, 144, 512, 120, 127}, {40, 128, 256, 120, 127}}) {
+    SCOPED_TRACE(::testing::Message() << "fallback N " << c.N << " K " << c.K);
+    const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fallback");
+    const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+    EXPECT_FALSE(cuda::dev::mxfp4_fp8_gemm_applies(d));
+    cuda::GpuContext fused(false);
+    fused.set_linear_path(cuda::LinearPath::kFp8Fused);
+    const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
+    const auto before = cuda::linear_fp8_stats();
+    const auto got = run_linear(fused, d, x, c.M);
+    EXPECT_EQ(cuda::linear_fp8_stats().gemms_fused, before.gemms_fused);
+    std::vector<float> want(static_cast<size_t>(c.M * c.N));
+    ref::linear(h.w, x.data(), c.M, want.data());
+    EXPECT_LE(scaled_diff(got, want), kTol);
+  }
 }
 
 TEST(CudaLinearFp8, Fp8WeightsFromEnvironment) {

@@ -62,9 +62,10 @@ enum class LinearPath {
   kBf16,             // weights expanded to BF16, cuBLAS BF16 GEMM
   kFp8,              // weights and activations as FP8 E4M3 with per-row exponents, cuBLASLt FP8
   kFp8EpilogueScales,  // the same, the row scales applied by a kernel after the GEMM (tests)
+  kFp8Fused,  // kFp8 with the fused MXFP4 GEMM where it applies (gemm_mxfp4_fp8.h): no expansion pass
 };
-// STAVE_CUDA_LINEAR: unset or "fp8" → kFp8, "bf16" → kBf16, "fp8-epilogue" → kFp8EpilogueScales;
-// anything else is an Error naming the variable.
+// STAVE_CUDA_LINEAR: unset or "fp8" → kFp8, "bf16" → kBf16, "fp8-epilogue" → kFp8EpilogueScales,
+// "fp8-fused" → kFp8Fused; anything else is an Error naming the variable.
 LinearPath linear_path_from_env();
 struct Fp8Gemm;  // cuBLASLt handle, workspace and plans (linear_fp8.cu)
 std::shared_ptr<Fp8Gemm> make_fp8_gemm();

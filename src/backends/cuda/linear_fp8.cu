@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/linear_fp8.h"
 #include "backends/cuda/mxfp4_device.cuh"
 #include "backends/cuda/quantize_fp8.h"
@@ -27,7 +28,7 @@ constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
-std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0};
+std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_gemms_fused{0};
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -261,8 +262,9 @@ LinearPath linear_path_from_env() {
   if (!e || !*e || std::string_view(e) == "fp8") return LinearPath::kFp8;
   if (std::string_view(e) == "bf16") return LinearPath::kBf16;
   if (std::string_view(e) == "fp8-epilogue") return LinearPath::kFp8EpilogueScales;
-  throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_LINEAR is '") + e + "': expected 'fp8', 'bf16' or 'fp8-epilogue'");
+  if (std::string_view(e) == "fp8-fused") return LinearPath::kFp8Fused;
+  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_LINEAR is '") + e +
+                                           "': expected 'fp8', 'bf16', 'fp8-epilogue' or 'fp8-fused'");
 }
 
 Fp8Weights fp8_weights_from_env() {
@@ -340,6 +342,7 @@ LinearFp8Stats linear_fp8_stats() {
   s.weights_out_of_range = g_weights_out.load();
   s.weights_fp8_resident = g_weights_resident.load();
   s.weights_fp8_not_kept = g_weights_not_kept.load();
+  s.gemms_fused = g_gemms_fused.load();
   s.gemms_scaled_in_gemm = g_scaled_in_gemm.load();
   s.gemms_scaled_after = g_scaled_after.load();
   s.activation_blocks_rounded = activation_blocks_rounded();
@@ -356,14 +359,25 @@ struct Fp8Operands {
   int64_t Mp;
 };
 
+// Whether cuBLASLt applies the row scales inside its GEMM (else a kernel after it).
+bool scales_in_gemm(const GpuContext& ctx) {
+  return ctx.linear_path() == LinearPath::kFp8 || ctx.linear_path() == LinearPath::kFp8Fused;
+}
+
+// Whether w's product runs in the fused MXFP4 GEMM (no expansion, no cuBLASLt) into y.
+bool fused_product(const GpuContext& ctx, const DeviceLinear& w, const float* y) {
+  return ctx.linear_path() == LinearPath::kFp8Fused && reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
+         mxfp4_fp8_gemm_applies(w);
+}
+
 // Where the product's operands lie: the activation (and the weight's expansion, unless w keeps
-// it resident) in ctx's scratch, the same layout every call.
-Fp8Operands fp8_operands(GpuContext& ctx, const DeviceLinear& w, int64_t M, bool grow) {
+// it resident or the fused GEMM reads it packed) in ctx's scratch, the same layout every call.
+Fp8Operands fp8_operands(GpuContext& ctx, const DeviceLinear& w, int64_t M, bool grow, bool expanded = true) {
   const int64_t Mp = round_up(M, kAlign), N = w.out, K = w.in;
   const size_t x_bytes = static_cast<size_t>(round_up(Mp * K, 256));
   const bool resident = w.fp8_weight.bytes() != 0;
   if (grow) {
-    if (!resident) ctx.scratch_w().reserve(static_cast<size_t>(N * K));
+    if (!resident && expanded) ctx.scratch_w().reserve(static_cast<size_t>(N * K));
     ctx.scratch_x().reserve(x_bytes + static_cast<size_t>(Mp) * sizeof(float));
   }
   uint8_t* xs = ctx.scratch_x().as<uint8_t>();
@@ -377,7 +391,7 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
   const int64_t N = w.out, K = w.in;
   cudaStream_t s = ctx.stream();
   Fp8Gemm& g = ctx.fp8_gemm();
-  const Fp8Plan& p = *g.plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8);  // callers checked
+  const Fp8Plan& p = *g.plan(op.Mp, N, K, scales_in_gemm(ctx));  // callers checked
   // Scales in the GEMM: straight into y when there are no padding rows and y has the 256-byte
   // alignment cuBLASLt's heuristic assumes by default; otherwise (and for the unscaled GEMM)
   // into scratch, then copied or scaled into y.
@@ -428,7 +442,7 @@ bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w) {
 bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M) {
   const int64_t N = w.out, K = w.in;
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
-  if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
+  if (!ctx.fp8_gemm().plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
   launch_quantize_rows_fp8(x, M, op.Mp, K, mode_code(w.input_scale_mode), op.x, op.x_scale, ctx.stream());
   return true;
 }
@@ -436,25 +450,32 @@ bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const flo
 bool linear_fp8_quantize_formed_input(GpuContext& ctx, const DeviceLinear& w, const float* x, const RowPrologue& pro,
                                      int64_t M) {
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
-  if (!ctx.fp8_gemm().plan(op.Mp, w.out, w.in, ctx.linear_path() == LinearPath::kFp8)) return false;
+  if (!ctx.fp8_gemm().plan(op.Mp, w.out, w.in, scales_in_gemm(ctx))) return false;
   return launch_quantize_formed(x, pro, M, op.Mp, w.in, mode_code(w.input_scale_mode), op.x, op.x_scale,
                                 ctx.stream());
 }
 
 bool linear_fp8_has_plan(GpuContext& ctx, const DeviceLinear& w, int64_t M) {
-  return ctx.fp8_gemm().plan(round_up(M, kAlign), w.out, w.in, ctx.linear_path() == LinearPath::kFp8) != nullptr;
+  return ctx.fp8_gemm().plan(round_up(M, kAlign), w.out, w.in, scales_in_gemm(ctx)) != nullptr;
 }
 
 bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {
   const int64_t N = w.out, K = w.in;
+  const float* bias = w.bias.bytes() ? w.bias.as<float>() : nullptr;
+  if (fused_product(ctx, w, y)) {
+    const Fp8Operands op = fp8_operands(ctx, w, M, true, /*expanded=*/false);
+    mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, bias, y, ctx.stream());
+    ++g_gemms_fused;
+    return true;
+  }
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
-  if (!ctx.fp8_gemm().plan(op.Mp, N, K, ctx.linear_path() == LinearPath::kFp8)) return false;
+  if (!ctx.fp8_gemm().plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
   if (!w.fp8_weight.bytes()) {
     expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, ctx.stream()>>>(
         w.data.as<uint8_t>(), w.scales.as<uint8_t>(), w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
     STAVE_CUDA_LAUNCHED();
   }
-  fp8_product(ctx, w, op, M, w.bias.bytes() ? w.bias.as<float>() : nullptr, y);
+  fp8_product(ctx, w, op, M, bias, y);
   return true;
 }
 
@@ -466,7 +487,8 @@ bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t 
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {
   if (M <= 0) return;
   const Fp8Operands op = fp8_operands(ctx, w, M, false);
-  if (ctx.fp8_gemm().plan(op.Mp, w.out, w.in, ctx.linear_path() == LinearPath::kFp8))
+  if (fused_product(ctx, w, y)) return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, ctx.stream());
+  if (ctx.fp8_gemm().plan(op.Mp, w.out, w.in, scales_in_gemm(ctx)))
     fp8_product(ctx, w, op, M, nullptr, y);
 }
 

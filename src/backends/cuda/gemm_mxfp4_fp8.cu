@@ -1,0 +1,246 @@
+// The fused MXFP4 × FP8 GEMM for Hopper: the scheme is in gemm_mxfp4_fp8.h.
+#include <cuda.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "backends/cuda/gemm_mxfp4_fp8.h"
+#include "backends/cuda/hopper.cuh"
+#include "backends/cuda/quantize_fp8.h"
+#include "stave/errors.h"
+
+namespace stave::cuda {
+namespace {
+
+namespace hp = hopper;
+
+constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 4;
+constexpr int kConsumers = 256;            // two warp groups of 64 output rows each
+constexpr int kThreads = kConsumers + 32;  // and one producer warp
+constexpr int kShifts = kMaxShift - kMinShift + 1;
+
+// Shared memory, each tile 1024-byte aligned (the 128-byte swizzle's period).
+constexpr int kABytes = kBM * kBK;           // E4M3 activation tile, swizzled by TMA
+constexpr int kCodeBytes = kBN * kBK / 2;    // packed E2M1 codes, rows of 64 bytes
+constexpr int kScaleBytes = kBN * 16;        // block bytes: rows of 16 (4 used per step)
+constexpr int kWBytes = kBN * kBK;           // the expanded E4M3 weight tile, swizzled here
+constexpr int kOffCodes = kStages * kABytes;
+constexpr int kOffScales = kOffCodes + kStages * kCodeBytes;
+constexpr int kOffW = kOffScales + kStages * kScaleBytes;
+constexpr int kOffLut = kOffW + 2 * kWBytes;
+constexpr int kOffBars = kOffLut + 128;
+constexpr int kSmemBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
+constexpr uint32_t kStageTx = kABytes + kCodeBytes + kScaleBytes;
+
+// Eight E2M1 codes (one 32-bit word, low nibble first) to eight E4M3 bytes: the magnitudes
+// through the block's table lut (code c & 7 → E4M3 byte of E2M1(c) · 2^d, one byte_perm per
+// four codes), the signs moved from bit 3 of each nibble to bit 7 of each byte.
+__device__ __forceinline__ uint2 e2m1x8_to_e4m3(uint32_t w, uint2 lut) {
+  const uint32_t mag_lo = __byte_perm(lut.x, lut.y, w & 0x7777u);
+  const uint32_t mag_hi = __byte_perm(lut.x, lut.y, (w >> 16) & 0x7777u);
+  // Bytes [b0, b0, b1, b1] of each half: nibble 2i's sign is bit 3 of byte 2i, nibble 2i+1's
+  // bit 7 of byte 2i+1.
+  const uint32_t y_lo = __byte_perm(w, 0, 0x1100), y_hi = __byte_perm(w, 0, 0x3322);
+  const uint32_t s_lo = ((y_lo << 4) & 0x00800080u) | (y_lo & 0x80008000u);
+  const uint32_t s_hi = ((y_hi << 4) & 0x00800080u) | (y_hi & 0x80008000u);
+  return make_uint2(mag_lo | s_lo, mag_hi | s_hi);
+}
+
+// One step's weight tile for consumer thread t: row t / 2, half t % 2 (blocks 2h, 2h + 1 of
+// the step's four), written as E4M3 in the swizzled layout wgmma reads.
+__device__ __forceinline__ void expand_step(const uint8_t* codes, const uint8_t* scales, const uint2* luts,
+                                            int row_exp, int t, uint8_t* out) {
+  const int r = t >> 1, h = t & 1;
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    const uint4 c = *reinterpret_cast<const uint4*>(codes + r * (kBK / 2) + h * 32 + b * 16);
+    const int d = max(kMinShift, min(kMaxShift, static_cast<int>(scales[r * 16 + 2 * h + b]) - 127 - row_exp));
+    const uint2 lut = luts[d - kMinShift];
+    const uint2 w0 = e2m1x8_to_e4m3(c.x, lut), w1 = e2m1x8_to_e4m3(c.y, lut);
+    const uint2 w2 = e2m1x8_to_e4m3(c.z, lut), w3 = e2m1x8_to_e4m3(c.w, lut);
+    const int chunk = 4 * h + 2 * b;  // 16 weights per chunk: this block is chunks chunk, chunk + 1
+    *reinterpret_cast<uint4*>(out + hp::sw128_offset(r, chunk)) = make_uint4(w0.x, w0.y, w1.x, w1.y);
+    *reinterpret_cast<uint4*>(out + hp::sw128_offset(r, chunk + 1)) = make_uint4(w2.x, w2.y, w3.x, w3.y);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_fp8_gemm_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_codes,
+                          const __grid_constant__ CUtensorMap tm_scales, const int* __restrict__ row_exp,
+                          const float* __restrict__ x_scale, const float* __restrict__ w_scale,
+                          const float* __restrict__ bias, float* __restrict__ y, int M, int N, int K) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint8_t* s_x = smem;
+  uint8_t* s_codes = smem + kOffCodes;
+  uint8_t* s_scales = smem + kOffScales;
+  uint8_t* s_w = smem + kOffW;
+  uint2* luts = reinterpret_cast<uint2*>(smem + kOffLut);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBars);
+  uint64_t* empty = full + kStages;
+
+  const int tid = threadIdx.x;
+  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
+  const int steps = K / kBK;
+
+  // The 15 shift tables: byte c of table d − kMinShift = E4M3(E2M1(c) · 2^d), c = 0 … 7.
+  if (tid < kShifts * 8) {
+    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    reinterpret_cast<uint8_t*>(luts)[tid] =
+        static_cast<uint8_t>(__nv_cvt_float_to_fp8(ldexpf(mag[tid & 7], tid / 8 + kMinShift), __NV_SATFINITE, __NV_E4M3));
+  }
+  if (tid == kConsumers) {
+    for (int s = 0; s < kStages; ++s) {
+      hp::mbar_init(full + s, 1);
+      hp::mbar_init(empty + s, kConsumers);
+    }
+    hp::mbar_init_fence();
+    hp::prefetch_tensor_map(&tm_x);
+    hp::prefetch_tensor_map(&tm_codes);
+    hp::prefetch_tensor_map(&tm_scales);
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {  // the producer warp: one lane issues every load
+    if (tid == kConsumers) {
+      for (int k = 0; k < steps; ++k) {
+        const int st = k % kStages;
+        if (k >= kStages) hp::mbar_wait(empty + st, static_cast<uint32_t>((k / kStages - 1) & 1));
+        hp::mbar_arrive_expect_tx(full + st, kStageTx);
+        hp::tma_load_2d(&tm_x, s_x + st * kABytes, k * kBK, m0, full + st);
+        hp::tma_load_2d(&tm_codes, s_codes + st * kCodeBytes, k * (kBK / 2), n0, full + st);
+        hp::tma_load_2d(&tm_scales, s_scales + st * kScaleBytes, k * (kBK / 32), n0, full + st);
+      }
+    }
+    return;
+  }
+
+  // Consumers. Warp group g computes output rows m0 + 64 g … + 63; every consumer thread also
+  // expands its half of one weight row per step.
+  const int g = tid >> 7, warp = tid >> 5, lane = tid & 31;
+  const int my_row_exp = row_exp[n0 + (tid >> 1)];
+  float acc[64], sum[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sum[i] = 0.0f;
+
+  auto expand = [&](int k) {
+    const int st = k % kStages;
+    hp::mbar_wait(full + st, static_cast<uint32_t>((k / kStages) & 1));
+    expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes, luts, my_row_exp, tid,
+                s_w + (k & 1) * kWBytes);
+    hp::fence_proxy_async();  // the expanded tile, written by st.shared, is read by wgmma
+  };
+
+  expand(0);
+  hp::named_barrier(1, kConsumers);
+  for (int k = 0; k < steps; ++k) {
+    const int st = k % kStages;
+    const uint32_t a = hp::smem_u32(s_x + st * kABytes + g * 64 * kBK);
+    const uint32_t b = hp::smem_u32(s_w + (k & 1) * kWBytes);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
+    hp::wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kBK / 32; ++s)
+      hp::wgmma_m64n128k32_e4m3(acc, hp::sw128_desc(a + 32 * s), hp::sw128_desc(b + 32 * s), s != 0);
+    hp::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
+    if (k + 1 < steps) expand(k + 1);  // overlaps the MMAs in flight
+    hp::wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
+    hp::mbar_arrive(empty + st);  // this step's activation tile and code bytes are no longer read
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sum[i] += acc[i];
+    // Every group's MMAs of step k are done before any thread expands step k + 2 over their tile;
+    // every thread's expansion of step k + 1 is done before its MMAs.
+    hp::named_barrier(1, kConsumers);
+  }
+
+  // Epilogue: the row and column scales (powers of two: exact) and the bias.
+  const int r0 = m0 + g * 64 + (warp & 3) * 16 + (lane >> 2), r1 = r0 + 8;
+  const float a0 = r0 < M ? x_scale[r0] : 0.0f, a1 = r1 < M ? x_scale[r1] : 0.0f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int col = n0 + j * 8 + (lane & 3) * 2;
+    const float w0 = w_scale[col], w1 = w_scale[col + 1];
+    const float b0 = bias ? bias[col] : 0.0f, b1 = bias ? bias[col + 1] : 0.0f;
+    if (r0 < M)
+      *reinterpret_cast<float2*>(y + static_cast<int64_t>(r0) * N + col) =
+          make_float2(sum[4 * j] * a0 * w0 + b0, sum[4 * j + 1] * a0 * w1 + b1);
+    if (r1 < M)
+      *reinterpret_cast<float2*>(y + static_cast<int64_t>(r1) * N + col) =
+          make_float2(sum[4 * j + 2] * a1 * w0 + b0, sum[4 * j + 3] * a1 * w1 + b1);
+  }
+}
+
+// --- host side: tensor maps through the driver's encoder, fetched once ---
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encoder() {
+  static EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<EncodeTiled>(nullptr);
+    }
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// A 2-D byte tensor [rows, cols] (row pitch = cols) read in boxes of box_rows × box_cols.
+CUtensorMap byte_map(const void* base, int64_t rows, int64_t cols, int box_cols, int box_rows, bool swizzle128) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
+                               elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(ErrorKind::kInternal, "cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
+                                          ") for a " + std::to_string(rows) + " x " + std::to_string(cols) +
+                                          " byte tensor");
+  return map;
+}
+
+}  // namespace
+
+namespace dev {
+
+bool mxfp4_fp8_gemm_applies(const DeviceLinear& w) {
+  return w.fp8 && w.out % kBN == 0 && w.in % 512 == 0 && encoder() != nullptr;
+}
+
+void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
+                    const float* bias, float* y, cudaStream_t s) {
+  if (M <= 0) return;
+  const int64_t N = w.out, K = w.in;
+  static std::once_flag attr;
+  std::call_once(attr, [] {
+    STAVE_CUDA_CHECK(
+        cudaFuncSetAttribute(mxfp4_fp8_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  });
+  const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kBM, true);
+  const CUtensorMap tm_codes = byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kBN, false);
+  const CUtensorMap tm_scales = byte_map(w.scales.as<void>(), N, K / 32, 16, kBN, false);
+  const dim3 grid(static_cast<unsigned>((M + kBM - 1) / kBM), static_cast<unsigned>(N / kBN));
+  mxfp4_fp8_gemm_kernel<<<grid, kThreads, kSmemBytes, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
+                                                           w.fp8_row_scale.as<float>(), bias, y, static_cast<int>(M),
+                                                           static_cast<int>(N), static_cast<int>(K));
+  STAVE_CUDA_LAUNCHED();
+}
+
+}  // namespace dev
+}  // namespace stave::cuda
