@@ -14,6 +14,9 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#ifdef STAVE_BENCH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "stave/engine.h"
 
@@ -62,6 +65,20 @@ std::string request_with_tokens(const stave::Engine& e, int64_t target) {
   return request(reps);
 }
 
+// Device memory in use (total − free, GiB) where the engine runs on a GPU: the weights, the
+// memory pool's retained blocks (freed blocks stay in the pool, so this is the high-water mark
+// of the decisions so far) and the context; −1 on the CPU.
+double gpu_used_gib(const stave::Engine& e) {
+#ifdef STAVE_BENCH_CUDA
+  if (env_or("STAVE_BENCH_DEVICE", "cpu") == "cuda") {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) return static_cast<double>(total - free) / (1u << 30);
+  }
+#endif
+  (void)e;
+  return -1.0;
+}
+
 void BM_Decide(benchmark::State& state) {
   const stave::Engine* e = engine();
   if (!e) {
@@ -82,6 +99,7 @@ void BM_Decide(benchmark::State& state) {
   state.counters["backbone_ms"] = backbone / static_cast<double>(n);
   state.counters["head_ms"] = head / static_cast<double>(n);
   state.counters["prefill_tok_s"] = static_cast<double>(warm.usage.input_tokens) * n / (backbone / 1000.0);
+  state.counters["gpu_used_GiB"] = gpu_used_gib(*e);
 }
 BENCHMARK(BM_Decide)->Name("Decide")->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime()
     ->Iterations(5)->Repetitions(3)->ReportAggregatesOnly(true);
@@ -109,6 +127,7 @@ void BM_DecideBatch(benchmark::State& state) {
   state.counters["backbone_ms"] = backbone / static_cast<double>(n);
   state.counters["decisions_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["prefill_tok_s"] = static_cast<double>(tokens) * n / (backbone / 1000.0);
+  state.counters["gpu_used_GiB"] = gpu_used_gib(*e);
 }
 BENCHMARK(BM_DecideBatch)->Name("DecideBatch")->ArgNames({"batch", "tokens"})
     ->Args({4, 512})->Args({16, 512})->Args({2, 2048})->Args({4, 2048})->Args({8, 2048})
