@@ -20,7 +20,8 @@
 #   the short-noul records) — MXFP4 vs BF16 (fast), and MXFP4 fast vs exact with the fast path as
 #   shipped, with every kernel at its wider form (FP8 → BF16 products, chunked BF16 delta rule →
 #   fp32 recurrence, BF16 → 3xTF32 flash attention), and with one kernel at a time back to fast.
-#   FID_VARIANTS narrows the variants (names: default wide fp8 chunk bf16attn).
+#   FID_VARIANTS narrows the variants (names: quant default wide fp8 chunk bf16attn fused; fused =
+#   the fused MXFP4 GEMM and the fused input forms together).
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
 #   sequential pass and with STAVE_CUDA_DELTA=chunk-registers, alternated twice.
 #   "fused": the fast norms (bench_elementwise) and bench_decide on the synth release with
@@ -184,7 +185,8 @@ if [[ " $steps " == *" fidelity "* ]]; then
       fp8) fid_eval fp8 $fid/mxfp4 exact STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash ;;
       chunk) fid_eval chunk $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_ATTENTION=flash ;;
       bf16attn) fid_eval bf16attn $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent ;;
-      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 chunk bf16attn)" >&2 ;;
+      fused) fid_eval fused $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FUSED_INPUT=on ;;
+      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 chunk bf16attn fused)" >&2 ;;
     esac
   done
 fi
