@@ -409,6 +409,32 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
     std::printf("fused M %lld N %lld K %lld: scaled diff %.3g against the reference, %.3g against cuBLASLt\n",
                 static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K), diff, diff_lt);
   }
+  // STAVE_CUDA_FP8_ACCUM=fast: the kernel without promotion (the MMAs' own accumulator over the
+  // whole K), beside cuBLASLt's FAST_ACCUM. Fewer bits: a looser bound, which a wrong layout
+  // (errors of the order of the outputs) still fails by far.
+  {
+    const test::ScopedEnv fast("STAVE_CUDA_FP8_ACCUM", "fast");
+    for (const Case c : {Case{77, 256, 1024, 116, 130}, {33, 256, 17408, 117, 131}}) {
+      SCOPED_TRACE(::testing::Message() << "fast accumulation M " << c.M << " N " << c.N << " K " << c.K);
+      const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fast");
+      const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
+      const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+      cuda::GpuContext fused(false), lt(false);
+      fused.set_linear_path(cuda::LinearPath::kFp8Fused);
+      lt.set_linear_path(cuda::LinearPath::kFp8);
+      const auto before = cuda::linear_fp8_stats();
+      const auto got = run_linear(fused, d, x, c.M);
+      EXPECT_EQ(cuda::linear_fp8_stats().gemms_fused, before.gemms_fused + 1);
+      const auto cublaslt = run_linear(lt, d, x, c.M);
+      std::vector<float> want(static_cast<size_t>(c.M * c.N));
+      ref::linear(h.w, x.data(), c.M, want.data());
+      const double diff = scaled_diff(got, want), diff_lt = scaled_diff(cublaslt, want);
+      EXPECT_LE(diff, 4e-3);
+      EXPECT_LE(diff_lt, 4e-3);
+      std::printf("fused, fast accumulation, K %lld: scaled diff %.3g (cuBLASLt FAST_ACCUM %.3g)\n",
+                  static_cast<long long>(c.K), diff, diff_lt);
+    }
+  }
   for (const Case c : {Case{40, 144, 512, 120, 127}, {40, 128, 256, 120, 127}}) {
     SCOPED_TRACE(::testing::Message() << "fallback N " << c.N << " K " << c.K);
     const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fallback");

@@ -28,8 +28,9 @@ constexpr int kScaleBytes = kBN * 16;        // block bytes: rows of 16 (4 used 
 constexpr int kWBytes = kBN * kBK;           // the expanded E4M3 weight tile, swizzled here
 constexpr int kOffCodes = kStages * kABytes;
 constexpr int kOffScales = kOffCodes + kStages * kCodeBytes;
+constexpr int kWBuffers = 3;                 // expanded tiles: one being read by MMAs, one written, one spare
 constexpr int kOffW = kOffScales + kStages * kScaleBytes;
-constexpr int kOffLut = kOffW + 2 * kWBytes;
+constexpr int kOffLut = kOffW + kWBuffers * kWBytes;
 constexpr int kOffBars = kOffLut + 128;
 constexpr int kSmemBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
 constexpr uint32_t kStageTx = kABytes + kCodeBytes + kScaleBytes;
@@ -66,6 +67,11 @@ __device__ __forceinline__ void expand_step(const uint8_t* codes, const uint8_t*
   }
 }
 
+// kPromote: each K step's four MMAs start from zero and are added into fp32 registers after
+// the step (cuBLASLt's default); otherwise the MMAs accumulate over the whole K in the tensor
+// cores' own accumulator (STAVE_CUDA_FP8_ACCUM=fast, as cuBLASLt's FAST_ACCUM), which lets the
+// MMAs of step k run on while step k + 1 is expanded and issued.
+template <bool kPromote>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_fp8_gemm_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_codes,
                           const __grid_constant__ CUtensorMap tm_scales, const int* __restrict__ row_exp,
@@ -122,42 +128,62 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int g = tid >> 7, warp = tid >> 5, lane = tid & 31;
   const int my_row_exp = row_exp[n0 + (tid >> 1)];
   float acc[64], sum[64];
+  if constexpr (kPromote) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) sum[i] = 0.0f;
+    for (int i = 0; i < 64; ++i) sum[i] = 0.0f;
+  }
 
   auto expand = [&](int k) {
     const int st = k % kStages;
     hp::mbar_wait(full + st, static_cast<uint32_t>((k / kStages) & 1));
     expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes, luts, my_row_exp, tid,
-                s_w + (k & 1) * kWBytes);
+                s_w + (k % kWBuffers) * kWBytes);
     hp::fence_proxy_async();  // the expanded tile, written by st.shared, is read by wgmma
   };
-
-  expand(0);
-  hp::named_barrier(1, kConsumers);
-  for (int k = 0; k < steps; ++k) {
-    const int st = k % kStages;
-    const uint32_t a = hp::smem_u32(s_x + st * kABytes + g * 64 * kBK);
-    const uint32_t b = hp::smem_u32(s_w + (k & 1) * kWBytes);
+  auto issue = [&](int k, bool first) {
+    const uint32_t a = hp::smem_u32(s_x + (k % kStages) * kABytes + g * 64 * kBK);
+    const uint32_t b = hp::smem_u32(s_w + (k % kWBuffers) * kWBytes);
 #pragma unroll
     for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
     hp::wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kBK / 32; ++s)
-      hp::wgmma_m64n128k32_e4m3(acc, hp::sw128_desc(a + 32 * s), hp::sw128_desc(b + 32 * s), s != 0);
+      hp::wgmma_m64n128k32_e4m3(acc, hp::sw128_desc(a + 32 * s), hp::sw128_desc(b + 32 * s), !(first && s == 0));
     hp::wgmma_commit();
 #pragma unroll
     for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
-    if (k + 1 < steps) expand(k + 1);  // overlaps the MMAs in flight
+  };
+
+  expand(0);
+  hp::named_barrier(1, kConsumers);
+  for (int k = 0; k < steps; ++k) {
+    issue(k, kPromote || k == 0);
+    if constexpr (kPromote) {
+      if (k + 1 < steps) expand(k + 1);  // overlaps the MMAs in flight
+      hp::wgmma_wait_all();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
+      hp::mbar_arrive(empty + k % kStages);  // this step's activation tile is no longer read
+#pragma unroll
+      for (int i = 0; i < 64; ++i) sum[i] += acc[i];
+    } else {
+      hp::wgmma_wait<1>();  // step k - 1's MMAs are done, step k's run on
+      if (k > 0) hp::mbar_arrive(empty + (k - 1) % kStages);
+      // Tile (k + 1) % 3 was last read by step k − 2's MMAs, done in every thread before the
+      // barrier that ended step k − 1.
+      if (k + 1 < steps) expand(k + 1);
+    }
+    // Every thread's expansion of step k + 1 is done before any MMA of it, and (promoting) every
+    // group's MMAs of step k before any thread expands over their tile.
+    hp::named_barrier(1, kConsumers);
+  }
+  if constexpr (!kPromote) {
     hp::wgmma_wait_all();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
-    hp::mbar_arrive(empty + st);  // this step's activation tile and code bytes are no longer read
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sum[i] += acc[i];
-    // Every group's MMAs of step k are done before any thread expands step k + 2 over their tile;
-    // every thread's expansion of step k + 1 is done before its MMAs.
-    hp::named_barrier(1, kConsumers);
+    for (int i = 0; i < 64; ++i) {
+      hp::fence_operand(acc[i]);
+      sum[i] = acc[i];
+    }
   }
 
   // Epilogue: the row and column scales (powers of two: exact) and the bias.
@@ -224,21 +250,24 @@ bool mxfp4_fp8_gemm_applies(const DeviceLinear& w) {
 }
 
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
-                    const float* bias, float* y, cudaStream_t s) {
+                    const float* bias, float* y, bool promote, cudaStream_t s) {
   if (M <= 0) return;
   const int64_t N = w.out, K = w.in;
   static std::once_flag attr;
   std::call_once(attr, [] {
     STAVE_CUDA_CHECK(
-        cudaFuncSetAttribute(mxfp4_fp8_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+        cudaFuncSetAttribute(mxfp4_fp8_gemm_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    STAVE_CUDA_CHECK(
+        cudaFuncSetAttribute(mxfp4_fp8_gemm_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   });
   const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kBM, true);
   const CUtensorMap tm_codes = byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kBN, false);
   const CUtensorMap tm_scales = byte_map(w.scales.as<void>(), N, K / 32, 16, kBN, false);
   const dim3 grid(static_cast<unsigned>((M + kBM - 1) / kBM), static_cast<unsigned>(N / kBN));
-  mxfp4_fp8_gemm_kernel<<<grid, kThreads, kSmemBytes, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
-                                                           w.fp8_row_scale.as<float>(), bias, y, static_cast<int>(M),
-                                                           static_cast<int>(N), static_cast<int>(K));
+  auto* kernel = promote ? mxfp4_fp8_gemm_kernel<true> : mxfp4_fp8_gemm_kernel<false>;
+  kernel<<<grid, kThreads, kSmemBytes, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
+                                            w.fp8_row_scale.as<float>(), bias, y, static_cast<int>(M),
+                                            static_cast<int>(N), static_cast<int>(K));
   STAVE_CUDA_LAUNCHED();
 }
 

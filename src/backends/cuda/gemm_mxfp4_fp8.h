@@ -10,8 +10,9 @@
 // 4-stage ring; two consumer warp groups expand the weight tile of step k+1 while the
 // warp-group MMAs of step k run, each over 64 rows (wgmma m64n128k32 E4M3), and add each step's
 // partial sums into fp32 registers (the promotion cuBLASLt makes with fast accumulation off:
-// Hopper's FP8 MMA keeps fewer bits than fp32 inside a step). Epilogue: · 2^R_a[m] · 2^R_w[n]
-// (+ bias[n]), fp32 out.
+// Hopper's FP8 MMA keeps fewer bits than fp32 inside a step; STAVE_CUDA_FP8_ACCUM=fast keeps
+// the tensor cores' accumulator instead, as cuBLASLt's FAST_ACCUM does). Epilogue:
+// · 2^R_a[m] · 2^R_w[n] (+ bias[n]), fp32 out.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -28,8 +29,10 @@ bool mxfp4_fp8_gemm_applies(const DeviceLinear& w);
 
 // y[M, N] = (xq · Ŵᵀ)[m, n] · x_scale[m] · 2^R_w[n] (+ bias[n]) with xq the E4M3 activation
 // [Mp ≥ M rows, K] (16-byte aligned, rows past M ignored), x_scale [M] its row scales, Ŵ the
-// E4M3 expansion of w. y 8-byte aligned.
+// E4M3 expansion of w. y 8-byte aligned. promote: each K step's partial sums carried into fp32
+// registers (the default); false: the tensor cores' accumulator over the whole K
+// (STAVE_CUDA_FP8_ACCUM=fast).
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
-                    const float* bias, float* y, cudaStream_t s);
+                    const float* bias, float* y, bool promote, cudaStream_t s);
 
 }  // namespace stave::cuda::dev

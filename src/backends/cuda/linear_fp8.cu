@@ -464,7 +464,7 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   const float* bias = w.bias.bytes() ? w.bias.as<float>() : nullptr;
   if (fused_product(ctx, w, y)) {
     const Fp8Operands op = fp8_operands(ctx, w, M, true, /*expanded=*/false);
-    mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, bias, y, ctx.stream());
+    mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, bias, y, !ctx.fp8_gemm().fast_accumulation, ctx.stream());
     ++g_gemms_fused;
     return true;
   }
@@ -487,7 +487,8 @@ bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t 
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {
   if (M <= 0) return;
   const Fp8Operands op = fp8_operands(ctx, w, M, false);
-  if (fused_product(ctx, w, y)) return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, ctx.stream());
+  if (fused_product(ctx, w, y))
+    return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, !ctx.fp8_gemm().fast_accumulation, ctx.stream());
   if (ctx.fp8_gemm().plan(op.Mp, w.out, w.in, scales_in_gemm(ctx)))
     fp8_product(ctx, w, op, M, nullptr, y);
 }
