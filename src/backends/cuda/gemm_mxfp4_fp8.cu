@@ -3,8 +3,10 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/hopper.cuh"
@@ -241,6 +243,19 @@ CUtensorMap byte_map(const void* base, int64_t rows, int64_t cols, int box_cols,
   return map;
 }
 
+// The weight's maps, encoded once per weight: a map is a function of the address, the shape and
+// the box alone, so a weight freed and another uploaded at the same address with the same
+// shape gets the right map too.
+const CUtensorMap& weight_map(const void* base, int64_t rows, int64_t cols, int box_cols) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int64_t, int64_t, int>, CUtensorMap> maps;
+  std::lock_guard lock(mutex);
+  const auto key = std::make_tuple(base, rows, cols, box_cols);
+  auto it = maps.find(key);
+  if (it == maps.end()) it = maps.emplace(key, byte_map(base, rows, cols, box_cols, kBN, false)).first;
+  return it->second;
+}
+
 }  // namespace
 
 namespace dev {
@@ -261,8 +276,8 @@ void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_sca
         cudaFuncSetAttribute(mxfp4_fp8_gemm_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   });
   const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kBM, true);
-  const CUtensorMap tm_codes = byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kBN, false);
-  const CUtensorMap tm_scales = byte_map(w.scales.as<void>(), N, K / 32, 16, kBN, false);
+  const CUtensorMap tm_codes = weight_map(w.data.as<void>(), N, K / 2, kBK / 2);
+  const CUtensorMap tm_scales = weight_map(w.scales.as<void>(), N, K / 32, 16);
   const dim3 grid(static_cast<unsigned>((M + kBM - 1) / kBM), static_cast<unsigned>(N / kBN));
   auto* kernel = promote ? mxfp4_fp8_gemm_kernel<true> : mxfp4_fp8_gemm_kernel<false>;
   kernel<<<grid, kThreads, kSmemBytes, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
