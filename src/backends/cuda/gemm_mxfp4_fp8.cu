@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/hopper.cuh"
 #include "backends/cuda/quantize_fp8.h"
@@ -37,20 +38,6 @@ constexpr int kOffBars = kOffLut + 128;
 constexpr int kSmemBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
 constexpr uint32_t kStageTx = kABytes + kCodeBytes + kScaleBytes;
 
-// Eight E2M1 codes (one 32-bit word, low nibble first) to eight E4M3 bytes: the magnitudes
-// through the block's table lut (code c & 7 → E4M3 byte of E2M1(c) · 2^d, one byte_perm per
-// four codes), the signs moved from bit 3 of each nibble to bit 7 of each byte.
-__device__ __forceinline__ uint2 e2m1x8_to_e4m3(uint32_t w, uint2 lut) {
-  const uint32_t mag_lo = __byte_perm(lut.x, lut.y, w & 0x7777u);
-  const uint32_t mag_hi = __byte_perm(lut.x, lut.y, (w >> 16) & 0x7777u);
-  // Bytes [b0, b0, b1, b1] of each half: nibble 2i's sign is bit 3 of byte 2i, nibble 2i+1's
-  // bit 7 of byte 2i+1.
-  const uint32_t y_lo = __byte_perm(w, 0, 0x1100), y_hi = __byte_perm(w, 0, 0x3322);
-  const uint32_t s_lo = ((y_lo << 4) & 0x00800080u) | (y_lo & 0x80008000u);
-  const uint32_t s_hi = ((y_hi << 4) & 0x00800080u) | (y_hi & 0x80008000u);
-  return make_uint2(mag_lo | s_lo, mag_hi | s_hi);
-}
-
 // One step's weight tile for consumer thread t: row t / 2, half t % 2 (blocks 2h, 2h + 1 of
 // the step's four), written as E4M3 in the swizzled layout wgmma reads.
 __device__ __forceinline__ void expand_step(const uint8_t* codes, const uint8_t* scales, const uint2* luts,
@@ -60,12 +47,11 @@ __device__ __forceinline__ void expand_step(const uint8_t* codes, const uint8_t*
   for (int b = 0; b < 2; ++b) {
     const uint4 c = *reinterpret_cast<const uint4*>(codes + r * (kBK / 2) + h * 32 + b * 16);
     const int d = max(kMinShift, min(kMaxShift, static_cast<int>(scales[r * 16 + 2 * h + b]) - 127 - row_exp));
-    const uint2 lut = luts[d - kMinShift];
-    const uint2 w0 = e2m1x8_to_e4m3(c.x, lut), w1 = e2m1x8_to_e4m3(c.y, lut);
-    const uint2 w2 = e2m1x8_to_e4m3(c.z, lut), w3 = e2m1x8_to_e4m3(c.w, lut);
+    uint4 lo, hi;
+    e2m1_block_to_e4m3(c, luts[d - kMinShift], lo, hi);
     const int chunk = 4 * h + 2 * b;  // 16 weights per chunk: this block is chunks chunk, chunk + 1
-    *reinterpret_cast<uint4*>(out + hp::sw128_offset(r, chunk)) = make_uint4(w0.x, w0.y, w1.x, w1.y);
-    *reinterpret_cast<uint4*>(out + hp::sw128_offset(r, chunk + 1)) = make_uint4(w2.x, w2.y, w3.x, w3.y);
+    *reinterpret_cast<uint4*>(out + hp::sw128_offset(r, chunk)) = lo;
+    *reinterpret_cast<uint4*>(out + hp::sw128_offset(r, chunk + 1)) = hi;
   }
 }
 
@@ -93,12 +79,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
   const int steps = K / kBK;
 
-  // The 15 shift tables: byte c of table d − kMinShift = E4M3(E2M1(c) · 2^d), c = 0 … 7.
-  if (tid < kShifts * 8) {
-    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    reinterpret_cast<uint8_t*>(luts)[tid] =
-        static_cast<uint8_t>(__nv_cvt_float_to_fp8(ldexpf(mag[tid & 7], tid / 8 + kMinShift), __NV_SATFINITE, __NV_E4M3));
-  }
+  // The 15 shift tables (e2m1_e4m3.h), table i for shift i + kMinShift.
+  if (tid < kShifts) luts[tid] = e4m3_shift_table(tid + kMinShift);
   if (tid == kConsumers) {
     for (int s = 0; s < kStages; ++s) {
       hp::mbar_init(full + s, 1);

@@ -1,0 +1,82 @@
+// The fused MXFP4 GEMM's expansion (src/backends/cuda/e2m1_e4m3.h), run on the host: every pair
+// of E2M1 codes in every word position under every shift against an E4M3 encoder written here
+// from the format's definition, and the block form's byte order. Needs no GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "backends/cuda/e2m1_e4m3.h"
+#include "backends/cuda/quantize_fp8.h"
+
+namespace stave {
+namespace {
+
+constexpr float kE2M1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+// E4M3 (bias 7, 3 mantissa bits, subnormals of 2^-9) of a value it represents exactly.
+uint8_t e4m3_of(float v) {
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  const float a = std::fabs(v);
+  if (a == 0.0f) return sign;
+  int e = 0;
+  const float f = std::frexp(a, &e);  // a = f · 2^e, f in [0.5, 1)
+  const int E = e - 1;                 // a = (2f) · 2^E, 2f in [1, 2)
+  if (E < -6) return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::lround(a / 0x1p-9f)));
+  const int mant = static_cast<int>(std::lround((2.0f * f - 1.0f) * 8.0f));
+  return static_cast<uint8_t>(sign | ((E + 7) << 3) | mant);
+}
+
+uint8_t expected_byte(int code, int d) {
+  const float v = kE2M1Values[code & 7] * std::ldexp(1.0f, d);
+  return e4m3_of((code & 8) ? -v : v);
+}
+
+uint8_t byte_of(uint32_t w, int i) { return static_cast<uint8_t>(w >> (8 * i)); }
+
+TEST(E2m1ToE4m3, ShiftTablesMatchTheFormat) {
+  for (int d = cuda::kMinShift; d <= cuda::kMaxShift; ++d) {
+    const uint2 t = cuda::e4m3_shift_table(d);
+    for (int c = 0; c < 8; ++c)
+      EXPECT_EQ(byte_of(c < 4 ? t.x : t.y, c % 4), expected_byte(c, d)) << "shift " << d << " code " << c;
+  }
+}
+
+TEST(E2m1ToE4m3, EveryCodePairInEveryPositionUnderEveryShift) {
+  for (int d = cuda::kMinShift; d <= cuda::kMaxShift; ++d) {
+    const uint2 t = cuda::e4m3_shift_table(d);
+    for (int pos = 0; pos < 4; ++pos)      // which byte of the word holds the pair
+      for (int pair = 0; pair < 256; ++pair) {
+        // The other bytes hold a fixed pattern of other codes, so a byte landing in the wrong
+        // place or a sign from a neighbour shows.
+        uint32_t w = 0x9E3B5A71u;
+        w = (w & ~(0xFFu << (8 * pos))) | (static_cast<uint32_t>(pair) << (8 * pos));
+        const uint2 out = cuda::e2m1x8_to_e4m3(w, t);
+        for (int i = 0; i < 8; ++i) {
+          const int code = static_cast<int>((w >> (4 * i)) & 0xF);
+          ASSERT_EQ(byte_of(i < 4 ? out.x : out.y, i % 4), expected_byte(code, d))
+              << "shift " << d << " word " << std::hex << w << " weight " << std::dec << i;
+        }
+      }
+  }
+}
+
+TEST(E2m1ToE4m3, BlockBytesInWeightOrder) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int d = cuda::kMinShift + static_cast<int>(rng() % (cuda::kMaxShift - cuda::kMinShift + 1));
+    const uint4 codes = make_uint4(rng(), rng(), rng(), rng());
+    uint4 lo, hi;
+    cuda::e2m1_block_to_e4m3(codes, cuda::e4m3_shift_table(d), lo, hi);
+    const uint32_t in[4] = {codes.x, codes.y, codes.z, codes.w};
+    const uint32_t out[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    for (int k = 0; k < 32; ++k) {  // weight k: nibble k % 8 of code word k / 8, low nibble first
+      const int code = static_cast<int>((in[k / 8] >> (4 * (k % 8))) & 0xF);
+      ASSERT_EQ(byte_of(out[k / 4], k % 4), expected_byte(code, d)) << "trial " << trial << " weight " << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stave
