@@ -409,6 +409,22 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
     std::printf("fused M %lld N %lld K %lld: scaled diff %.3g against the reference, %.3g against cuBLASLt\n",
                 static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K), diff, diff_lt);
   }
+  // STAVE_CUDA_FP8_ACCUM=block (every MX block's sum on its own): within the default bound.
+  {
+    const test::ScopedEnv block("STAVE_CUDA_FP8_ACCUM", "block");
+    for (const Case c : {Case{77, 256, 1024, 116, 130}, {33, 256, 17408, 117, 131}, {300, 1024, 5120, 118, 130}}) {
+      SCOPED_TRACE(::testing::Message() << "block accumulation M " << c.M << " N " << c.N << " K " << c.K);
+      const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_block");
+      const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
+      const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+      cuda::GpuContext fused(false);
+      fused.set_linear_path(cuda::LinearPath::kFp8Fused);
+      const auto got = run_linear(fused, d, x, c.M);
+      std::vector<float> want(static_cast<size_t>(c.M * c.N));
+      ref::linear(h.w, x.data(), c.M, want.data());
+      EXPECT_LE(scaled_diff(got, want), kTol);
+    }
+  }
   // STAVE_CUDA_FP8_ACCUM=fast: the kernel without promotion (the MMAs' own accumulator over the
   // whole K), beside cuBLASLt's FAST_ACCUM. Fewer bits: a looser bound, which a wrong layout
   // (errors of the order of the outputs) still fails by far.
@@ -452,6 +468,54 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
   }
 }
 
+// STAVE_CUDA_FP8_ACCUM=block: every MX block's 32 products summed by one MMA from zero, which
+// the kernel's note argues is exact (13 significant bits needed), then fp32 additions in K
+// order. If so, the product equals, bit for bit, this host model: each block's dot product of
+// the QDQ'd activation and the dequantized weight in double (exact), rounded to fp32 (exact),
+// added in fp32 block by block, then the bias.
+TEST(CudaLinearFp8, FusedGemmBlockSumsAreExact) {
+  STAVE_REQUIRE_GPU();
+  const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
+  const test::ScopedEnv block("STAVE_CUDA_FP8_ACCUM", "block");
+  std::mt19937 rng(14);
+  const int64_t M = 77, N = 256, K = 5120;
+  const Mxfp4Weight h = make_mxfp4(rng, N, K, 116, 130, /*bias=*/true, "fp8_fused_block");
+  const auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
+  const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+  ASSERT_TRUE(cuda::dev::mxfp4_fp8_gemm_applies(d));
+  cuda::GpuContext ctx(false);
+  ctx.set_linear_path(cuda::LinearPath::kFp8Fused);
+  const auto got = run_linear(ctx, d, x, M);
+
+  std::vector<float> xq(static_cast<size_t>(M * K)), wv(static_cast<size_t>(N * K));
+  for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x.data() + m * K, K, xq.data() + m * K);
+  for (int64_t i = 0; i < N * K; ++i) {
+    const uint8_t code = (h.codes[i / 2] >> (4 * (i % 2))) & 0xF;
+    wv[i] = std::ldexp(mxfp4::kE2M1Values[code], static_cast<int>(h.scales[i / 32]) - 127);
+  }
+  int64_t differ = 0;
+  double worst = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < K / 32; ++b) {
+        double dot = 0;
+        for (int64_t i = b * 32; i < b * 32 + 32; ++i) dot += static_cast<double>(xq[m * K + i]) * wv[n * K + i];
+        ASSERT_EQ(static_cast<double>(static_cast<float>(dot)), dot);  // the block's sum fits fp32
+        sum += static_cast<float>(dot);
+      }
+      const float want = sum + h.bias[n];
+      const float have = got[m * N + n];
+      if (std::memcmp(&want, &have, sizeof(float)) != 0) {
+        ++differ;
+        worst = std::max(worst, std::fabs(static_cast<double>(want) - have) / std::max(1.0f, std::fabs(want)));
+      }
+    }
+  std::printf("block sums: %lld of %lld outputs differ from the exact-block model (worst relative %.3g)\n",
+              static_cast<long long>(differ), static_cast<long long>(M * N), worst);
+  EXPECT_EQ(differ, 0);
+}
+
 TEST(CudaLinearFp8, Fp8WeightsFromEnvironment) {
   {
     const test::ScopedEnv e("STAVE_CUDA_FP8_WEIGHTS", "resident");
@@ -460,6 +524,14 @@ TEST(CudaLinearFp8, Fp8WeightsFromEnvironment) {
   {
     const test::ScopedEnv e("STAVE_CUDA_FP8_WEIGHTS", "always");
     EXPECT_THROW(cuda::fp8_weights_from_env(), Error);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FP8_ACCUM", "block");
+    EXPECT_EQ(cuda::fp8_accum_from_env(), cuda::Fp8Accum::kBlock);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FP8_ACCUM", "exact");
+    EXPECT_THROW(cuda::fp8_accum_from_env(), Error);
   }
   const test::ScopedEnv e("STAVE_CUDA_FP8_WEIGHTS", nullptr);
   EXPECT_EQ(cuda::fp8_weights_from_env(), cuda::Fp8Weights::kExpandPerProduct);

@@ -55,11 +55,16 @@ __device__ __forceinline__ void expand_step(const uint8_t* codes, const uint8_t*
   }
 }
 
-// kPromote: each K step's four MMAs start from zero and are added into fp32 registers after
-// the step (cuBLASLt's default); otherwise the MMAs accumulate over the whole K in the tensor
-// cores' own accumulator (STAVE_CUDA_FP8_ACCUM=fast, as cuBLASLt's FAST_ACCUM), which lets the
-// MMAs of step k run on while step k + 1 is expanded and issued.
-template <bool kPromote>
+// How the MMAs' sums reach fp32 (dev::Fp8Accum): kStep, each K step's four MMAs start from
+// zero and their sum is added into fp32 registers after the step (cuBLASLt's default promotion);
+// kWhole, the MMAs accumulate over the whole K in the tensor cores' own accumulator (cuBLASLt's
+// FAST_ACCUM), so step k's MMAs run on while step k + 1 is expanded and issued; kBlock, every
+// MMA (one MX block of K on both sides) starts from zero and is added into fp32 registers on
+// its own (while one warp group adds, the other's MMA runs). In kBlock every block's sum is exact: its 32 products are E2M1 · E2M1
+// values times one power of two, multiples of a quarter of it below 36 in magnitude, so the sum
+// needs 13 significant bits, within the ≈ 14 that Hopper's FP8 MMA keeps (DeepSeek-V3 report,
+// §3.3.2); the sums over blocks are fp32 additions in K order, as on the CPU.
+template <Fp8Accum kAccum>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_fp8_gemm_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_codes,
                           const __grid_constant__ CUtensorMap tm_scales, const int* __restrict__ row_exp,
@@ -111,6 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // expands its half of one weight row per step.
   const int g = tid >> 7, warp = tid >> 5, lane = tid & 31;
   const int my_row_exp = row_exp[n0 + (tid >> 1)];
+  constexpr bool kPromote = kAccum != Fp8Accum::kWhole;
   float acc[64], sum[64];
   if constexpr (kPromote) {
 #pragma unroll
@@ -140,33 +146,69 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   expand(0);
   hp::named_barrier(1, kConsumers);
-  for (int k = 0; k < steps; ++k) {
-    issue(k, kPromote || k == 0);
-    if constexpr (kPromote) {
-      if (k + 1 < steps) expand(k + 1);  // overlaps the MMAs in flight
-      hp::wgmma_wait_all();
+  if constexpr (kAccum == Fp8Accum::kBlock) {
+    // One block's MMA into acc from zero, then its sum added into sum. While one warp group adds,
+    // the other's MMA runs, so the tensor cores stay fed from two groups in turn.
+    auto block = [&](uint32_t da, uint32_t db) {
 #pragma unroll
       for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
-      hp::mbar_arrive(empty + k % kStages);  // this step's activation tile is no longer read
+      hp::wgmma_fence();
+      hp::wgmma_m64n128k32_e4m3(acc, hp::sw128_desc(da), hp::sw128_desc(db), false);
+      hp::wgmma_commit();
+    };
+    auto add = [&] {
+      hp::wgmma_wait_all();
 #pragma unroll
-      for (int i = 0; i < 64; ++i) sum[i] += acc[i];
-    } else {
-      hp::wgmma_wait<1>();  // step k - 1's MMAs are done, step k's run on
-      if (k > 0) hp::mbar_arrive(empty + (k - 1) % kStages);
+      for (int i = 0; i < 64; ++i) {
+        hp::fence_operand(acc[i]);
+        sum[i] += acc[i];
+      }
+    };
+    for (int k = 0; k < steps; ++k) {
+      const uint32_t a = hp::smem_u32(s_x + (k % kStages) * kABytes + g * 64 * kBK);
+      const uint32_t b = hp::smem_u32(s_w + (k % kWBuffers) * kWBytes);
+      block(a, b);
       // Tile (k + 1) % 3 was last read by step k − 2's MMAs, done in every thread before the
       // barrier that ended step k − 1.
       if (k + 1 < steps) expand(k + 1);
-    }
-    // Every thread's expansion of step k + 1 is done before any MMA of it, and (promoting) every
-    // group's MMAs of step k before any thread expands over their tile.
-    hp::named_barrier(1, kConsumers);
-  }
-  if constexpr (!kPromote) {
-    hp::wgmma_wait_all();
+      add();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      hp::fence_operand(acc[i]);
-      sum[i] = acc[i];
+      for (int s = 1; s < kBK / 32; ++s) {
+        block(a + 32 * s, b + 32 * s);
+        add();
+      }
+      hp::mbar_arrive(empty + k % kStages);  // this step's activation tile is no longer read
+      hp::named_barrier(1, kConsumers);      // step k + 1's tile is expanded before its MMAs
+    }
+  } else {
+    for (int k = 0; k < steps; ++k) {
+      issue(k, kPromote || k == 0);
+      if constexpr (kPromote) {
+        if (k + 1 < steps) expand(k + 1);  // overlaps the MMAs in flight
+        hp::wgmma_wait_all();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) hp::fence_operand(acc[i]);
+        hp::mbar_arrive(empty + k % kStages);  // this step's activation tile is no longer read
+#pragma unroll
+        for (int i = 0; i < 64; ++i) sum[i] += acc[i];
+      } else {
+        hp::wgmma_wait<1>();  // step k - 1's MMAs are done, step k's run on
+        if (k > 0) hp::mbar_arrive(empty + (k - 1) % kStages);
+        // Tile (k + 1) % 3 was last read by step k − 2's MMAs, done in every thread before the
+        // barrier that ended step k − 1.
+        if (k + 1 < steps) expand(k + 1);
+      }
+      // Every thread's expansion of step k + 1 is done before any MMA of it, and (promoting) every
+      // group's MMAs of step k before any thread expands over their tile.
+      hp::named_barrier(1, kConsumers);
+    }
+    if constexpr (!kPromote) {
+      hp::wgmma_wait_all();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        hp::fence_operand(acc[i]);
+        sum[i] = acc[i];
+      }
     }
   }
 
@@ -247,21 +289,22 @@ bool mxfp4_fp8_gemm_applies(const DeviceLinear& w) {
 }
 
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
-                    const float* bias, float* y, bool promote, cudaStream_t s) {
+                    const float* bias, float* y, Fp8Accum accum, cudaStream_t s) {
   if (M <= 0) return;
   const int64_t N = w.out, K = w.in;
   static std::once_flag attr;
   std::call_once(attr, [] {
-    STAVE_CUDA_CHECK(
-        cudaFuncSetAttribute(mxfp4_fp8_gemm_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    STAVE_CUDA_CHECK(
-        cudaFuncSetAttribute(mxfp4_fp8_gemm_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    for (auto* k : {mxfp4_fp8_gemm_kernel<Fp8Accum::kStep>, mxfp4_fp8_gemm_kernel<Fp8Accum::kWhole>,
+                    mxfp4_fp8_gemm_kernel<Fp8Accum::kBlock>})
+      STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   });
   const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kBM, true);
   const CUtensorMap tm_codes = weight_map(w.data.as<void>(), N, K / 2, kBK / 2);
   const CUtensorMap tm_scales = weight_map(w.scales.as<void>(), N, K / 32, 16);
   const dim3 grid(static_cast<unsigned>((M + kBM - 1) / kBM), static_cast<unsigned>(N / kBN));
-  auto* kernel = promote ? mxfp4_fp8_gemm_kernel<true> : mxfp4_fp8_gemm_kernel<false>;
+  auto* kernel = accum == Fp8Accum::kBlock   ? mxfp4_fp8_gemm_kernel<Fp8Accum::kBlock>
+                 : accum == Fp8Accum::kWhole ? mxfp4_fp8_gemm_kernel<Fp8Accum::kWhole>
+                                             : mxfp4_fp8_gemm_kernel<Fp8Accum::kStep>;
   kernel<<<grid, kThreads, kSmemBytes, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
                                             w.fp8_row_scale.as<float>(), bias, y, static_cast<int>(M),
                                             static_cast<int>(N), static_cast<int>(K));

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "backends/cuda/device_ops.h"
+#include "backends/cuda/linear_fp8.h"  // Fp8Accum
 
 namespace stave::cuda::dev {
 
@@ -29,10 +30,8 @@ bool mxfp4_fp8_gemm_applies(const DeviceLinear& w);
 
 // y[M, N] = (xq · Ŵᵀ)[m, n] · x_scale[m] · 2^R_w[n] (+ bias[n]) with xq the E4M3 activation
 // [Mp ≥ M rows, K] (16-byte aligned, rows past M ignored), x_scale [M] its row scales, Ŵ the
-// E4M3 expansion of w. y 8-byte aligned. promote: each K step's partial sums carried into fp32
-// registers (the default); false: the tensor cores' accumulator over the whole K
-// (STAVE_CUDA_FP8_ACCUM=fast).
+// E4M3 expansion of w. y 8-byte aligned. accum: how the MMAs' sums reach fp32 (Fp8Accum).
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
-                    const float* bias, float* y, bool promote, cudaStream_t s);
+                    const float* bias, float* y, Fp8Accum accum, cudaStream_t s);
 
 }  // namespace stave::cuda::dev

@@ -120,15 +120,15 @@ struct Fp8Plan {
   bool ok = true;  // false: cuBLASLt offers no FP8 GEMM of this shape (the BF16 path runs)
 };
 
-// STAVE_CUDA_FP8_ACCUM: "promote" (the default: cuBLASLt carries the FP8 products' partial sums
-// into fp32 as it goes) or "fast" (CUBLASLT_MATMUL_DESC_FAST_ACCUM: the sums stay in the tensor
-// cores' own accumulator for the whole K; faster, fewer bits). An experiment's switch: the fast
-// form is not the default until the fixture decisions and the fidelity rule are measured with it.
-static bool fast_accumulation_from_env() {
+// STAVE_CUDA_FP8_ACCUM (linear_fp8.h). An experiment's switch: "fast" and "block" are not the
+// default until the fixture decisions and the fidelity rule are measured with them.
+Fp8Accum fp8_accum_from_env() {
   const char* e = std::getenv("STAVE_CUDA_FP8_ACCUM");
-  if (!e || !*e || std::string_view(e) == "promote") return false;
-  if (std::string_view(e) == "fast") return true;
-  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FP8_ACCUM is '") + e + "': expected 'promote' or 'fast'");
+  if (!e || !*e || std::string_view(e) == "promote") return Fp8Accum::kStep;
+  if (std::string_view(e) == "fast") return Fp8Accum::kWhole;
+  if (std::string_view(e) == "block") return Fp8Accum::kBlock;
+  throw Error(ErrorKind::kUnsupported,
+              std::string("STAVE_CUDA_FP8_ACCUM is '") + e + "': expected 'promote', 'fast' or 'block'");
 }
 
 // STAVE_CUDA_FP8_ALGO=N: the N-th algorithm cuBLASLt's heuristic offers for each product (0, the
@@ -148,7 +148,8 @@ static int algo_index_from_env() {
 struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
-  bool fast_accumulation = fast_accumulation_from_env();
+  Fp8Accum accum = fp8_accum_from_env();
+  bool fast_accumulation = accum == Fp8Accum::kWhole;  // cuBLASLt's FAST_ACCUM
   int algo_index = algo_index_from_env();
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
 
@@ -464,7 +465,7 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   const float* bias = w.bias.bytes() ? w.bias.as<float>() : nullptr;
   if (fused_product(ctx, w, y)) {
     const Fp8Operands op = fp8_operands(ctx, w, M, true, /*expanded=*/false);
-    mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, bias, y, !ctx.fp8_gemm().fast_accumulation, ctx.stream());
+    mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, bias, y, ctx.fp8_gemm().accum, ctx.stream());
     ++g_gemms_fused;
     return true;
   }
@@ -488,7 +489,7 @@ void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   if (M <= 0) return;
   const Fp8Operands op = fp8_operands(ctx, w, M, false);
   if (fused_product(ctx, w, y))
-    return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, !ctx.fp8_gemm().fast_accumulation, ctx.stream());
+    return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, ctx.fp8_gemm().accum, ctx.stream());
   if (ctx.fp8_gemm().plan(op.Mp, w.out, w.in, scales_in_gemm(ctx)))
     fp8_product(ctx, w, op, M, nullptr, y);
 }

@@ -38,6 +38,14 @@ struct LinearFp8Stats {
 // Process-wide counters; waits for the device (the activation counter lives there).
 LinearFp8Stats linear_fp8_stats();
 
+// How FP8 products carry their sums into fp32. STAVE_CUDA_FP8_ACCUM: unset or "promote" →
+// kStep (every K step of 128, cuBLASLt's default), "fast" → kWhole (the tensor cores' own
+// accumulator over the whole K: cuBLASLt's FAST_ACCUM), "block" → kBlock (every MX block of 32 on
+// its own, which makes each block's sum exact: the fused MXFP4 GEMM only; cuBLASLt promotes per
+// step); anything else is an Error naming the variable.
+enum class Fp8Accum { kStep, kWhole, kBlock };
+Fp8Accum fp8_accum_from_env();
+
 namespace dev {
 
 // True when the FP8 path applies to this call (fast precision, ctx's path, w.fp8, N % 16 == 0).
