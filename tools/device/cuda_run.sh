@@ -20,8 +20,9 @@
 #   the short-noul records) — MXFP4 vs BF16 (fast), and MXFP4 fast vs exact with the fast path as
 #   shipped, with every kernel at its wider form (FP8 → BF16 products, chunked BF16 delta rule →
 #   fp32 recurrence, BF16 → 3xTF32 flash attention), and with one kernel at a time back to fast.
-#   FID_VARIANTS narrows the variants (names: quant default wide fp8 chunk bf16attn fused; fused =
-#   the fused MXFP4 GEMM and the fused input forms together).
+#   FID_VARIANTS narrows the variants (names: quant default wide fp8 chunk bf16attn fused block blockcpu defaultcpu; fused =
+#   the fused MXFP4 GEMM and the fused input forms together; block = the fused GEMM with exact
+#   block sums, STAVE_CUDA_FP8_ACCUM=block; …cpu: against the CPU's exact answers).
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
 #   sequential pass and with STAVE_CUDA_DELTA=chunk-registers, alternated twice.
 #   "fused": the fast norms (bench_elementwise) and bench_decide on the synth release with
@@ -172,6 +173,7 @@ if [[ " $steps " == *" fidelity "* ]]; then
     shift 3
     env "$@" timeout "${FID_TIMEOUT:-200}" "$bin/stave" eval --per-request --device cuda --threads "$(nproc)" \
       --model $fid/mxfp4 --precision fast --against "$against" --against-precision "$against_precision" \
+      ${against_device:+--against-device "$against_device"} \
       --summary-json "$OUT/fidelity_$name.json" $requests > "$OUT/fidelity_$name.txt" 2>&1
     echo "$name: $(grep -o '"mean_max_abs_dp": [0-9.e-]*' "$OUT/fidelity_$name.json" 2>/dev/null)" \
       "$(grep -o '"top_agreements": [0-9]*' "$OUT/fidelity_$name.json" 2>/dev/null)" | tee -a "$OUT/fidelity.txt"
@@ -186,7 +188,10 @@ if [[ " $steps " == *" fidelity "* ]]; then
       chunk) fid_eval chunk $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_ATTENTION=flash ;;
       bf16attn) fid_eval bf16attn $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent ;;
       fused) fid_eval fused $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FUSED_INPUT=on ;;
-      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 chunk bf16attn fused)" >&2 ;;
+      block) fid_eval block $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block ;;
+      blockcpu) against_device=cpu fid_eval blockcpu $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block ;;
+      defaultcpu) against_device=cpu fid_eval defaultcpu $fid/mxfp4 exact ;;
+      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 chunk bf16attn fused block blockcpu defaultcpu)" >&2 ;;
     esac
   done
 fi
