@@ -57,9 +57,11 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
 // Generic-proxy writes to shared memory (st.shared) made visible to the async proxy (wgmma, TMA).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// A barrier over the first `threads` threads of the block (id ≠ 0: __syncthreads keeps 0).
+// A barrier over the first `threads` threads of the block (id ≠ 0: __syncthreads keeps 0). The
+// non-.aligned form: threads of a warp may arrive apart (after a wait loop each left on its own;
+// `bar.sync` is barrier.sync.aligned, which requires the warp to execute it together).
 __device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // --- the 128-byte swizzle (TMA's CU_TENSOR_MAP_SWIZZLE_128B, wgmma's layout type 1) ---
@@ -84,11 +86,17 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
 
 // --- warp-group MMA ---
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+// wgmma's instructions are .sync.aligned: every thread of the warp executes them together, so
+// the warp is reconverged first (its threads may have left a wait loop apart).
+__device__ __forceinline__ void wgmma_fence() {
+  __syncwarp();
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 // Waits until at most N committed groups of this warp's MMAs are still in flight.
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
+  __syncwarp();  // (as wgmma_fence)
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
