@@ -46,13 +46,22 @@ STAVE_CUDA_FUSED_INPUT=on "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*
 STAVE_CUDA_FUSED_INPUT=on "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 # The fused MXFP4 GEMM (STAVE_CUDA_LINEAR=fp8-fused, off by default until measured) under the
 # op suite's linear cases, the fast-precision model suites and the fixture decisions.
-echo "== again with STAVE_CUDA_LINEAR=fp8-fused"
+echo "== again with STAVE_CUDA_LINEAR=fp8-fused (and with exact block sums)"
 STAVE_CUDA_LINEAR=fp8-fused "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
 STAVE_CUDA_LINEAR=fp8-fused "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
+STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*' || status=1
 # The weights' FP8 expansions kept resident (STAVE_CUDA_FP8_WEIGHTS=resident, off by default
 # until measured) under the fast-precision model suites and the fixture decisions.
 echo "== again with STAVE_CUDA_FP8_WEIGHTS=resident"
 STAVE_CUDA_FP8_WEIGHTS=resident "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
 STAVE_CUDA_FP8_WEIGHTS=resident "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
-"$bin/stave_cuda_tests" "$@" || status=1
+# The fused MXFP4 GEMM's own tests in a process of their own: a kernel fault poisons the CUDA
+# context, and every later test in the same process would fail with it.
+if [ $# -eq 0 ]; then
+  "$bin/stave_cuda_tests" --gtest_filter='-CudaLinearFp8.Fused*' || status=1
+  echo "== the fused MXFP4 GEMM"
+  "$bin/stave_cuda_tests" --gtest_filter='CudaLinearFp8.Fused*' || status=1
+else
+  "$bin/stave_cuda_tests" "$@" || status=1
+fi
 exit $status
