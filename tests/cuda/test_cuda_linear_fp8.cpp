@@ -369,6 +369,31 @@ TEST(CudaLinearFp8, ResidentWeightsGiveTheSameProducts) {
   EXPECT_EQ(d.fp8_weight.bytes(), 0u);
 }
 
+// One product of weight d (uploaded from h) over x [M, d.in] on the fused path: its output, how
+// many products the fused kernel ran for it, ref::linear's, and (with_cublaslt) the cuBLASLt FP8
+// path's. STAVE_CUDA_FP8_ACCUM is read as the contexts make their first FP8 product.
+struct FusedRun {
+  std::vector<float> got, want, cublaslt;
+  int64_t fused_gemms = 0;
+};
+FusedRun run_fused(const Mxfp4Weight& h, const cuda::DeviceLinear& d, const std::vector<float>& x, int64_t M,
+                   bool with_cublaslt) {
+  FusedRun r;
+  cuda::GpuContext fused(false);
+  fused.set_linear_path(cuda::LinearPath::kFp8Fused);
+  const auto before = cuda::linear_fp8_stats();
+  r.got = run_linear(fused, d, x, M);
+  r.fused_gemms = cuda::linear_fp8_stats().gemms_fused - before.gemms_fused;
+  if (with_cublaslt) {
+    cuda::GpuContext lt(false);
+    lt.set_linear_path(cuda::LinearPath::kFp8);
+    r.cublaslt = run_linear(lt, d, x, M);
+  }
+  r.want.resize(static_cast<size_t>(M * d.out));
+  ref::linear(h.w, x.data(), M, r.want.data());
+  return r;
+}
+
 // The fused MXFP4 GEMM (gemm_mxfp4_fp8.h, LinearPath::kFp8Fused) against ref::linear and the
 // cuBLASLt FP8 path: ragged M (one row, a partial last tile, several tiles), long K, block
 // exponents over the whole 14-binade range (every shift table), all-zero blocks with any
@@ -394,16 +419,9 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
     const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
     ASSERT_TRUE(d.fp8);
     ASSERT_TRUE(cuda::dev::mxfp4_fp8_gemm_applies(d));
-    cuda::GpuContext fused(false), lt(false);
-    fused.set_linear_path(cuda::LinearPath::kFp8Fused);
-    lt.set_linear_path(cuda::LinearPath::kFp8);
-    const auto before = cuda::linear_fp8_stats();
-    const auto got = run_linear(fused, d, x, c.M);
-    EXPECT_EQ(cuda::linear_fp8_stats().gemms_fused, before.gemms_fused + 1);
-    const auto cublaslt = run_linear(lt, d, x, c.M);
-    std::vector<float> want(static_cast<size_t>(c.M * c.N));
-    ref::linear(h.w, x.data(), c.M, want.data());
-    const double diff = scaled_diff(got, want), diff_lt = scaled_diff(got, cublaslt);
+    const FusedRun r = run_fused(h, d, x, c.M, /*with_cublaslt=*/true);
+    EXPECT_EQ(r.fused_gemms, 1);
+    const double diff = scaled_diff(r.got, r.want), diff_lt = scaled_diff(r.got, r.cublaslt);
     EXPECT_LE(diff, kTol);
     EXPECT_LE(diff_lt, kTol);
     std::printf("fused M %lld N %lld K %lld: scaled diff %.3g against the reference, %.3g against cuBLASLt\n",
@@ -416,13 +434,8 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
       SCOPED_TRACE(::testing::Message() << "block accumulation M " << c.M << " N " << c.N << " K " << c.K);
       const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_block");
       const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
-      const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
-      cuda::GpuContext fused(false);
-      fused.set_linear_path(cuda::LinearPath::kFp8Fused);
-      const auto got = run_linear(fused, d, x, c.M);
-      std::vector<float> want(static_cast<size_t>(c.M * c.N));
-      ref::linear(h.w, x.data(), c.M, want.data());
-      EXPECT_LE(scaled_diff(got, want), kTol);
+      const FusedRun r = run_fused(h, cuda::upload_linear(h.w, true), x, c.M, /*with_cublaslt=*/false);
+      EXPECT_LE(scaled_diff(r.got, r.want), kTol);
     }
   }
   // STAVE_CUDA_FP8_ACCUM=fast: the kernel without promotion (the MMAs' own accumulator over the
@@ -434,17 +447,9 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
       SCOPED_TRACE(::testing::Message() << "fast accumulation M " << c.M << " N " << c.N << " K " << c.K);
       const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fast");
       const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
-      const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
-      cuda::GpuContext fused(false), lt(false);
-      fused.set_linear_path(cuda::LinearPath::kFp8Fused);
-      lt.set_linear_path(cuda::LinearPath::kFp8);
-      const auto before = cuda::linear_fp8_stats();
-      const auto got = run_linear(fused, d, x, c.M);
-      EXPECT_EQ(cuda::linear_fp8_stats().gemms_fused, before.gemms_fused + 1);
-      const auto cublaslt = run_linear(lt, d, x, c.M);
-      std::vector<float> want(static_cast<size_t>(c.M * c.N));
-      ref::linear(h.w, x.data(), c.M, want.data());
-      const double diff = scaled_diff(got, want), diff_lt = scaled_diff(cublaslt, want);
+      const FusedRun r = run_fused(h, cuda::upload_linear(h.w, true), x, c.M, /*with_cublaslt=*/true);
+      EXPECT_EQ(r.fused_gemms, 1);
+      const double diff = scaled_diff(r.got, r.want), diff_lt = scaled_diff(r.cublaslt, r.want);
       EXPECT_LE(diff, 4e-3);
       EXPECT_LE(diff_lt, 4e-3);
       std::printf("fused, fast accumulation, K %lld: scaled diff %.3g (cuBLASLt FAST_ACCUM %.3g)\n",
@@ -456,15 +461,10 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
     const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fallback");
     const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
     EXPECT_FALSE(cuda::dev::mxfp4_fp8_gemm_applies(d));
-    cuda::GpuContext fused(false);
-    fused.set_linear_path(cuda::LinearPath::kFp8Fused);
     const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
-    const auto before = cuda::linear_fp8_stats();
-    const auto got = run_linear(fused, d, x, c.M);
-    EXPECT_EQ(cuda::linear_fp8_stats().gemms_fused, before.gemms_fused);
-    std::vector<float> want(static_cast<size_t>(c.M * c.N));
-    ref::linear(h.w, x.data(), c.M, want.data());
-    EXPECT_LE(scaled_diff(got, want), kTol);
+    const FusedRun r = run_fused(h, d, x, c.M, /*with_cublaslt=*/false);
+    EXPECT_EQ(r.fused_gemms, 0);
+    EXPECT_LE(scaled_diff(r.got, r.want), kTol);
   }
 }
 
