@@ -489,10 +489,8 @@ TEST(CudaLinearFp8, FusedGemmBlockSumsAreExact) {
 
   std::vector<float> xq(static_cast<size_t>(M * K)), wv(static_cast<size_t>(N * K));
   for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x.data() + m * K, K, xq.data() + m * K);
-  for (int64_t i = 0; i < N * K; ++i) {
-    const uint8_t code = (h.codes[i / 2] >> (4 * (i % 2))) & 0xF;
-    wv[i] = std::ldexp(mxfp4::kE2M1Values[code], static_cast<int>(h.scales[i / 32]) - 127);
-  }
+  for (int64_t n = 0; n < N; ++n)
+    mxfp4::dequantize_row(h.codes.data() + n * (K / 2), h.scales.data() + n * (K / 32), K, wv.data() + n * K);
   int64_t differ = 0;
   double worst = 0;
   for (int64_t m = 0; m < M; ++m)

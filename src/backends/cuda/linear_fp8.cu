@@ -92,6 +92,14 @@ __global__ void expand_fp8_kernel(const uint8_t* codes, const uint8_t* scales, c
   *reinterpret_cast<uint4*>(out + r * K + c * 16) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
+// w's packed weight expanded to E4M3 [N, K] in out, on stream s (per product, or once to keep).
+void expand_weight_fp8(const DeviceLinear& w, uint8_t* out, cudaStream_t s) {
+  const int64_t N = w.out, K = w.in;
+  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, s>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
+                                                                w.fp8_row_exp.as<int>(), N * K / 16, K, out);
+  STAVE_CUDA_LAUNCHED();
+}
+
 // y[m, n] = acc[m, n] · sa[m] · sw[n] (+ bias[n]) for m < M (acc has ld N).
 __global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, const float* sa, const float* sw,
                                        const float* bias, float* y) {
@@ -149,7 +157,6 @@ struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
   Fp8Accum accum = fp8_accum_from_env();
-  bool fast_accumulation = accum == Fp8Accum::kWhole;  // cuBLASLt's FAST_ACCUM
   int algo_index = algo_index_from_env();
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
 
@@ -177,7 +184,7 @@ struct Fp8Gemm {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    if (fast_accumulation) {
+    if (accum == Fp8Accum::kWhole) {  // cuBLASLt's FAST_ACCUM
       const int8_t fast = 1;
       STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
     }
@@ -290,10 +297,7 @@ void keep_fp8_expansion(DeviceLinear& w) {
                    w.name.c_str(), static_cast<long long>(N * K >> 20));
     return;
   }
-  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
-                                                          w.fp8_row_exp.as<int>(), N * K / 16, K,
-                                                          w.fp8_weight.as<uint8_t>());
-  STAVE_CUDA_LAUNCHED();
+  expand_weight_fp8(w, w.fp8_weight.as<uint8_t>(), /*legacy stream*/ 0);
   // The legacy stream's kernel must be done before a product on the backend's non-blocking
   // stream reads the copy.
   STAVE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -471,11 +475,7 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   }
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
   if (!ctx.fp8_gemm().plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
-  if (!w.fp8_weight.bytes()) {
-    expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, ctx.stream()>>>(
-        w.data.as<uint8_t>(), w.scales.as<uint8_t>(), w.fp8_row_exp.as<int>(), N * K / 16, K, op.w);
-    STAVE_CUDA_LAUNCHED();
-  }
+  if (!w.fp8_weight.bytes()) expand_weight_fp8(w, op.w, ctx.stream());
   fp8_product(ctx, w, op, M, bias, y);
   return true;
 }
