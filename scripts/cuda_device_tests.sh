@@ -34,16 +34,16 @@ for small_m in mxfp4 off; do
   STAVE_CUDA_SMALL_M=$small_m "${suite:-$bin}/stave_tests" \
     --gtest_filter='Devices/BackendOps.LinearEveryFormat/cuda_fast:Devices/*mxfp4_cuda_fast*' || status=1
 done
-# The chunked delta rule's register pass (STAVE_CUDA_DELTA=chunk-registers, an experiment beside
-# the default pass) under the op suite's delta-rule cases and the fast-precision model suites.
-echo "== again with STAVE_CUDA_DELTA=chunk-registers"
-STAVE_CUDA_DELTA=chunk-registers "${suite:-$bin}/stave_tests" \
+# The chunked delta rule's earlier pass (STAVE_CUDA_DELTA=chunk-shared, the state in shared memory)
+# under the op suite's delta-rule cases and the fast-precision model suites.
+echo "== again with STAVE_CUDA_DELTA=chunk-shared"
+STAVE_CUDA_DELTA=chunk-shared "${suite:-$bin}/stave_tests" \
   --gtest_filter='Devices/BackendOps.GatedDelta*cuda_fast*:Devices/*cuda_fast*' || status=1
-# The norms and gates formed inside the FP8 input quantization (STAVE_CUDA_FUSED_INPUT=on, off by
-# default until measured on a GPU) under the op suite and the fast-precision model suites.
-echo "== again with STAVE_CUDA_FUSED_INPUT=on"
-STAVE_CUDA_FUSED_INPUT=on "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
-STAVE_CUDA_FUSED_INPUT=on "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
+# The norms and gates composed instead of formed inside the FP8 input quantization
+# (STAVE_CUDA_FUSED_INPUT=off) under the op suite and the fast-precision model suites.
+echo "== again with STAVE_CUDA_FUSED_INPUT=off"
+STAVE_CUDA_FUSED_INPUT=off "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
+STAVE_CUDA_FUSED_INPUT=off "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 # The fused MXFP4 GEMM (STAVE_CUDA_LINEAR=fp8-fused, off by default until measured) under the
 # op suite's linear cases, the fast-precision model suites and the fixture decisions.
 echo "== again with STAVE_CUDA_LINEAR=fp8-fused (and with exact block sums)"

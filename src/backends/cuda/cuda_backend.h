@@ -68,7 +68,7 @@ class CudaBackend : public Backend {
   // Fast FP8 path: the norm inside the first product's quantization (dev::add_rms_norm_shared_fused).
   void add_rms_norm_linear_shared(float* h, const float* y, int64_t rows, int64_t dim, const float* w, float eps,
                                   float* x, std::span<const LinearOutput> outs) const override;
-  // Fast precision with STAVE_CUDA_FUSED_INPUT=on (where a shape or path does not take the fused
+  // Fast precision unless STAVE_CUDA_FUSED_INPUT=off (where a shape or path does not take the fused
   // form, the op still composes: the profile then counts that part as linear work).
   bool forms_input_in_products() const override { return fused_input_ && precision_ == Precision::kFast; }
   void gated_rms_norm_linear(const LinearWeight& w, const float* x, const float* z, int64_t dim, const float* norm_w,

@@ -11,9 +11,10 @@
 //                W = T (β k̂ ⊙ exp(G)) (BF16), U = T (β v) (fp32) → scratch [chunk, n_v, 64, 128].
 //   3. state:    per (sequence, head, 32 state columns), the chunks in order:
 //                S_c = S (BF16 scratch); v_new = U − W S;  S ← exp(G_last) S + (k̂ ⊙ exp(G_last − G))ᵀ v_new.
-//                The final S goes back to the caller's state. (3b, STAVE_CUDA_DELTA=chunk-registers,
-//                an experiment: the same pass with the state in registers, U, S_c and v_new
-//                transposed in scratch.)
+//                The final S goes back to the caller's state. 3b (the default since 2026-12-06,
+//                measured faster on an H100) is this pass with the state in registers, U, S_c and
+//                v_new transposed in scratch; 3a (STAVE_CUDA_DELTA=chunk-shared) keeps it in shared
+//                memory.)
 //   4. out:      per (chunk, head): O = (q̂ ⊙ exp(G)) S_c + (q̂ k̂ᵀ ⊙ causal(incl. diagonal) ⊙ exp(Gᵢ − Gⱼ)) v_new.
 // Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
@@ -346,7 +347,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   }
 }
 
-// 3. The sequential pass: block (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
+// 3a. The sequential pass with the state in shared memory (STAVE_CUDA_DELTA=chunk-shared): block (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
 // k̂ rows and G are copied into the second of two buffers (cp.async) as soon as chunk i starts,
 // its W and U slice once chunk i's v_new is formed, so both copies overlap the chunk's products
 // and the chain of chunks waits on memory as little as the pass allows. (Asking L2 for chunk
@@ -487,8 +488,8 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
   for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[(e / kBV) * kLdF + e % kBV];
 }
 
-// 3b. The sequential pass with the state in registers (STAVE_CUDA_DELTA=chunk-registers: an
-// experiment until it has run on a GPU; the default is the pass above). Block (v head, 32 state
+// 3b. The sequential pass with the state in registers (the default; STAVE_CUDA_DELTA=chunk-shared
+// runs 3a above instead). Block (v head, 32 state
 // columns, sequence); 2 warps, each 16 state columns for all 128 rows of d_k. Each warp keeps its slice of the state transposed, Sᵀ
 // [16 columns][128], in registers as mma.sync m16n8k16 accumulators for the whole sequence
 // (fla's chunk_gated_delta_rule_fwd_kernel_h keeps its state on chip the same way), so a chunk
@@ -868,17 +869,18 @@ GatedDeltaChunkProfile gated_delta_chunk_profile_read() { return g_profiler.tota
 
 namespace {
 
-// STAVE_CUDA_DELTA: "auto" (the default: the chunk form where it applies), "recurrent" (the
-// per-token recurrence everywhere), or "chunk-registers" (the chunk form with the register
-// pass, 3b: an experiment until it has run on a GPU).
-enum class DeltaChoice { kAuto, kRecurrent, kChunkRegisters };
+// STAVE_CUDA_DELTA: "auto" (the default: the chunk form where it applies, its sequential pass
+// with the state in registers, 3b), "recurrent" (the per-token recurrence everywhere),
+// "chunk-shared" (the chunk form with the earlier pass, 3a, state in shared memory) or
+// "chunk-registers" (the same as auto; the name it had while it was an experiment).
+enum class DeltaChoice { kAuto, kRecurrent, kChunkShared };
 DeltaChoice delta_choice_from_env() {
   const char* e = std::getenv("STAVE_CUDA_DELTA");
-  if (!e || !*e || std::string_view(e) == "auto") return DeltaChoice::kAuto;
+  if (!e || !*e || std::string_view(e) == "auto" || std::string_view(e) == "chunk-registers") return DeltaChoice::kAuto;
   if (std::string_view(e) == "recurrent") return DeltaChoice::kRecurrent;
-  if (std::string_view(e) == "chunk-registers") return DeltaChoice::kChunkRegisters;
-  throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_DELTA is '") + e + "': expected 'auto', 'recurrent' or 'chunk-registers'");
+  if (std::string_view(e) == "chunk-shared") return DeltaChoice::kChunkShared;
+  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_DELTA is '") + e +
+                                           "': expected 'auto', 'recurrent', 'chunk-shared' or 'chunk-registers'");
 }
 
 }  // namespace
@@ -943,7 +945,7 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   qk_norm_kernel<<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, s>>>(
       in.q, in.k, in.stride, T, nk, 1.0f / std::sqrt(static_cast<float>(kD)), qn, kn);
   STAVE_CUDA_LAUNCHED();
-  const bool registers = delta_choice_from_env() == DeltaChoice::kChunkRegisters;
+  const bool registers = delta_choice_from_env() != DeltaChoice::kChunkShared;
   g_profiler.mark(1, s);
   if (registers) {
     allow_smem(wu_kernel<true>, kWuSmem);

@@ -42,6 +42,7 @@ constexpr uint32_t kStageTx = kABytes + kCodeBytes + kScaleBytes;
 // the step's four), written as E4M3 in the swizzled layout wgmma reads.
 __device__ __forceinline__ void expand_step(const uint8_t* codes, const uint8_t* scales, const uint2* luts,
                                             int row_exp, int t, uint8_t* out) {
+  // scales: row r's four block bytes of this step at r · 16 (the caller adds the step's offset)
   const int r = t >> 1, h = t & 1;
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
@@ -106,7 +107,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         hp::mbar_arrive_expect_tx(full + st, kStageTx);
         hp::tma_load_2d(&tm_x, s_x + st * kABytes, k * kBK, m0, full + st);
         hp::tma_load_2d(&tm_codes, s_codes + st * kCodeBytes, k * (kBK / 2), n0, full + st);
-        hp::tma_load_2d(&tm_scales, s_scales + st * kScaleBytes, k * (kBK / 32), n0, full + st);
+        // A tile load's box starts 16-byte aligned in global memory (else the load is an illegal
+        // instruction): the 16 block bytes holding this step's four, which sit at (k % 4) · 4.
+        hp::tma_load_2d(&tm_scales, s_scales + st * kScaleBytes, (k * (kBK / 32)) & ~15, n0, full + st);
       }
     }
     return;
@@ -126,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto expand = [&](int k) {
     const int st = k % kStages;
     hp::mbar_wait(full + st, static_cast<uint32_t>((k / kStages) & 1));
-    expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes, luts, my_row_exp, tid,
+    expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes + (k % 4) * (kBK / 32), luts, my_row_exp, tid,
                 s_w + (k % kWBuffers) * kWBytes);
     hp::fence_proxy_async();  // the expanded tile, written by st.shared, is read by wgmma
   };
