@@ -110,11 +110,8 @@ bool page_locked(const void* p) {
   return a.type == cudaMemoryTypeHost;
 }
 
-// STAVE_CUDA_FUSED_INPUT: "on" (the default) forms the norm or gate before a projection inside
-// its FP8 input quantization (sigmoid_mul_linear, gated_rms_norm_linear,
-// add_rms_norm_linear_shared) and runs the standalone fast norms in the same grouped layout;
-// "off" composes the ops with the earlier norm kernels. SwiGLU's fused product
-// (silu_mul_linear) is on either way.
+}  // namespace
+
 bool fused_input_from_env() {
   const char* e = std::getenv("STAVE_CUDA_FUSED_INPUT");
   if (!e || !*e || std::string_view(e) == "on") return true;
@@ -122,7 +119,6 @@ bool fused_input_from_env() {
   throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FUSED_INPUT is '") + e + "': expected 'on' or 'off'");
 }
 
-}  // namespace
 
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),

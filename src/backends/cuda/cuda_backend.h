@@ -27,6 +27,13 @@ struct RowPrologue;
 struct SharedProduct;
 }
 
+// STAVE_CUDA_FUSED_INPUT: unset or "on" (the default) forms the norm or gate before a projection
+// inside its FP8 input quantization (sigmoid_mul_linear, gated_rms_norm_linear,
+// add_rms_norm_linear_shared) and runs the standalone fast norms in the same grouped layout;
+// "off" composes the ops with the earlier norm kernels (SwiGLU's fused product,
+// silu_mul_linear, is on either way); anything else is an Error naming the variable.
+bool fused_input_from_env();
+
 struct CudaBackendOptions {
   // matmul_nt weights stay resident on the GPU, keyed by address and shape. Only for weights
   // whose memory never changes while the backend lives (the engine's joint head).

@@ -12,8 +12,9 @@ namespace stave::cuda::dev {
 
 // Whether the chunk kernels take these shapes (d_k = d_v = 128, n_v a multiple of n_k) and the
 // call is worth it (more tokens than sequences: all-one-token calls, i.e. decode, keep the
-// recurrence). STAVE_CUDA_DELTA=recurrent pins the recurrence (for A/B runs); unset or "auto"
-// lets the shapes decide; anything else is an Error.
+// recurrence). STAVE_CUDA_DELTA=recurrent pins the recurrence (for A/B runs); unset, "auto" or
+// "chunk-registers" lets the shapes decide (the sequential pass with the state in registers),
+// "chunk-shared" too (the earlier pass, state in shared memory); anything else is an Error.
 bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences);
 
 // in.tokens rows split into sequences by host `starts` (sequences + 1 offsets, starts[0] = 0,

@@ -1,0 +1,68 @@
+// The CUDA backend's kernel switches read from the environment that are not the linear path's
+// (test_cuda_linear_fp8.cpp has those): each value selects its form, unset selects the default,
+// anything else is an error naming the variable and the values it takes. Needs no GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/gated_delta_chunk.h"
+#include "stave/errors.h"
+#include "test_env.h"
+
+namespace stave {
+namespace {
+
+// The message of the Error that f throws ("" if it throws none).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CudaSwitches, FusedInputIsOnUnlessOff) {
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FUSED_INPUT", nullptr);
+    EXPECT_TRUE(cuda::fused_input_from_env());
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FUSED_INPUT", "on");
+    EXPECT_TRUE(cuda::fused_input_from_env());
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FUSED_INPUT", "off");
+    EXPECT_FALSE(cuda::fused_input_from_env());
+  }
+  const test::ScopedEnv e("STAVE_CUDA_FUSED_INPUT", "yes");
+  const std::string msg = error_of([] { cuda::fused_input_from_env(); });
+  EXPECT_NE(msg.find("STAVE_CUDA_FUSED_INPUT is 'yes'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'off'"), std::string::npos) << msg;
+}
+
+// The chunk form applies to the Clef shapes' prefill under every value but "recurrent"; decode
+// (one token per sequence) and other head sizes keep the recurrence whatever the switch says.
+TEST(CudaSwitches, DeltaRuleChoice) {
+  const GatedDeltaDims clef{16, 48, 128, 128}, other{16, 48, 64, 64};
+  for (const char* v : {static_cast<const char*>(nullptr), "auto", "chunk-registers", "chunk-shared"}) {
+    SCOPED_TRACE(v ? v : "(unset)");
+    const test::ScopedEnv e("STAVE_CUDA_DELTA", v);
+    EXPECT_TRUE(cuda::dev::gated_delta_chunk_applies(clef, 2048, 1));
+    EXPECT_FALSE(cuda::dev::gated_delta_chunk_applies(clef, 4, 4));
+    EXPECT_FALSE(cuda::dev::gated_delta_chunk_applies(other, 2048, 1));
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_DELTA", "recurrent");
+    EXPECT_FALSE(cuda::dev::gated_delta_chunk_applies(clef, 2048, 1));
+  }
+  const test::ScopedEnv e("STAVE_CUDA_DELTA", "registers");
+  const std::string msg = error_of([&] { cuda::dev::gated_delta_chunk_applies(clef, 2048, 1); });
+  EXPECT_NE(msg.find("STAVE_CUDA_DELTA is 'registers'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'chunk-shared'"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace stave
