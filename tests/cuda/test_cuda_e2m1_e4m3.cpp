@@ -5,10 +5,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <vector>
 
 #include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/quantize_fp8.h"
+#include "backends/cuda/rs_fragment.h"
 
 namespace stave {
 namespace {
@@ -75,6 +78,56 @@ TEST(E2m1ToE4m3, BlockBytesInWeightOrder) {
       const int code = static_cast<int>((in[k / 8] >> (4 * (k % 8))) & 0xF);
       ASSERT_EQ(byte_of(out[k / 4], k % 4), expected_byte(code, d)) << "trial " << trial << " weight " << k;
     }
+  }
+}
+
+// The register form's conversion of four codes: every 16-bit pattern under every shift.
+TEST(E2m1ToE4m3, FourCodesUnderEveryShift) {
+  for (int d = cuda::kMinShift; d <= cuda::kMaxShift; ++d) {
+    const uint2 t = cuda::e4m3_shift_table(d);
+    for (uint32_t w = 0; w < 0x10000u; ++w) {
+      const uint32_t out = cuda::e2m1x4_to_e4m3(w | 0xA5C30000u, t);  // bits above 16 are ignored
+      for (int i = 0; i < 4; ++i)
+        ASSERT_EQ(byte_of(out, i), expected_byte(static_cast<int>((w >> (4 * i)) & 0xF), d))
+            << "shift " << d << " codes " << std::hex << w << " weight " << std::dec << i;
+    }
+  }
+}
+
+// The register-source kernel's gather (rs_fragment.h): a code tile written as TMA's 64-byte
+// swizzle lays it out (bits 4–5 of each byte offset XOR bits 7–8), read back chunk by chunk the
+// kernel's way, gives every thread of a warp group, in every register of every MX block of the
+// step, the four codes that wgmma's A layout puts there (row 16 warp + lane / 4 + 8 (j % 2),
+// k 4 (lane % 4) + 16 (j / 2) … + 3 of the block); and the 64 rows × 128 weights are each
+// covered once.
+TEST(RsFragment, GatherFromTheSwizzledTileIsWgmmasLayout) {
+  std::mt19937 rng(5);
+  constexpr int kRows = 128, kRowBytes = cuda::rs::kRowBytes;
+  std::vector<uint8_t> tile(kRows * kRowBytes), swizzled(tile.size());
+  for (auto& b : tile) b = static_cast<uint8_t>(rng());
+  for (int off = 0; off < kRows * kRowBytes; ++off) swizzled[off ^ (((off >> 7) & 3) << 4)] = tile[off];
+  const auto code_at = [&](int row, int k) {  // weight k of the step in row `row`, low nibble first
+    return (tile[row * kRowBytes + k / 2] >> (4 * (k % 2))) & 0xF;
+  };
+  for (int group = 0; group < 2; ++group) {
+    std::vector<int> covered(64 * 128, 0);
+    for (int warp = 0; warp < 4; ++warp)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int s = 0; s < 4; ++s)
+          for (int j = 0; j < 4; ++j) {
+            const int row = 64 * group + cuda::rs::a_row(warp, lane, j);
+            uint4 chunk;
+            std::memcpy(&chunk, swizzled.data() + cuda::rs::code_chunk_offset(row, s), sizeof chunk);
+            const uint32_t codes = cuda::rs::a_codes(chunk, lane, j);
+            ASSERT_EQ(codes >> 16, 0u);
+            for (int b = 0; b < 4; ++b) {
+              const int k = 32 * s + cuda::rs::a_k(lane, j) + b;
+              ASSERT_EQ(static_cast<int>((codes >> (4 * b)) & 0xF), code_at(row, k))
+                  << "group " << group << " warp " << warp << " lane " << lane << " block " << s << " register " << j;
+              ++covered[(row - 64 * group) * 128 + k];
+            }
+          }
+    for (int i = 0; i < 64 * 128; ++i) ASSERT_EQ(covered[i], 1) << "row " << i / 128 << " weight " << i % 128;
   }
 }
 

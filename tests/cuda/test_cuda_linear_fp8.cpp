@@ -394,6 +394,10 @@ FusedRun run_fused(const Mxfp4Weight& h, const cuda::DeviceLinear& d, const std:
   return r;
 }
 
+// The fused kernels (STAVE_CUDA_FUSED_KERNEL): the weight tile expanded into shared memory, and
+// the weight expanded into wgmma's register operand. Each fused test runs both.
+constexpr const char* kFusedKernels[] = {"smem", "registers"};
+
 // The fused MXFP4 GEMM (gemm_mxfp4_fp8.h, LinearPath::kFp8Fused) against ref::linear and the
 // cuBLASLt FP8 path: ragged M (one row, a partial last tile, several tiles), long K, block
 // exponents over the whole 14-binade range (every shift table), all-zero blocks with any
@@ -401,70 +405,74 @@ FusedRun run_fused(const Mxfp4Weight& h, const cuda::DeviceLinear& d, const std:
 TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
   STAVE_REQUIRE_GPU();
   const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
-  std::mt19937 rng(13);
-  struct Case {
-    int64_t M, N, K;
-    int lo, hi;
-  };
-  for (const Case c : {Case{1, 128, 512, 118, 130}, {77, 256, 1024, 116, 130}, {128, 128, 512, 120, 127},
-                       {200, 384, 2048, 116, 130}, {300, 1024, 5120, 118, 130}, {33, 256, 17408, 117, 131}}) {
-    const bool bias = c.M % 2 == 1;
-    SCOPED_TRACE(::testing::Message() << "M " << c.M << " N " << c.N << " K " << c.K << " exponents " << c.lo << "…"
-                                      << c.hi << " bias " << bias);
-    Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, bias, "fp8_fused");
-    // Row 3's block 1: all ±0 codes under exponent byte 0 (ignored by the row reference).
-    for (int j = 0; j < 16; ++j) h.codes[(3 * (c.K / 32) + 1) * 16 + j] = (j % 2) ? 0x88 : 0x00;
-    h.scales[3 * (c.K / 32) + 1] = 0;
-    const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
-    const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
-    ASSERT_TRUE(d.fp8);
-    ASSERT_TRUE(cuda::dev::mxfp4_fp8_gemm_applies(d));
-    const FusedRun r = run_fused(h, d, x, c.M, /*with_cublaslt=*/true);
-    EXPECT_EQ(r.fused_gemms, 1);
-    const double diff = scaled_diff(r.got, r.want), diff_lt = scaled_diff(r.got, r.cublaslt);
-    EXPECT_LE(diff, kTol);
-    EXPECT_LE(diff_lt, kTol);
-    std::printf("fused M %lld N %lld K %lld: scaled diff %.3g against the reference, %.3g against cuBLASLt\n",
-                static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K), diff, diff_lt);
-  }
-  // STAVE_CUDA_FP8_ACCUM=block (every MX block's sum on its own): within the default bound.
-  {
-    const test::ScopedEnv block("STAVE_CUDA_FP8_ACCUM", "block");
-    for (const Case c : {Case{77, 256, 1024, 116, 130}, {33, 256, 17408, 117, 131}, {300, 1024, 5120, 118, 130}}) {
-      SCOPED_TRACE(::testing::Message() << "block accumulation M " << c.M << " N " << c.N << " K " << c.K);
-      const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_block");
+  for (const char* kernel : kFusedKernels) {
+    SCOPED_TRACE(kernel);
+    const test::ScopedEnv which("STAVE_CUDA_FUSED_KERNEL", kernel);
+    std::mt19937 rng(13);
+    struct Case {
+      int64_t M, N, K;
+      int lo, hi;
+    };
+    for (const Case c : {Case{1, 128, 512, 118, 130}, {77, 256, 1024, 116, 130}, {128, 128, 512, 120, 127},
+                         {200, 384, 2048, 116, 130}, {300, 1024, 5120, 118, 130}, {33, 256, 17408, 117, 131}}) {
+      const bool bias = c.M % 2 == 1;
+      SCOPED_TRACE(::testing::Message() << "M " << c.M << " N " << c.N << " K " << c.K << " exponents " << c.lo << "…"
+                                        << c.hi << " bias " << bias);
+      Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, bias, "fp8_fused");
+      // Row 3's block 1: all ±0 codes under exponent byte 0 (ignored by the row reference).
+      for (int j = 0; j < 16; ++j) h.codes[(3 * (c.K / 32) + 1) * 16 + j] = (j % 2) ? 0x88 : 0x00;
+      h.scales[3 * (c.K / 32) + 1] = 0;
       const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
-      const FusedRun r = run_fused(h, cuda::upload_linear(h.w, true), x, c.M, /*with_cublaslt=*/false);
+      const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+      ASSERT_TRUE(d.fp8);
+      ASSERT_TRUE(cuda::dev::mxfp4_fp8_gemm_applies(d));
+      const FusedRun r = run_fused(h, d, x, c.M, /*with_cublaslt=*/true);
+      EXPECT_EQ(r.fused_gemms, 1);
+      const double diff = scaled_diff(r.got, r.want), diff_lt = scaled_diff(r.got, r.cublaslt);
+      EXPECT_LE(diff, kTol);
+      EXPECT_LE(diff_lt, kTol);
+      std::printf("fused (%s) M %lld N %lld K %lld: scaled diff %.3g against the reference, %.3g against cuBLASLt\n",
+                  kernel, static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K), diff, diff_lt);
+    }
+    // STAVE_CUDA_FP8_ACCUM=block (every MX block's sum on its own): within the default bound.
+    {
+      const test::ScopedEnv block("STAVE_CUDA_FP8_ACCUM", "block");
+      for (const Case c : {Case{77, 256, 1024, 116, 130}, {33, 256, 17408, 117, 131}, {300, 1024, 5120, 118, 130}}) {
+        SCOPED_TRACE(::testing::Message() << "block accumulation M " << c.M << " N " << c.N << " K " << c.K);
+        const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_block");
+        const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
+        const FusedRun r = run_fused(h, cuda::upload_linear(h.w, true), x, c.M, /*with_cublaslt=*/false);
+        EXPECT_LE(scaled_diff(r.got, r.want), kTol);
+      }
+    }
+    // STAVE_CUDA_FP8_ACCUM=fast: the kernel without promotion (the MMAs' own accumulator over the
+    // whole K), beside cuBLASLt's FAST_ACCUM. Fewer bits: a looser bound, which a wrong layout
+    // (errors of the order of the outputs) still fails by far.
+    {
+      const test::ScopedEnv fast("STAVE_CUDA_FP8_ACCUM", "fast");
+      for (const Case c : {Case{77, 256, 1024, 116, 130}, {33, 256, 17408, 117, 131}}) {
+        SCOPED_TRACE(::testing::Message() << "fast accumulation M " << c.M << " N " << c.N << " K " << c.K);
+        const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fast");
+        const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
+        const FusedRun r = run_fused(h, cuda::upload_linear(h.w, true), x, c.M, /*with_cublaslt=*/true);
+        EXPECT_EQ(r.fused_gemms, 1);
+        const double diff = scaled_diff(r.got, r.want), diff_lt = scaled_diff(r.cublaslt, r.want);
+        EXPECT_LE(diff, 4e-3);
+        EXPECT_LE(diff_lt, 4e-3);
+        std::printf("fused (%s), fast accumulation, K %lld: scaled diff %.3g (cuBLASLt FAST_ACCUM %.3g)\n",
+                    kernel, static_cast<long long>(c.K), diff, diff_lt);
+      }
+    }
+    for (const Case c : {Case{40, 144, 512, 120, 127}, {40, 128, 256, 120, 127}}) {
+      SCOPED_TRACE(::testing::Message() << "fallback N " << c.N << " K " << c.K);
+      const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fallback");
+      const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+      EXPECT_FALSE(cuda::dev::mxfp4_fp8_gemm_applies(d));
+      const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
+      const FusedRun r = run_fused(h, d, x, c.M, /*with_cublaslt=*/false);
+      EXPECT_EQ(r.fused_gemms, 0);
       EXPECT_LE(scaled_diff(r.got, r.want), kTol);
     }
-  }
-  // STAVE_CUDA_FP8_ACCUM=fast: the kernel without promotion (the MMAs' own accumulator over the
-  // whole K), beside cuBLASLt's FAST_ACCUM. Fewer bits: a looser bound, which a wrong layout
-  // (errors of the order of the outputs) still fails by far.
-  {
-    const test::ScopedEnv fast("STAVE_CUDA_FP8_ACCUM", "fast");
-    for (const Case c : {Case{77, 256, 1024, 116, 130}, {33, 256, 17408, 117, 131}}) {
-      SCOPED_TRACE(::testing::Message() << "fast accumulation M " << c.M << " N " << c.N << " K " << c.K);
-      const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fast");
-      const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
-      const FusedRun r = run_fused(h, cuda::upload_linear(h.w, true), x, c.M, /*with_cublaslt=*/true);
-      EXPECT_EQ(r.fused_gemms, 1);
-      const double diff = scaled_diff(r.got, r.want), diff_lt = scaled_diff(r.cublaslt, r.want);
-      EXPECT_LE(diff, 4e-3);
-      EXPECT_LE(diff_lt, 4e-3);
-      std::printf("fused, fast accumulation, K %lld: scaled diff %.3g (cuBLASLt FAST_ACCUM %.3g)\n",
-                  static_cast<long long>(c.K), diff, diff_lt);
-    }
-  }
-  for (const Case c : {Case{40, 144, 512, 120, 127}, {40, 128, 256, 120, 127}}) {
-    SCOPED_TRACE(::testing::Message() << "fallback N " << c.N << " K " << c.K);
-    const Mxfp4Weight h = make_mxfp4(rng, c.N, c.K, c.lo, c.hi, true, "fp8_fused_fallback");
-    const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
-    EXPECT_FALSE(cuda::dev::mxfp4_fp8_gemm_applies(d));
-    const auto x = test::random_floats(rng, c.M * c.K, -2.0f, 2.0f);
-    const FusedRun r = run_fused(h, d, x, c.M, /*with_cublaslt=*/false);
-    EXPECT_EQ(r.fused_gemms, 0);
-    EXPECT_LE(scaled_diff(r.got, r.want), kTol);
   }
 }
 
@@ -477,41 +485,45 @@ TEST(CudaLinearFp8, FusedGemmBlockSumsAreExact) {
   STAVE_REQUIRE_GPU();
   const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
   const test::ScopedEnv block("STAVE_CUDA_FP8_ACCUM", "block");
-  std::mt19937 rng(14);
-  const int64_t M = 77, N = 256, K = 5120;
-  const Mxfp4Weight h = make_mxfp4(rng, N, K, 116, 130, /*bias=*/true, "fp8_fused_block");
-  const auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
-  const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
-  ASSERT_TRUE(cuda::dev::mxfp4_fp8_gemm_applies(d));
-  cuda::GpuContext ctx(false);
-  ctx.set_linear_path(cuda::LinearPath::kFp8Fused);
-  const auto got = run_linear(ctx, d, x, M);
+  for (const char* kernel : kFusedKernels) {
+    SCOPED_TRACE(kernel);
+    const test::ScopedEnv which("STAVE_CUDA_FUSED_KERNEL", kernel);
+    std::mt19937 rng(14);
+    const int64_t M = 77, N = 256, K = 5120;
+    const Mxfp4Weight h = make_mxfp4(rng, N, K, 116, 130, /*bias=*/true, "fp8_fused_block");
+    const auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
+    const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+    ASSERT_TRUE(cuda::dev::mxfp4_fp8_gemm_applies(d));
+    cuda::GpuContext ctx(false);
+    ctx.set_linear_path(cuda::LinearPath::kFp8Fused);
+    const auto got = run_linear(ctx, d, x, M);
 
-  std::vector<float> xq(static_cast<size_t>(M * K)), wv(static_cast<size_t>(N * K));
-  for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x.data() + m * K, K, xq.data() + m * K);
-  for (int64_t n = 0; n < N; ++n)
-    mxfp4::dequantize_row(h.codes.data() + n * (K / 2), h.scales.data() + n * (K / 32), K, wv.data() + n * K);
-  int64_t differ = 0;
-  double worst = 0;
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      float sum = 0.0f;
-      for (int64_t b = 0; b < K / 32; ++b) {
-        double dot = 0;
-        for (int64_t i = b * 32; i < b * 32 + 32; ++i) dot += static_cast<double>(xq[m * K + i]) * wv[n * K + i];
-        ASSERT_EQ(static_cast<double>(static_cast<float>(dot)), dot);  // the block's sum fits fp32
-        sum += static_cast<float>(dot);
+    std::vector<float> xq(static_cast<size_t>(M * K)), wv(static_cast<size_t>(N * K));
+    for (int64_t m = 0; m < M; ++m) mxfp4::qdq_row(x.data() + m * K, K, xq.data() + m * K);
+    for (int64_t n = 0; n < N; ++n)
+      mxfp4::dequantize_row(h.codes.data() + n * (K / 2), h.scales.data() + n * (K / 32), K, wv.data() + n * K);
+    int64_t differ = 0;
+    double worst = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        float sum = 0.0f;
+        for (int64_t b = 0; b < K / 32; ++b) {
+          double dot = 0;
+          for (int64_t i = b * 32; i < b * 32 + 32; ++i) dot += static_cast<double>(xq[m * K + i]) * wv[n * K + i];
+          ASSERT_EQ(static_cast<double>(static_cast<float>(dot)), dot);  // the block's sum fits fp32
+          sum += static_cast<float>(dot);
+        }
+        const float want = sum + h.bias[n];
+        const float have = got[m * N + n];
+        if (std::memcmp(&want, &have, sizeof(float)) != 0) {
+          ++differ;
+          worst = std::max(worst, std::fabs(static_cast<double>(want) - have) / std::max(1.0f, std::fabs(want)));
+        }
       }
-      const float want = sum + h.bias[n];
-      const float have = got[m * N + n];
-      if (std::memcmp(&want, &have, sizeof(float)) != 0) {
-        ++differ;
-        worst = std::max(worst, std::fabs(static_cast<double>(want) - have) / std::max(1.0f, std::fabs(want)));
-      }
-    }
-  std::printf("block sums: %lld of %lld outputs differ from the exact-block model (worst relative %.3g)\n",
-              static_cast<long long>(differ), static_cast<long long>(M * N), worst);
-  EXPECT_EQ(differ, 0);
+    std::printf("block sums (%s): %lld of %lld outputs differ from the exact-block model (worst relative %.3g)\n",
+                kernel, static_cast<long long>(differ), static_cast<long long>(M * N), worst);
+    EXPECT_EQ(differ, 0);
+  }
 }
 
 TEST(CudaLinearFp8, Fp8WeightsFromEnvironment) {

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/gated_delta_chunk.h"
+#include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "stave/errors.h"
 #include "test_env.h"
 
@@ -62,6 +63,24 @@ TEST(CudaSwitches, DeltaRuleChoice) {
   const std::string msg = error_of([&] { cuda::dev::gated_delta_chunk_applies(clef, 2048, 1); });
   EXPECT_NE(msg.find("STAVE_CUDA_DELTA is 'registers'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'chunk-shared'"), std::string::npos) << msg;
+}
+
+TEST(CudaSwitches, FusedKernelChoice) {
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FUSED_KERNEL", nullptr);
+    EXPECT_EQ(cuda::dev::fused_kernel_from_env(), cuda::dev::FusedKernel::kSharedMemory);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FUSED_KERNEL", "smem");
+    EXPECT_EQ(cuda::dev::fused_kernel_from_env(), cuda::dev::FusedKernel::kSharedMemory);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_FUSED_KERNEL", "registers");
+    EXPECT_EQ(cuda::dev::fused_kernel_from_env(), cuda::dev::FusedKernel::kRegisters);
+  }
+  const test::ScopedEnv e("STAVE_CUDA_FUSED_KERNEL", "rs");
+  const std::string msg = error_of([] { cuda::dev::fused_kernel_from_env(); });
+  EXPECT_NE(msg.find("STAVE_CUDA_FUSED_KERNEL is 'rs'"), std::string::npos) << msg;
 }
 
 }  // namespace

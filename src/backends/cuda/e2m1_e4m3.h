@@ -56,6 +56,13 @@ STAVE_HOST_DEVICE uint2 e2m1x8_to_e4m3(uint32_t w, uint2 table) {
   return make_uint2(mag_lo | s_lo, mag_hi | s_hi);
 }
 
+// Four codes (the low 16 bits of w, low nibble first) to four E4M3 bytes: e2m1x8_to_e4m3(w).x.
+STAVE_HOST_DEVICE uint32_t e2m1x4_to_e4m3(uint32_t w, uint2 table) {
+  const uint32_t mag = byte_perm(table.x, table.y, w & 0x7777u);
+  const uint32_t y = byte_perm(w, 0, 0x1100);
+  return mag | ((y << 4) & 0x00800080u) | (y & 0x80008000u);
+}
+
 // One MX block's 16 code bytes (32 weights) to its 32 E4M3 bytes: weights 0 … 15 in lo,
 // 16 … 31 in hi.
 STAVE_HOST_DEVICE void e2m1_block_to_e4m3(uint4 codes, uint2 table, uint4& lo, uint4& hi) {

@@ -3,15 +3,16 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
-#include <map>
+#include <cstdlib>
 #include <mutex>
 #include <string>
-#include <tuple>
+#include <string_view>
 
 #include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/hopper.cuh"
 #include "backends/cuda/quantize_fp8.h"
+#include "backends/cuda/tensor_map.h"
 #include "stave/errors.h"
 
 namespace stave::cuda {
@@ -232,68 +233,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// --- host side: tensor maps through the driver's encoder, fetched once ---
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiled encoder() {
-  static EncodeTiled fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return static_cast<EncodeTiled>(nullptr);
-    }
-    return reinterpret_cast<EncodeTiled>(p);
-  }();
-  return fn;
-}
-
-// A 2-D byte tensor [rows, cols] (row pitch = cols) read in boxes of box_rows × box_cols.
-CUtensorMap byte_map(const void* base, int64_t rows, int64_t cols, int box_cols, int box_rows, bool swizzle128) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
-                               elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                               swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error(ErrorKind::kInternal, "cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
-                                          ") for a " + std::to_string(rows) + " x " + std::to_string(cols) +
-                                          " byte tensor");
-  return map;
-}
-
-// The weight's maps, encoded once per weight: a map is a function of the address, the shape and
-// the box alone, so a weight freed and another uploaded at the same address with the same
-// shape gets the right map too.
-const CUtensorMap& weight_map(const void* base, int64_t rows, int64_t cols, int box_cols) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int64_t, int64_t, int>, CUtensorMap> maps;
-  std::lock_guard lock(mutex);
-  const auto key = std::make_tuple(base, rows, cols, box_cols);
-  auto it = maps.find(key);
-  if (it == maps.end()) it = maps.emplace(key, byte_map(base, rows, cols, box_cols, kBN, false)).first;
-  return it->second;
-}
-
 }  // namespace
 
 namespace dev {
 
 bool mxfp4_fp8_gemm_applies(const DeviceLinear& w) {
-  return w.fp8 && w.out % kBN == 0 && w.in % 512 == 0 && encoder() != nullptr;
+  return w.fp8 && w.out % kBN == 0 && w.in % 512 == 0 && tensor_maps_available();
+}
+
+FusedKernel fused_kernel_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_FUSED_KERNEL");
+  if (!e || !*e || std::string_view(e) == "smem") return FusedKernel::kSharedMemory;
+  if (std::string_view(e) == "registers") return FusedKernel::kRegisters;
+  throw Error(ErrorKind::kUnsupported,
+              std::string("STAVE_CUDA_FUSED_KERNEL is '") + e + "': expected 'smem' or 'registers'");
 }
 
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
                     const float* bias, float* y, Fp8Accum accum, cudaStream_t s) {
   if (M <= 0) return;
+  if (fused_kernel_from_env() == FusedKernel::kRegisters) return mxfp4_fp8_gemm_rs(w, xq, x_scale, M, Mp, bias, y, accum, s);
   const int64_t N = w.out, K = w.in;
   static std::once_flag attr;
   std::call_once(attr, [] {
@@ -301,9 +260,9 @@ void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_sca
                     mxfp4_fp8_gemm_kernel<Fp8Accum::kBlock>})
       STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   });
-  const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kBM, true);
-  const CUtensorMap tm_codes = weight_map(w.data.as<void>(), N, K / 2, kBK / 2);
-  const CUtensorMap tm_scales = weight_map(w.scales.as<void>(), N, K / 32, 16);
+  const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kBM, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tm_codes = cached_byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kBN, CU_TENSOR_MAP_SWIZZLE_NONE);
+  const CUtensorMap tm_scales = cached_byte_map(w.scales.as<void>(), N, K / 32, 16, kBN, CU_TENSOR_MAP_SWIZZLE_NONE);
   const dim3 grid(static_cast<unsigned>((M + kBM - 1) / kBM), static_cast<unsigned>(N / kBN));
   auto* kernel = accum == Fp8Accum::kBlock   ? mxfp4_fp8_gemm_kernel<Fp8Accum::kBlock>
                  : accum == Fp8Accum::kWhole ? mxfp4_fp8_gemm_kernel<Fp8Accum::kWhole>

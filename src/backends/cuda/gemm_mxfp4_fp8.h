@@ -34,4 +34,20 @@ bool mxfp4_fp8_gemm_applies(const DeviceLinear& w);
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
                     const float* bias, float* y, Fp8Accum accum, cudaStream_t s);
 
+// Which kernel mxfp4_fp8_gemm runs (STAVE_CUDA_FUSED_KERNEL, read per product): unset or "smem",
+// the one above (the weight tile expanded into shared memory, both MMA operands from there);
+// "registers", mxfp4_fp8_gemm_rs; anything else an Error naming the variable.
+enum class FusedKernel { kSharedMemory, kRegisters };
+FusedKernel fused_kernel_from_env();
+
+// The same product with the weight as wgmma's register operand (gemm_mxfp4_fp8_rs.cu): each of
+// the two consumer warp groups takes 64 weight rows, reads their E2M1 codes from the step's
+// code tile (TMA, 64-byte swizzle) and expands them straight into wgmma's A registers (the
+// layout of rs_fragment.h), the activation tile being the B operand in shared memory. No
+// expanded tile is written to shared memory, and the warp groups need no barrier between them:
+// each releases a stage once its MMAs over it are done. Same operands as above, so the same
+// products; the output tile comes out transposed (weight rows × tokens) and is stored so.
+void mxfp4_fp8_gemm_rs(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
+                       const float* bias, float* y, Fp8Accum accum, cudaStream_t s);
+
 }  // namespace stave::cuda::dev
