@@ -11,6 +11,7 @@
 #include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/hopper.cuh"
+#include "backends/cuda/mxfp4_tiles.cuh"
 #include "backends/cuda/quantize_fp8.h"
 #include "backends/cuda/tensor_map.h"
 #include "stave/errors.h"
@@ -26,9 +27,10 @@ constexpr int kThreads = kConsumers + 32;  // and one producer warp
 constexpr int kShifts = kMaxShift - kMinShift + 1;
 
 // Shared memory, each tile 1024-byte aligned (the 128-byte swizzle's period).
-constexpr int kABytes = kBM * kBK;           // E4M3 activation tile, swizzled by TMA
-constexpr int kCodeBytes = kBN * kBK / 2;    // packed E2M1 codes, rows of 64 bytes
-constexpr int kScaleBytes = kBN * 16;        // block bytes: rows of 16 (4 used per step)
+using Ring = Mxfp4Ring<kBM, kBN, kStages>;
+constexpr int kABytes = Ring::kXBytes;       // E4M3 activation tile, swizzled by TMA
+constexpr int kCodeBytes = Ring::kCodeBytes;  // packed E2M1 codes, rows of 64 bytes
+constexpr int kScaleBytes = Ring::kScaleBytes;  // block bytes: rows of 16 (4 used per step)
 constexpr int kWBytes = kBN * kBK;           // the expanded E4M3 weight tile, swizzled here
 constexpr int kOffCodes = kStages * kABytes;
 constexpr int kOffScales = kOffCodes + kStages * kCodeBytes;
@@ -37,7 +39,6 @@ constexpr int kOffW = kOffScales + kStages * kScaleBytes;
 constexpr int kOffLut = kOffW + kWBuffers * kWBytes;
 constexpr int kOffBars = kOffLut + 128;
 constexpr int kSmemBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
-constexpr uint32_t kStageTx = kABytes + kCodeBytes + kScaleBytes;
 
 // One step's weight tile for consumer thread t: row t / 2, half t % 2 (blocks 2h, 2h + 1 of
 // the step's four), written as E4M3 in the swizzled layout wgmma reads.
@@ -102,16 +103,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid >= kConsumers) {  // the producer warp: one lane issues every load
     if (tid == kConsumers) {
-      for (int k = 0; k < steps; ++k) {
-        const int st = k % kStages;
-        if (k >= kStages) hp::mbar_wait(empty + st, static_cast<uint32_t>((k / kStages - 1) & 1));
-        hp::mbar_arrive_expect_tx(full + st, kStageTx);
-        hp::tma_load_2d(&tm_x, s_x + st * kABytes, k * kBK, m0, full + st);
-        hp::tma_load_2d(&tm_codes, s_codes + st * kCodeBytes, k * (kBK / 2), n0, full + st);
-        // A tile load's box starts 16-byte aligned in global memory (else the load is an illegal
-        // instruction): the 16 block bytes holding this step's four, which sit at (k % 4) · 4.
-        hp::tma_load_2d(&tm_scales, s_scales + st * kScaleBytes, (k * (kBK / 32)) & ~15, n0, full + st);
-      }
+      Ring::produce(&tm_x, &tm_codes, &tm_scales, s_x, s_codes, s_scales, full, empty, steps, m0, n0);
     }
     return;
   }
@@ -130,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto expand = [&](int k) {
     const int st = k % kStages;
     hp::mbar_wait(full + st, static_cast<uint32_t>((k / kStages) & 1));
-    expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes + (k % 4) * (kBK / 32), luts, my_row_exp, tid,
+    expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes + Ring::scale_offset(0, k), luts, my_row_exp, tid,
                 s_w + (k % kWBuffers) * kWBytes);
     hp::fence_proxy_async();  // the expanded tile, written by st.shared, is read by wgmma
   };

@@ -8,6 +8,7 @@
 #include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/hopper.cuh"
+#include "backends/cuda/mxfp4_tiles.cuh"
 #include "backends/cuda/quantize_fp8.h"
 #include "backends/cuda/rs_fragment.h"
 #include "backends/cuda/tensor_map.h"
@@ -29,15 +30,15 @@ constexpr int kThreads = kConsumers + 128;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kShifts = kMaxShift - kMinShift + 1;
 
-constexpr int kXBytes = kTokens * kBK;         // E4M3 activation tile, 128-byte swizzle
-constexpr int kCodeBytes = kRows * kBK / 2;    // E2M1 codes, rows of 64 bytes, 64-byte swizzle
-constexpr int kScaleBytes = kRows * 16;        // block bytes: the aligned 16 holding the step's 4
+using Ring = Mxfp4Ring<kTokens, kRows, kStages>;
+constexpr int kXBytes = Ring::kXBytes;          // E4M3 activation tile, 128-byte swizzle
+constexpr int kCodeBytes = Ring::kCodeBytes;    // E2M1 codes, rows of 64 bytes, 64-byte swizzle
+constexpr int kScaleBytes = Ring::kScaleBytes;  // block bytes: the aligned 16 holding the step's 4
 constexpr int kOffCodes = kStages * kXBytes;
 constexpr int kOffScales = kOffCodes + kStages * kCodeBytes;
 constexpr int kOffLut = kOffScales + kStages * kScaleBytes;
 constexpr int kOffBars = kOffLut + 128;
 constexpr int kSmemBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
-constexpr uint32_t kStageTx = kXBytes + kCodeBytes + kScaleBytes;
 
 using Frag = uint32_t[4][4];  // one K step's A registers: [MX block s][register j]
 
@@ -76,16 +77,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid >= kConsumers) {  // the producer warp group: one thread issues every load
     hp::setmaxnreg_dec<kProducerRegs>();
     if (tid == kConsumers) {
-      for (int k = 0; k < steps; ++k) {
-        const int st = k % kStages;
-        if (k >= kStages) hp::mbar_wait(empty + st, static_cast<uint32_t>((k / kStages - 1) & 1));
-        hp::mbar_arrive_expect_tx(full + st, kStageTx);
-        hp::tma_load_2d(&tm_x, s_x + st * kXBytes, k * kBK, m0, full + st);
-        hp::tma_load_2d(&tm_codes, s_codes + st * kCodeBytes, k * (kBK / 2), n0, full + st);
-        // A box starts 16-byte aligned in global memory: the 16 block bytes holding the step's
-        // four, which sit at (k % 4) · 4.
-        hp::tma_load_2d(&tm_scales, s_scales + st * kScaleBytes, (k * (kBK / 32)) & ~15, n0, full + st);
-      }
+      Ring::produce(&tm_x, &tm_codes, &tm_scales, s_x, s_codes, s_scales, full, empty, steps, m0, n0);
     }
     return;
   }
@@ -105,9 +97,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int st = k % kStages;
     hp::mbar_wait(full + st, static_cast<uint32_t>((k / kStages) & 1));
     const uint8_t* codes = s_codes + st * kCodeBytes;
-    const uint8_t* sc = s_scales + st * kScaleBytes + (k % 4) * (kBK / 32);
-    const uint32_t sa = *reinterpret_cast<const uint32_t*>(sc + ra * 16);
-    const uint32_t sb = *reinterpret_cast<const uint32_t*>(sc + rb * 16);
+    const uint8_t* sc = s_scales + st * kScaleBytes;
+    const uint32_t sa = *reinterpret_cast<const uint32_t*>(sc + Ring::scale_offset(ra, k));
+    const uint32_t sb = *reinterpret_cast<const uint32_t*>(sc + Ring::scale_offset(rb, k));
 #pragma unroll
     for (int s = 0; s < kBK / 32; ++s) {
       const uint4 ca = *reinterpret_cast<const uint4*>(codes + rs::code_chunk_offset(ra, s));

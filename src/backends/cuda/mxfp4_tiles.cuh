@@ -1,0 +1,40 @@
+// What the two fused MXFP4 GEMM kernels (gemm_mxfp4_fp8.cu, gemm_mxfp4_fp8_rs.cu) share: the
+// producer's loop, which fills a ring of stages with one K step's activation tile, code tile and
+// block bytes each.
+#pragma once
+#include "backends/cuda/hopper.cuh"
+
+namespace stave::cuda {
+
+// Stage sizes and layout of one K step of 128: the activation tile [tokens][128 bytes], the code
+// tile [rows][64 bytes], the block bytes [rows][16 bytes] (the aligned 16 holding the step's 4).
+template <int kTokens, int kRows, int kStages>
+struct Mxfp4Ring {
+  static constexpr int kBK = 128;
+  static constexpr int kXBytes = kTokens * kBK;
+  static constexpr int kCodeBytes = kRows * kBK / 2;
+  static constexpr int kScaleBytes = kRows * 16;
+  static constexpr uint32_t kStageTx = kXBytes + kCodeBytes + kScaleBytes;
+
+  // One thread issues every load: step k into stage k % kStages once the consumers have released
+  // the step that used it before (`empty`), completing on `full`.
+  static __device__ __forceinline__ void produce(const CUtensorMap* tm_x, const CUtensorMap* tm_codes,
+                                                 const CUtensorMap* tm_scales, uint8_t* s_x, uint8_t* s_codes,
+                                                 uint8_t* s_scales, uint64_t* full, uint64_t* empty, int steps, int m0,
+                                                 int n0) {
+    for (int k = 0; k < steps; ++k) {
+      const int st = k % kStages;
+      if (k >= kStages) hopper::mbar_wait(empty + st, static_cast<uint32_t>((k / kStages - 1) & 1));
+      hopper::mbar_arrive_expect_tx(full + st, kStageTx);
+      hopper::tma_load_2d(tm_x, s_x + st * kXBytes, k * kBK, m0, full + st);
+      hopper::tma_load_2d(tm_codes, s_codes + st * kCodeBytes, k * (kBK / 2), n0, full + st);
+      // A tile load's box starts 16-byte aligned in global memory (an unaligned start is an
+      // illegal instruction): the 16 block bytes holding this step's four, which sit at (k % 4) · 4.
+      hopper::tma_load_2d(tm_scales, s_scales + st * kScaleBytes, (k * (kBK / 32)) & ~15, n0, full + st);
+    }
+  }
+  // Where step k's four block bytes of row r are within its stage's block-byte tile.
+  static __device__ __forceinline__ int scale_offset(int r, int k) { return r * 16 + (k % 4) * (kBK / 32); }
+};
+
+}  // namespace stave::cuda
