@@ -11,8 +11,11 @@ the peak GPU memory. Uses whatever attention / GDN kernels transformers picks on
     python3 tools/reference/cuda_baseline.py RELEASE_DIR [TOKENS ...]   (default 512 2048 8192)
 
 FLA_DIR=DIR: the "PyTorch + fla" peer (fla_peer.py); a line says which kernels ran.
+PROFILE_TOKENS=N (default 2048; 0: none): one more forward at N tokens under torch's profiler,
+its GPU time summed by kernel class (fla's delta rule, attention, GEMMs, other).
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -68,6 +71,14 @@ def main():
         ms = statistics.median(times)
         print(f"batch {batch} x {tokens} tokens: {ms:.1f} ms (median of 3; min {min(times):.1f}), "
               f"{batch * tokens / ms * 1000:.0f} prefill tokens/s", flush=True)
+    # GPU time by kernel class at one length (PROFILE_TOKENS, default 2048; 0: none), beside
+    # stave's stage profile.
+    profile_tokens = int(os.environ.get("PROFILE_TOKENS", "2048"))
+    if profile_tokens > 0:
+        ids = torch.randint(0, vocab, (1, profile_tokens), device="cuda")
+        with torch.inference_mode():
+            line = fla_peer.stage_profile(lambda: lm(input_ids=ids, use_cache=False))
+        print(f"{line} at {profile_tokens} tokens", flush=True)
     print(f"peak GPU memory allocated: {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB", flush=True)
 
 

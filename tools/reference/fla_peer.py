@@ -48,3 +48,39 @@ def kernels_ran(fn):
     if fla:
         return f"Gated DeltaNet kernels that ran: fla ({len(fla)} Triton kernels: {', '.join(fla[:6])}{' ...' if len(fla) > 6 else ''})"
     return f"Gated DeltaNet kernels that ran: NO fla kernel (torch fallback; {len(names)} kernels in all)"
+
+
+# Name marks of the other kernel classes in PyTorch's forward, for stage_profile(): attention
+# (SDPA's flash / memory-efficient / cuDNN kernels), the linear layers' GEMMs (cuBLAS / CUTLASS).
+_ATTENTION_MARKS = ("flash", "fmha", "attention", "sdpa", "cudnn")
+_GEMM_MARKS = ("gemm", "cutlass", "xmma", "sm90_", "sm80_", "nvjet", "cublas")
+
+
+def stage_profile(fn):
+    """Runs fn() once under torch.profiler (CUDA activity) and sums the GPU time of its kernels by
+    class, in ms: fla's delta rule, attention, GEMMs and everything else (norms, element-wise,
+    the conv, copies). One line, comparable with stave's STAVE_STAGES=1 profile (which
+    synchronises after every op, so its sums run a little higher)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    sums = {"fla delta rule": 0.0, "attention": 0.0, "GEMM": 0.0, "other": 0.0}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        if us is None:
+            us = getattr(e, "cuda_time_total", 0.0)
+        name = e.key.lower()
+        if any(m in name for m in _FLA_KERNEL_MARKS):
+            sums["fla delta rule"] += us
+        elif any(m in name for m in _ATTENTION_MARKS):
+            sums["attention"] += us
+        elif any(m in name for m in _GEMM_MARKS):
+            sums["GEMM"] += us
+        else:
+            sums["other"] += us
+    total = sum(sums.values())
+    return "PyTorch stage profile (ms): " + ", ".join(f"{k} {v / 1000:.2f}" for k, v in sums.items()) + \
+        f", total {total / 1000:.2f}"
+
