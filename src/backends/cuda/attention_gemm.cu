@@ -13,17 +13,15 @@
 #include "backends/cuda/attention_flash_bf16.h"
 #include "backends/cuda/device_ops.h"
 #include "stave/errors.h"
+#include "util/env_choice.h"
 
 namespace stave::cuda {
 
 AttentionKernel attention_kernel_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_ATTENTION");
-  if (!e || !*e || std::string_view(e) == "auto") return AttentionKernel::kAuto;
-  if (std::string_view(e) == "flash") return AttentionKernel::kFlash;
-  if (std::string_view(e) == "gemm") return AttentionKernel::kGemm;
-  if (std::string_view(e) == "bf16") return AttentionKernel::kFlashBf16;
-  throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_ATTENTION is '") + e + "': expected 'auto', 'flash', 'gemm' or 'bf16'");
+  return env_choice<AttentionKernel>("STAVE_CUDA_ATTENTION", {{"auto", AttentionKernel::kAuto},
+                                                                {"flash", AttentionKernel::kFlash},
+                                                                {"gemm", AttentionKernel::kGemm},
+                                                                {"bf16", AttentionKernel::kFlashBf16}});
 }
 
 namespace dev {

@@ -11,6 +11,7 @@
 #include "backends/cuda/device_ops.h"
 #include "backends/cuda/gated_delta_chunk.h"
 #include "stave/errors.h"
+#include "util/env_choice.h"
 
 namespace stave::cuda {
 namespace {
@@ -113,10 +114,7 @@ bool page_locked(const void* p) {
 }  // namespace
 
 bool fused_input_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_FUSED_INPUT");
-  if (!e || !*e || std::string_view(e) == "on") return true;
-  if (std::string_view(e) == "off") return false;
-  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FUSED_INPUT is '") + e + "': expected 'on' or 'off'");
+  return env_choice<bool>("STAVE_CUDA_FUSED_INPUT", {{"on", true}, {"off", false}});
 }
 
 

@@ -38,6 +38,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gated_delta_chunk.h"
 #include "stave/errors.h"
+#include "util/env_choice.h"
 
 namespace stave::cuda::dev {
 namespace {
@@ -875,12 +876,10 @@ namespace {
 // "chunk-registers" (the same as auto; the name it had while it was an experiment).
 enum class DeltaChoice { kAuto, kRecurrent, kChunkShared };
 DeltaChoice delta_choice_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_DELTA");
-  if (!e || !*e || std::string_view(e) == "auto" || std::string_view(e) == "chunk-registers") return DeltaChoice::kAuto;
-  if (std::string_view(e) == "recurrent") return DeltaChoice::kRecurrent;
-  if (std::string_view(e) == "chunk-shared") return DeltaChoice::kChunkShared;
-  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_DELTA is '") + e +
-                                           "': expected 'auto', 'recurrent', 'chunk-shared' or 'chunk-registers'");
+  return env_choice<DeltaChoice>("STAVE_CUDA_DELTA", {{"auto", DeltaChoice::kAuto},
+                                                      {"recurrent", DeltaChoice::kRecurrent},
+                                                      {"chunk-shared", DeltaChoice::kChunkShared},
+                                                      {"chunk-registers", DeltaChoice::kAuto}});
 }
 
 }  // namespace

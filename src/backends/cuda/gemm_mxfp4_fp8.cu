@@ -15,6 +15,7 @@
 #include "backends/cuda/quantize_fp8.h"
 #include "backends/cuda/tensor_map.h"
 #include "stave/errors.h"
+#include "util/env_choice.h"
 
 namespace stave::cuda {
 namespace {
@@ -234,11 +235,8 @@ bool mxfp4_fp8_gemm_applies(const DeviceLinear& w) {
 }
 
 FusedKernel fused_kernel_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_FUSED_KERNEL");
-  if (!e || !*e || std::string_view(e) == "smem") return FusedKernel::kSharedMemory;
-  if (std::string_view(e) == "registers") return FusedKernel::kRegisters;
-  throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_FUSED_KERNEL is '") + e + "': expected 'smem' or 'registers'");
+  return env_choice<FusedKernel>("STAVE_CUDA_FUSED_KERNEL",
+                                 {{"smem", FusedKernel::kSharedMemory}, {"registers", FusedKernel::kRegisters}});
 }
 
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,

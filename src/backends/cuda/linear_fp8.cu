@@ -18,6 +18,7 @@
 #include "backends/cuda/mxfp4_device.cuh"
 #include "backends/cuda/quantize_fp8.h"
 #include "stave/errors.h"
+#include "util/env_choice.h"
 
 namespace stave::cuda {
 namespace {
@@ -131,12 +132,8 @@ struct Fp8Plan {
 // STAVE_CUDA_FP8_ACCUM (linear_fp8.h). An experiment's switch: "fast" and "block" are not the
 // default until the fixture decisions and the fidelity rule are measured with them.
 Fp8Accum fp8_accum_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_FP8_ACCUM");
-  if (!e || !*e || std::string_view(e) == "promote") return Fp8Accum::kStep;
-  if (std::string_view(e) == "fast") return Fp8Accum::kWhole;
-  if (std::string_view(e) == "block") return Fp8Accum::kBlock;
-  throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_FP8_ACCUM is '") + e + "': expected 'promote', 'fast' or 'block'");
+  return env_choice<Fp8Accum>("STAVE_CUDA_FP8_ACCUM",
+                              {{"promote", Fp8Accum::kStep}, {"fast", Fp8Accum::kWhole}, {"block", Fp8Accum::kBlock}});
 }
 
 // STAVE_CUDA_FP8_ALGO=N: the N-th algorithm cuBLASLt's heuristic offers for each product (0, the
@@ -266,21 +263,15 @@ struct Fp8Gemm {
 std::shared_ptr<Fp8Gemm> make_fp8_gemm() { return std::make_shared<Fp8Gemm>(); }
 
 LinearPath linear_path_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_LINEAR");
-  if (!e || !*e || std::string_view(e) == "fp8") return LinearPath::kFp8;
-  if (std::string_view(e) == "bf16") return LinearPath::kBf16;
-  if (std::string_view(e) == "fp8-epilogue") return LinearPath::kFp8EpilogueScales;
-  if (std::string_view(e) == "fp8-fused") return LinearPath::kFp8Fused;
-  throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_LINEAR is '") + e +
-                                           "': expected 'fp8', 'bf16', 'fp8-epilogue' or 'fp8-fused'");
+  return env_choice<LinearPath>("STAVE_CUDA_LINEAR", {{"fp8", LinearPath::kFp8},
+                                                      {"bf16", LinearPath::kBf16},
+                                                      {"fp8-epilogue", LinearPath::kFp8EpilogueScales},
+                                                      {"fp8-fused", LinearPath::kFp8Fused}});
 }
 
 Fp8Weights fp8_weights_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_FP8_WEIGHTS");
-  if (!e || !*e || std::string_view(e) == "expand") return Fp8Weights::kExpandPerProduct;
-  if (std::string_view(e) == "resident") return Fp8Weights::kResident;
-  throw Error(ErrorKind::kUnsupported,
-              std::string("STAVE_CUDA_FP8_WEIGHTS is '") + e + "': expected 'expand' or 'resident'");
+  return env_choice<Fp8Weights>("STAVE_CUDA_FP8_WEIGHTS",
+                                {{"expand", Fp8Weights::kExpandPerProduct}, {"resident", Fp8Weights::kResident}});
 }
 
 namespace {
