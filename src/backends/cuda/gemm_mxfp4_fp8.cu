@@ -240,9 +240,9 @@ FusedKernel fused_kernel_from_env() {
 }
 
 void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
-                    const float* bias, float* y, Fp8Accum accum, cudaStream_t s) {
+                    const float* bias, float* y, Fp8Accum accum, FusedKernel which, cudaStream_t s) {
   if (M <= 0) return;
-  if (fused_kernel_from_env() == FusedKernel::kRegisters) return mxfp4_fp8_gemm_rs(w, xq, x_scale, M, Mp, bias, y, accum, s);
+  if (which == FusedKernel::kRegisters) return mxfp4_fp8_gemm_rs(w, xq, x_scale, M, Mp, bias, y, accum, s);
   const int64_t N = w.out, K = w.in;
   static std::once_flag attr;
   std::call_once(attr, [] {

@@ -30,15 +30,17 @@ bool mxfp4_fp8_gemm_applies(const DeviceLinear& w);
 
 // y[M, N] = (xq · Ŵᵀ)[m, n] · x_scale[m] · 2^R_w[n] (+ bias[n]) with xq the E4M3 activation
 // [Mp ≥ M rows, K] (16-byte aligned, rows past M ignored), x_scale [M] its row scales, Ŵ the
-// E4M3 expansion of w. y 8-byte aligned. accum: how the MMAs' sums reach fp32 (Fp8Accum).
-void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
-                    const float* bias, float* y, Fp8Accum accum, cudaStream_t s);
-
-// Which kernel mxfp4_fp8_gemm runs (STAVE_CUDA_FUSED_KERNEL, read per product): unset or "smem",
-// the one above (the weight tile expanded into shared memory, both MMA operands from there);
-// "registers", mxfp4_fp8_gemm_rs; anything else an Error naming the variable.
+// Which kernel mxfp4_fp8_gemm runs (STAVE_CUDA_FUSED_KERNEL, read with STAVE_CUDA_FP8_ACCUM as a
+// context makes its first FP8 product): unset or "smem", the weight tile expanded into shared
+// memory, both MMA operands from there; "registers", mxfp4_fp8_gemm_rs; anything else an Error
+// naming the variable.
 enum class FusedKernel { kSharedMemory, kRegisters };
 FusedKernel fused_kernel_from_env();
+
+// E4M3 expansion of w. y 8-byte aligned. accum: how the MMAs' sums reach fp32 (Fp8Accum);
+// which: which of the two kernels runs.
+void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_scale, int64_t M, int64_t Mp,
+                    const float* bias, float* y, Fp8Accum accum, FusedKernel which, cudaStream_t s);
 
 // The same product with the weight as wgmma's register operand (gemm_mxfp4_fp8_rs.cu): each of
 // the two consumer warp groups takes 64 weight rows, reads their E2M1 codes from the step's

@@ -154,6 +154,7 @@ struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
   Fp8Accum accum = fp8_accum_from_env();
+  dev::FusedKernel fused_kernel = dev::fused_kernel_from_env();  // with LinearPath::kFp8Fused
   int algo_index = algo_index_from_env();
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
 
@@ -460,7 +461,8 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   const float* bias = w.bias.bytes() ? w.bias.as<float>() : nullptr;
   if (fused_product(ctx, w, y)) {
     const Fp8Operands op = fp8_operands(ctx, w, M, true, /*expanded=*/false);
-    mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, bias, y, ctx.fp8_gemm().accum, ctx.stream());
+    mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, bias, y, ctx.fp8_gemm().accum, ctx.fp8_gemm().fused_kernel,
+                   ctx.stream());
     ++g_gemms_fused;
     return true;
   }
@@ -480,7 +482,8 @@ void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   if (M <= 0) return;
   const Fp8Operands op = fp8_operands(ctx, w, M, false);
   if (fused_product(ctx, w, y))
-    return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, ctx.fp8_gemm().accum, ctx.stream());
+    return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, ctx.fp8_gemm().accum, ctx.fp8_gemm().fused_kernel,
+                   ctx.stream());
   if (ctx.fp8_gemm().plan(op.Mp, w.out, w.in, scales_in_gemm(ctx)))
     fp8_product(ctx, w, op, M, nullptr, y);
 }
