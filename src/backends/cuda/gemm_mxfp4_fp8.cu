@@ -25,7 +25,6 @@ namespace hp = hopper;
 constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 4;
 constexpr int kConsumers = 256;            // two warp groups of 64 output rows each
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
-constexpr int kShifts = kMaxShift - kMinShift + 1;
 
 // Shared memory, each tile 1024-byte aligned (the 128-byte swizzle's period).
 using Ring = Mxfp4Ring<kBM, kBN, kStages>;
@@ -88,19 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
   const int steps = K / kBK;
 
-  // The 15 shift tables (e2m1_e4m3.h), table i for shift i + kMinShift.
-  if (tid < kShifts) luts[tid] = e4m3_shift_table(tid + kMinShift);
-  if (tid == kConsumers) {
-    for (int s = 0; s < kStages; ++s) {
-      hp::mbar_init(full + s, 1);
-      hp::mbar_init(empty + s, kConsumers);
-    }
-    hp::mbar_init_fence();
-    hp::prefetch_tensor_map(&tm_x);
-    hp::prefetch_tensor_map(&tm_codes);
-    hp::prefetch_tensor_map(&tm_scales);
-  }
-  __syncthreads();
+  Ring::start(tid, kConsumers, luts, full, empty, &tm_x, &tm_codes, &tm_scales);
 
   if (tid >= kConsumers) {  // the producer warp: one lane issues every load
     if (tid == kConsumers) {

@@ -28,7 +28,6 @@ constexpr int kConsumers = 256;
 // steps' A registers each (a launch of 384 threads allows 168 per thread; 40 + 2 × 232 fit).
 constexpr int kThreads = kConsumers + 128;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-constexpr int kShifts = kMaxShift - kMinShift + 1;
 
 using Ring = Mxfp4Ring<kTokens, kRows, kStages>;
 constexpr int kXBytes = Ring::kXBytes;          // E4M3 activation tile, 128-byte swizzle
@@ -61,18 +60,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int m0 = blockIdx.x * kTokens, n0 = blockIdx.y * kRows;
   const int steps = K / kBK;
 
-  if (tid < kShifts) luts[tid] = e4m3_shift_table(tid + kMinShift);
-  if (tid == kConsumers) {
-    for (int s = 0; s < kStages; ++s) {
-      hp::mbar_init(full + s, 1);
-      hp::mbar_init(empty + s, kConsumers);
-    }
-    hp::mbar_init_fence();
-    hp::prefetch_tensor_map(&tm_x);
-    hp::prefetch_tensor_map(&tm_codes);
-    hp::prefetch_tensor_map(&tm_scales);
-  }
-  __syncthreads();
+  Ring::start(tid, kConsumers, luts, full, empty, &tm_x, &tm_codes, &tm_scales);
 
   if (tid >= kConsumers) {  // the producer warp group: one thread issues every load
     hp::setmaxnreg_dec<kProducerRegs>();

@@ -1,8 +1,10 @@
-// What the two fused MXFP4 GEMM kernels (gemm_mxfp4_fp8.cu, gemm_mxfp4_fp8_rs.cu) share: the
-// producer's loop, which fills a ring of stages with one K step's activation tile, code tile and
-// block bytes each.
+// What the two fused MXFP4 GEMM kernels (gemm_mxfp4_fp8.cu, gemm_mxfp4_fp8_rs.cu) share: their
+// start (shift tables, barriers) and the producer's loop, which fills a ring of stages with one K
+// step's activation tile, code tile and block bytes each.
 #pragma once
+#include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/hopper.cuh"
+#include "backends/cuda/quantize_fp8.h"  // kMinShift, kMaxShift
 
 namespace stave::cuda {
 
@@ -15,6 +17,28 @@ struct Mxfp4Ring {
   static constexpr int kCodeBytes = kRows * kBK / 2;
   static constexpr int kScaleBytes = kRows * 16;
   static constexpr uint32_t kStageTx = kXBytes + kCodeBytes + kScaleBytes;
+
+  // The kernel's start, by every thread of the block: the 15 shift tables (e2m1_e4m3.h; table i
+  // for shift i + kMinShift) into `luts` by the first threads; the ring's barriers (`full`: the
+  // producer's one arrival and the loads' bytes; `empty`: one arrival per consumer thread) and
+  // the tensor maps' prefetch by the producer, thread `consumers` (the consumers are the threads
+  // before it); then a block barrier.
+  static __device__ __forceinline__ void start(int tid, int consumers, uint2* luts, uint64_t* full, uint64_t* empty,
+                                               const CUtensorMap* tm_x, const CUtensorMap* tm_codes,
+                                               const CUtensorMap* tm_scales) {
+    if (tid < kMaxShift - kMinShift + 1) luts[tid] = e4m3_shift_table(tid + kMinShift);
+    if (tid == consumers) {
+      for (int s = 0; s < kStages; ++s) {
+        hopper::mbar_init(full + s, 1);
+        hopper::mbar_init(empty + s, static_cast<uint32_t>(consumers));
+      }
+      hopper::mbar_init_fence();
+      hopper::prefetch_tensor_map(tm_x);
+      hopper::prefetch_tensor_map(tm_codes);
+      hopper::prefetch_tensor_map(tm_scales);
+    }
+    __syncthreads();
+  }
 
   // One thread issues every load: step k into stage k % kStages once the consumers have released
   // the step that used it before (`empty`), completing on `full`.
