@@ -8,6 +8,7 @@
 #include "test_temp.h"
 #include "quantize/calibration.h"
 #include "stave/errors.h"
+#include "test_errors.h"
 
 namespace stave::quantize {
 namespace {
@@ -22,14 +23,7 @@ std::string write(const std::string& name, const std::string& text) {
   return p.string();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(Calibration, TextParagraphsAreSamples) {
   std::string p = write("calib.txt", "ab\ncd\n\n\n  \nxyz\n\nlast");

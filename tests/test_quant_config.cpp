@@ -15,6 +15,7 @@
 #include "ops/reference.h"
 #include "formats/quark_config.h"
 #include "stave/errors.h"
+#include "test_errors.h"
 #include "test_util.h"
 
 namespace stave::quant {
@@ -40,14 +41,7 @@ json base_config() {
           {"layer_quant_config", json::object()}, {"kv_cache_quant_config", json::object()}};
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 const std::string kDown3 = "model.language_model.layers.3.mlp.down_proj";

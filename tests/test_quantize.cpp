@@ -15,6 +15,7 @@
 #include "quantize/quantize_release.h"
 #include "formats/quark_config.h"
 #include "stave/errors.h"
+#include "test_errors.h"
 #include "synth/synth_release.h"
 #include "test_util.h"
 
@@ -28,14 +29,7 @@ std::string temp_out(const std::string& name) {
   return p.string();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 bool same_bytes(const TensorRef& a, const TensorRef& b) {

@@ -10,20 +10,12 @@
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "stave/errors.h"
 #include "test_env.h"
+#include "test_errors.h"
 
 namespace stave {
 namespace {
 
-// The message of the Error that f throws ("" if it throws none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(CudaSwitches, FusedInputIsOnUnlessOff) {
   {
