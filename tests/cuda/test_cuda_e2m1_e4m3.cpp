@@ -46,6 +46,20 @@ TEST(E2m1ToE4m3, ShiftTablesMatchTheFormat) {
   }
 }
 
+// A block's shift against its row's reference exponent: itself inside [kMinShift, kMaxShift],
+// clamped outside (where only all-zero blocks fall).
+TEST(E2m1ToE4m3, BlockShiftIsTheClampedExponentDifference) {
+  for (int row_exp : {-20, -1, 0, 5, 100})
+    for (int byte = 0; byte < 256; ++byte) {
+      const int d = byte - 127 - row_exp;
+      EXPECT_EQ(cuda::block_shift(byte, row_exp), d < cuda::kMinShift ? cuda::kMinShift : d > cuda::kMaxShift ? cuda::kMaxShift : d)
+          << "byte " << byte << " row exponent " << row_exp;
+    }
+  EXPECT_EQ(cuda::block_shift(127 + 3 - 2, 3), -2);
+  EXPECT_EQ(cuda::block_shift(0, 0), cuda::kMinShift);
+  EXPECT_EQ(cuda::block_shift(255, 0), cuda::kMaxShift);
+}
+
 TEST(E2m1ToE4m3, EveryCodePairInEveryPositionUnderEveryShift) {
   for (int d = cuda::kMinShift; d <= cuda::kMaxShift; ++d) {
     const uint2 t = cuda::e4m3_shift_table(d);

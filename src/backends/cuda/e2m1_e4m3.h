@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/quantize_fp8.h"  // kMinShift, kMaxShift
+
 #if defined(__CUDACC__)
 #define STAVE_HOST_DEVICE __host__ __device__ __forceinline__
 #else
@@ -21,6 +23,14 @@
 #endif
 
 namespace stave::cuda {
+
+// The shift of an MX block with exponent byte `block_byte` in a row whose reference exponent is
+// row_exp (E2M1 · 2^shift, the bytes of the FP8 path's expansion): clamped to [kMinShift,
+// kMaxShift], where only all-zero blocks, whose bytes are 0 under any shift, fall outside.
+STAVE_HOST_DEVICE int block_shift(int block_byte, int row_exp) {
+  const int d = block_byte - 127 - row_exp;
+  return d < kMinShift ? kMinShift : (d > kMaxShift ? kMaxShift : d);
+}
 
 // __byte_perm's default mode: byte n of the result is byte ((s >> 4n) & 7) of {y, x}.
 STAVE_HOST_DEVICE uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {

@@ -49,7 +49,7 @@ __device__ __forceinline__ void expand_step(const uint8_t* codes, const uint8_t*
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
     const uint4 c = *reinterpret_cast<const uint4*>(codes + r * (kBK / 2) + h * 32 + b * 16);
-    const int d = max(kMinShift, min(kMaxShift, static_cast<int>(scales[r * 16 + 2 * h + b]) - 127 - row_exp));
+    const int d = block_shift(scales[r * 16 + 2 * h + b], row_exp);
     uint4 lo, hi;
     e2m1_block_to_e4m3(c, luts[d - kMinShift], lo, hi);
     const int chunk = 4 * h + 2 * b;  // 16 weights per chunk: this block is chunks chunk, chunk + 1
@@ -230,24 +230,10 @@ void mxfp4_fp8_gemm(const DeviceLinear& w, const uint8_t* xq, const float* x_sca
                     const float* bias, float* y, Fp8Accum accum, FusedKernel which, cudaStream_t s) {
   if (M <= 0) return;
   if (which == FusedKernel::kRegisters) return mxfp4_fp8_gemm_rs(w, xq, x_scale, M, Mp, bias, y, accum, s);
-  const int64_t N = w.out, K = w.in;
   static std::once_flag attr;
-  std::call_once(attr, [] {
-    for (auto* k : {mxfp4_fp8_gemm_kernel<Fp8Accum::kStep>, mxfp4_fp8_gemm_kernel<Fp8Accum::kWhole>,
-                    mxfp4_fp8_gemm_kernel<Fp8Accum::kBlock>})
-      STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  });
-  const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kBM, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tm_codes = cached_byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kBN, CU_TENSOR_MAP_SWIZZLE_NONE);
-  const CUtensorMap tm_scales = cached_byte_map(w.scales.as<void>(), N, K / 32, 16, kBN, CU_TENSOR_MAP_SWIZZLE_NONE);
-  const dim3 grid(static_cast<unsigned>((M + kBM - 1) / kBM), static_cast<unsigned>(N / kBN));
-  auto* kernel = accum == Fp8Accum::kBlock   ? mxfp4_fp8_gemm_kernel<Fp8Accum::kBlock>
-                 : accum == Fp8Accum::kWhole ? mxfp4_fp8_gemm_kernel<Fp8Accum::kWhole>
-                                             : mxfp4_fp8_gemm_kernel<Fp8Accum::kStep>;
-  kernel<<<grid, kThreads, kSmemBytes, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
-                                            w.fp8_row_scale.as<float>(), bias, y, static_cast<int>(M),
-                                            static_cast<int>(N), static_cast<int>(K));
-  STAVE_CUDA_LAUNCHED();
+  Ring::launch(mxfp4_fp8_gemm_kernel<Fp8Accum::kStep>, mxfp4_fp8_gemm_kernel<Fp8Accum::kWhole>,
+               mxfp4_fp8_gemm_kernel<Fp8Accum::kBlock>, attr, kThreads, kSmemBytes, CU_TENSOR_MAP_SWIZZLE_NONE, w, xq,
+               x_scale, M, Mp, bias, y, accum, s);
 }
 
 }  // namespace dev

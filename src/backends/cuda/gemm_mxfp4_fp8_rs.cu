@@ -92,9 +92,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kBK / 32; ++s) {
       const uint4 ca = *reinterpret_cast<const uint4*>(codes + rs::code_chunk_offset(ra, s));
       const uint4 cb = *reinterpret_cast<const uint4*>(codes + rs::code_chunk_offset(rb, s));
-      const int da = max(kMinShift, min(kMaxShift, static_cast<int>((sa >> (8 * s)) & 0xFFu) - 127 - ea));
-      const int db = max(kMinShift, min(kMaxShift, static_cast<int>((sb >> (8 * s)) & 0xFFu) - 127 - eb));
-      const uint2 ta = luts[da - kMinShift], tb = luts[db - kMinShift];
+      const uint2 ta = luts[block_shift(static_cast<int>((sa >> (8 * s)) & 0xFFu), ea) - kMinShift];
+      const uint2 tb = luts[block_shift(static_cast<int>((sb >> (8 * s)) & 0xFFu), eb) - kMinShift];
       f[s][0] = e2m1x4_to_e4m3(rs::a_codes(ca, lane, 0), ta);
       f[s][1] = e2m1x4_to_e4m3(rs::a_codes(cb, lane, 1), tb);
       f[s][2] = e2m1x4_to_e4m3(rs::a_codes(ca, lane, 2), ta);
@@ -206,24 +205,10 @@ void mxfp4_fp8_gemm_rs(const DeviceLinear& w, const uint8_t* xq, const float* x_
   if (M <= 0) return;
   if (!mxfp4_fp8_gemm_applies(w))
     throw Error(ErrorKind::kInternal, "mxfp4_fp8_gemm_rs: weight " + w.name + " is not one the fused kernels take");
-  const int64_t N = w.out, K = w.in;
   static std::once_flag attr;
-  std::call_once(attr, [] {
-    for (auto* k : {mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kStep>, mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kWhole>,
-                    mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kBlock>})
-      STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  });
-  const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kTokens, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tm_codes = cached_byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kRows, CU_TENSOR_MAP_SWIZZLE_64B);
-  const CUtensorMap tm_scales = cached_byte_map(w.scales.as<void>(), N, K / 32, 16, kRows, CU_TENSOR_MAP_SWIZZLE_NONE);
-  const dim3 grid(static_cast<unsigned>((M + kTokens - 1) / kTokens), static_cast<unsigned>(N / kRows));
-  auto* kernel = accum == Fp8Accum::kBlock   ? mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kBlock>
-                 : accum == Fp8Accum::kWhole ? mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kWhole>
-                                             : mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kStep>;
-  kernel<<<grid, kThreads, kSmemBytes, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
-                                            w.fp8_row_scale.as<float>(), bias, y, static_cast<int>(M),
-                                            static_cast<int>(N), static_cast<int>(K));
-  STAVE_CUDA_LAUNCHED();
+  Ring::launch(mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kStep>, mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kWhole>,
+               mxfp4_fp8_gemm_rs_kernel<Fp8Accum::kBlock>, attr, kThreads, kSmemBytes, CU_TENSOR_MAP_SWIZZLE_64B, w, xq,
+               x_scale, M, Mp, bias, y, accum, s);
 }
 
 }  // namespace dev

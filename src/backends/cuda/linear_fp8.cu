@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "backends/cuda/linear_fp8.h"
 #include "backends/cuda/mxfp4_device.cuh"
@@ -73,7 +74,7 @@ __global__ void expand_fp8_kernel(const uint8_t* codes, const uint8_t* scales, c
   if (i >= n_chunks) return;
   const int64_t chunks_per_row = K / 16;
   const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
-  const int d = max(kMinShift, min(kMaxShift, static_cast<int>(scales[r * (K / 32) + c / 2]) - 127 - row_exp[r]));
+  const int d = block_shift(scales[r * (K / 32) + c / 2], row_exp[r]);
   const float s = __uint_as_float(static_cast<uint32_t>(127 + d) << 23);
   const uint2 packed = *reinterpret_cast<const uint2*>(codes + r * (K / 2) + c * 8);
   uint32_t words[4];

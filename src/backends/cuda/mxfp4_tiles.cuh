@@ -1,10 +1,16 @@
 // What the two fused MXFP4 GEMM kernels (gemm_mxfp4_fp8.cu, gemm_mxfp4_fp8_rs.cu) share: their
-// start (shift tables, barriers) and the producer's loop, which fills a ring of stages with one K
-// step's activation tile, code tile and block bytes each.
+// start (shift tables, barriers), the producer's loop, which fills a ring of stages with one K
+// step's activation tile, code tile and block bytes each, and their launch.
 #pragma once
+#include <mutex>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_ops.h"
 #include "backends/cuda/e2m1_e4m3.h"
 #include "backends/cuda/hopper.cuh"
+#include "backends/cuda/linear_fp8.h"    // Fp8Accum
 #include "backends/cuda/quantize_fp8.h"  // kMinShift, kMaxShift
+#include "backends/cuda/tensor_map.h"
 
 namespace stave::cuda {
 
@@ -57,6 +63,30 @@ struct Mxfp4Ring {
       hopper::tma_load_2d(tm_scales, s_scales + st * kScaleBytes, (k * (kBK / 32)) & ~15, n0, full + st);
     }
   }
+  // The launch of one of a kernel's three forms (by accum: step, whole, block) over w's product:
+  // the tensor maps (the activation tile under the 128-byte swizzle, the code tile under
+  // `code_swizzle`, the block bytes), a grid of kTokens × kRows tiles, `threads` threads and
+  // `smem` bytes of shared memory, allowed once per kernel family through `attr`.
+  template <class Kernel>
+  static void launch(Kernel step, Kernel whole, Kernel block, std::once_flag& attr, int threads, int smem,
+                     CUtensorMapSwizzle code_swizzle, const DeviceLinear& w, const uint8_t* xq, const float* x_scale,
+                     int64_t M, int64_t Mp, const float* bias, float* y, Fp8Accum accum, cudaStream_t s) {
+    const int64_t N = w.out, K = w.in;
+    std::call_once(attr, [&] {
+      for (Kernel k : {step, whole, block})
+        STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    });
+    const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kTokens, CU_TENSOR_MAP_SWIZZLE_128B);
+    const CUtensorMap tm_codes = cached_byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kRows, code_swizzle);
+    const CUtensorMap tm_scales = cached_byte_map(w.scales.as<void>(), N, K / 32, 16, kRows, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const dim3 grid(static_cast<unsigned>((M + kTokens - 1) / kTokens), static_cast<unsigned>(N / kRows));
+    const Kernel kernel = accum == Fp8Accum::kBlock ? block : accum == Fp8Accum::kWhole ? whole : step;
+    kernel<<<grid, threads, smem, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
+                                       w.fp8_row_scale.as<float>(), bias, y, static_cast<int>(M), static_cast<int>(N),
+                                       static_cast<int>(K));
+    STAVE_CUDA_LAUNCHED();
+  }
+
   // Where step k's four block bytes of row r are within its stage's block-byte tile.
   static __device__ __forceinline__ int scale_offset(int r, int k) { return r * 16 + (k % 4) * (kBK / 32); }
 };
