@@ -52,7 +52,8 @@ TEST(E2m1ToE4m3, BlockShiftIsTheClampedExponentDifference) {
   for (int row_exp : {-20, -1, 0, 5, 100})
     for (int byte = 0; byte < 256; ++byte) {
       const int d = byte - 127 - row_exp;
-      EXPECT_EQ(cuda::block_shift(byte, row_exp), d < cuda::kMinShift ? cuda::kMinShift : d > cuda::kMaxShift ? cuda::kMaxShift : d)
+      const int want = d < cuda::kMinShift ? cuda::kMinShift : d > cuda::kMaxShift ? cuda::kMaxShift : d;
+      EXPECT_EQ(cuda::block_shift(byte, row_exp), want)
           << "byte " << byte << " row exponent " << row_exp;
     }
   EXPECT_EQ(cuda::block_shift(127 + 3 - 2, 3), -2);

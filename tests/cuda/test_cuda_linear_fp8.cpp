@@ -432,7 +432,8 @@ TEST(CudaLinearFp8, FusedGemmMatchesReferenceAndCublasLt) {
       EXPECT_LE(diff, kTol);
       EXPECT_LE(diff_lt, kTol);
       std::printf("fused (%s) M %lld N %lld K %lld: scaled diff %.3g against the reference, %.3g against cuBLASLt\n",
-                  kernel, static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K), diff, diff_lt);
+                  kernel, static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K), diff,
+                  diff_lt);
     }
     // STAVE_CUDA_FP8_ACCUM=block (every MX block's sum on its own): within the default bound.
     {

@@ -348,7 +348,8 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   }
 }
 
-// 3a. The sequential pass with the state in shared memory (STAVE_CUDA_DELTA=chunk-shared): block (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
+// 3a. The sequential pass with the state in shared memory (STAVE_CUDA_DELTA=chunk-shared): block
+// (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
 // k̂ rows and G are copied into the second of two buffers (cp.async) as soon as chunk i starts,
 // its W and U slice once chunk i's v_new is formed, so both copies overlap the chunk's products
 // and the chain of chunks waits on memory as little as the pass allows. (Asking L2 for chunk

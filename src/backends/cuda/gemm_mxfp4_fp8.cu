@@ -110,8 +110,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto expand = [&](int k) {
     const int st = k % kStages;
     hp::mbar_wait(full + st, static_cast<uint32_t>((k / kStages) & 1));
-    expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes + Ring::scale_offset(0, k), luts, my_row_exp, tid,
-                s_w + (k % kWBuffers) * kWBytes);
+    expand_step(s_codes + st * kCodeBytes, s_scales + st * kScaleBytes + Ring::scale_offset(0, k), luts, my_row_exp,
+                tid, s_w + (k % kWBuffers) * kWBytes);
     hp::fence_proxy_async();  // the expanded tile, written by st.shared, is read by wgmma
   };
   auto issue = [&](int k, bool first) {

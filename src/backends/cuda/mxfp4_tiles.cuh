@@ -78,7 +78,8 @@ struct Mxfp4Ring {
     });
     const CUtensorMap tm_x = byte_map(xq, Mp, K, kBK, kTokens, CU_TENSOR_MAP_SWIZZLE_128B);
     const CUtensorMap tm_codes = cached_byte_map(w.data.as<void>(), N, K / 2, kBK / 2, kRows, code_swizzle);
-    const CUtensorMap tm_scales = cached_byte_map(w.scales.as<void>(), N, K / 32, 16, kRows, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const CUtensorMap tm_scales =
+        cached_byte_map(w.scales.as<void>(), N, K / 32, 16, kRows, CU_TENSOR_MAP_SWIZZLE_NONE);
     const dim3 grid(static_cast<unsigned>((M + kTokens - 1) / kTokens), static_cast<unsigned>(N / kRows));
     const Kernel kernel = accum == Fp8Accum::kBlock ? block : accum == Fp8Accum::kWhole ? whole : step;
     kernel<<<grid, threads, smem, s>>>(tm_x, tm_codes, tm_scales, w.fp8_row_exp.as<int>(), x_scale,
