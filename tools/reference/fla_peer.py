@@ -35,15 +35,20 @@ _FLA_KERNEL_MARKS = ("gated_delta", "delta_rule", "recurrent", "chunk_fwd", "chu
                      "recompute_w_u", "chunk_local_cumsum")
 
 
-def kernels_ran(fn):
-    """Runs fn() once under torch.profiler (CUDA activity) and says which Gated DeltaNet kernels
-    ran: fla's Triton kernels by name, or none (the torch fallback)."""
+def _gpu_kernels(fn):
+    """Runs fn() once under torch.profiler (CUDA activity): its GPU kernels, averaged by name."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    names = sorted({e.key for e in prof.key_averages()})
+    return prof.key_averages()
+
+
+def kernels_ran(fn):
+    """Runs fn() once under torch.profiler (CUDA activity) and says which Gated DeltaNet kernels
+    ran: fla's Triton kernels by name, or none (the torch fallback)."""
+    names = sorted({e.key for e in _gpu_kernels(fn)})
     fla = [n for n in names if any(m in n.lower() for m in _FLA_KERNEL_MARKS)]
     if fla:
         return f"Gated DeltaNet kernels that ran: fla ({len(fla)} Triton kernels: {', '.join(fla[:6])}{' ...' if len(fla) > 6 else ''})"
@@ -61,13 +66,8 @@ def stage_profile(fn):
     class, in ms: fla's delta rule, attention, GEMMs and everything else (norms, element-wise,
     the conv, copies). One line, comparable with stave's STAVE_STAGES=1 profile (which
     synchronises after every op, so its sums run a little higher)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
     sums = {"fla delta rule": 0.0, "attention": 0.0, "GEMM": 0.0, "other": 0.0}
-    for e in prof.key_averages():
+    for e in _gpu_kernels(fn):
         us = getattr(e, "device_time_total", None)
         if us is None:
             us = getattr(e, "cuda_time_total", 0.0)
