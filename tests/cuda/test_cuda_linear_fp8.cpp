@@ -369,6 +369,61 @@ TEST(CudaLinearFp8, ResidentWeightsGiveTheSameProducts) {
   EXPECT_EQ(d.fp8_weight.bytes(), 0u);
 }
 
+// STAVE_CUDA_EXPAND_AHEAD=on expands the next weight on a side stream while this one's product
+// runs: the same bytes, so the same products bit for bit, in the order it learned (hits) and in
+// one it did not (misses: expanded on the main stream), and with a weight freed and another
+// uploaded since (never read from its stale expansion).
+TEST(CudaLinearFp8, ExpandAheadGivesTheSameProducts) {
+  STAVE_REQUIRE_GPU();
+  const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
+  std::mt19937 rng(21);
+  struct Shape {
+    int64_t N, K;
+  };
+  const std::vector<Shape> shapes = {{256, 512}, {1024, 256}, {128, 1024}, {512, 512}};
+  std::vector<Mxfp4Weight> hosts;
+  std::vector<cuda::DeviceLinear> weights;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    hosts.push_back(make_mxfp4(rng, shapes[i].N, shapes[i].K, 118, 130, i % 2 == 0, "ahead"));
+    weights.push_back(cuda::upload_linear(hosts.back().w, true));
+    ASSERT_TRUE(weights.back().fp8);
+  }
+  const int64_t M = 200;
+  std::vector<std::vector<float>> x;
+  for (const Shape s : shapes) x.push_back(test::random_floats(rng, M * s.K, -2.0f, 2.0f));
+  cuda::GpuContext plain(false);
+  plain.set_linear_path(cuda::LinearPath::kFp8);
+  std::vector<std::vector<float>> want;
+  for (size_t i = 0; i < shapes.size(); ++i) want.push_back(run_linear(plain, weights[i], x[i], M));
+
+  const test::ScopedEnv ahead("STAVE_CUDA_EXPAND_AHEAD", "on");
+  cuda::GpuContext ctx(false);
+  ctx.set_linear_path(cuda::LinearPath::kFp8);
+  auto check = [&](size_t i) {
+    SCOPED_TRACE(::testing::Message() << "weight " << i);
+    const auto got = run_linear(ctx, weights[i], x[i], M);
+    ASSERT_EQ(got.size(), want[i].size());
+    EXPECT_EQ(std::memcmp(got.data(), want[i].data(), got.size() * sizeof(float)), 0);
+  };
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = 0; i < shapes.size(); ++i) check(i);
+  const auto learned = cuda::dev::expand_ahead_counts(ctx);
+  EXPECT_EQ(learned.misses, static_cast<int64_t>(shapes.size()));  // the first round only
+  EXPECT_EQ(learned.hits, 2 * static_cast<int64_t>(shapes.size()));
+  for (size_t i : {3u, 1u, 2u, 0u, 2u}) check(i);  // another order: misses, same bytes
+  EXPECT_GT(cuda::dev::expand_ahead_counts(ctx).misses, learned.misses);
+  // Weight 1 freed and a different one uploaded in its place: its product is its own.
+  weights[1] = cuda::DeviceLinear();
+  hosts[1] = make_mxfp4(rng, shapes[1].N, shapes[1].K, 118, 130, false, "ahead_new");
+  weights[1] = cuda::upload_linear(hosts[1].w, true);
+  want[1] = run_linear(plain, weights[1], x[1], M);
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < shapes.size(); ++i) check(i);
+  std::vector<float> ref_out(static_cast<size_t>(M * shapes[1].N));
+  ref::linear(hosts[1].w, x[1].data(), M, ref_out.data());
+  EXPECT_LE(scaled_diff(run_linear(ctx, weights[1], x[1], M), ref_out), kTol);
+}
+
 // One product of weight d (uploaded from h) over x [M, d.in] on the fused path: its output, how
 // many products the fused kernel ran for it, ref::linear's, and (with_cublaslt) the cuBLASLt FP8
 // path's. STAVE_CUDA_FP8_ACCUM is read as the contexts make their first FP8 product.

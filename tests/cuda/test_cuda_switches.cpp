@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/expand_ahead.h"
 #include "backends/cuda/gated_delta_chunk.h"
 #include "backends/cuda/gemm_mxfp4_fp8.h"
 #include "stave/errors.h"
@@ -73,6 +74,35 @@ TEST(CudaSwitches, FusedKernelChoice) {
   const test::ScopedEnv e("STAVE_CUDA_FUSED_KERNEL", "rs");
   const std::string msg = error_of([] { cuda::dev::fused_kernel_from_env(); });
   EXPECT_NE(msg.find("STAVE_CUDA_FUSED_KERNEL is 'rs'"), std::string::npos) << msg;
+}
+
+TEST(CudaSwitches, ExpandAheadIsOffUnlessOn) {
+  for (const char* v : {static_cast<const char*>(nullptr), "", "off"}) {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", v);
+    EXPECT_FALSE(cuda::expand_ahead_from_env());
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", "on");
+    EXPECT_TRUE(cuda::expand_ahead_from_env());
+  }
+  const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", "1");
+  EXPECT_EQ(error_of([] { cuda::expand_ahead_from_env(); }), "STAVE_CUDA_EXPAND_AHEAD is '1': expected 'off' or 'on'");
+}
+
+TEST(CudaSwitches, GemmSmTarget) {
+  {
+    const test::ScopedEnv e("STAVE_CUDA_GEMM_SMS", nullptr);
+    EXPECT_EQ(cuda::gemm_sm_target_from_env(), 0);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_GEMM_SMS", "120");
+    EXPECT_EQ(cuda::gemm_sm_target_from_env(), 120);
+  }
+  for (const char* v : {"-1", "12x", "2000"}) {
+    const test::ScopedEnv e("STAVE_CUDA_GEMM_SMS", v);
+    const std::string msg = error_of([] { cuda::gemm_sm_target_from_env(); });
+    EXPECT_EQ(msg, std::string("STAVE_CUDA_GEMM_SMS is '") + v + "': expected 0 … 1024");
+  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/expand_ahead.h"
 #include "backends/cuda/fp8_weights.h"
 #include "formats/linear_weight.h"
 #include "ops/attention.h"
@@ -49,6 +50,8 @@ struct DeviceLinear {
   // The E4M3 expansion [out, in] kept resident (Fp8Weights::kResident), or empty: then every
   // product expands the packed weight into scratch first.
   DeviceBuffer fp8_weight;
+  // What that expansion reads (set with fp8; expand_ahead.h).
+  std::shared_ptr<const Fp8Source> fp8_source;
 };
 // fp8_check: decide DeviceLinear::fp8 (fast precision); a weight that does not fit is counted
 // (linear_fp8_stats) and named on stderr once. `keep` kResident also keeps the weight's E4M3

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -94,13 +95,14 @@ __global__ void expand_fp8_kernel(const uint8_t* codes, const uint8_t* scales, c
   *reinterpret_cast<uint4*>(out + r * K + c * 16) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
-// w's packed weight expanded to E4M3 [N, K] in out, on stream s (per product, or once to keep).
-void expand_weight_fp8(const DeviceLinear& w, uint8_t* out, cudaStream_t s) {
-  const int64_t N = w.out, K = w.in;
-  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, s>>>(w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
-                                                                w.fp8_row_exp.as<int>(), N * K / 16, K, out);
+// A packed weight expanded to E4M3 [rows, cols] in out, on stream s (per product, once to keep,
+// or ahead on a side stream).
+void expand_fp8(const Fp8Source& w, uint8_t* out, cudaStream_t s) {
+  const int64_t N = w.rows, K = w.cols;
+  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, s>>>(w.codes, w.scales, w.row_exp, N * K / 16, K, out);
   STAVE_CUDA_LAUNCHED();
 }
+void expand_weight_fp8(const DeviceLinear& w, uint8_t* out, cudaStream_t s) { expand_fp8(*w.fp8_source, out, s); }
 
 // y[m, n] = acc[m, n] · sa[m] · sw[n] (+ bias[n]) for m < M (acc has ld N).
 __global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, const float* sa, const float* sw,
@@ -157,6 +159,9 @@ struct Fp8Gemm {
   Fp8Accum accum = fp8_accum_from_env();
   dev::FusedKernel fused_kernel = dev::fused_kernel_from_env();  // with LinearPath::kFp8Fused
   int algo_index = algo_index_from_env();
+  int sm_target = gemm_sm_target_from_env();  // 0: all SMs
+  bool ahead = expand_ahead_from_env();
+  std::unique_ptr<ExpandAhead> expand_ahead;  // made on the first expansion with `ahead`
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
 
   Fp8Gemm() {
@@ -183,6 +188,9 @@ struct Fp8Gemm {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (sm_target > 0)
+      STAVE_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof(sm_target)));
     if (accum == Fp8Accum::kWhole) {  // cuBLASLt's FAST_ACCUM
       const int8_t fast = 1;
       STAVE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
@@ -302,6 +310,7 @@ void keep_fp8_expansion(DeviceLinear& w) {
 void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep) {
   w.fp8 = false;
   w.fp8_weight = DeviceBuffer();
+  w.fp8_source.reset();
   if (w.format != WeightFormat::kMXFP4 || !w.quantize_input || w.in % 32 != 0) return;
   const int64_t N = w.out, K = w.in;
   DeviceBuffer range(static_cast<size_t>(N) * sizeof(int));
@@ -320,6 +329,8 @@ void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep) {
   }
   if (rows_out == 0) {
     w.fp8 = true;
+    w.fp8_source = std::make_shared<const Fp8Source>(Fp8Source{w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
+                                                               w.fp8_row_exp.as<int>(), N, K});
     ++g_weights_fp8;
     if (keep == Fp8Weights::kResident) keep_fp8_expansion(w);
     return;
@@ -375,7 +386,7 @@ Fp8Operands fp8_operands(GpuContext& ctx, const DeviceLinear& w, int64_t M, bool
   const size_t x_bytes = static_cast<size_t>(round_up(Mp * K, 256));
   const bool resident = w.fp8_weight.bytes() != 0;
   if (grow) {
-    if (!resident && expanded) ctx.scratch_w().reserve(static_cast<size_t>(N * K));
+    if (!resident && expanded && !ctx.fp8_gemm().ahead) ctx.scratch_w().reserve(static_cast<size_t>(N * K));
     ctx.scratch_x().reserve(x_bytes + static_cast<size_t>(Mp) * sizeof(float));
   }
   uint8_t* xs = ctx.scratch_x().as<uint8_t>();
@@ -467,9 +478,17 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
     ++g_gemms_fused;
     return true;
   }
-  const Fp8Operands op = fp8_operands(ctx, w, M, true);
-  if (!ctx.fp8_gemm().plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
-  if (!w.fp8_weight.bytes()) expand_weight_fp8(w, op.w, ctx.stream());
+  Fp8Operands op = fp8_operands(ctx, w, M, true);
+  Fp8Gemm& g = ctx.fp8_gemm();
+  if (!g.plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
+  if (!w.fp8_weight.bytes()) {
+    if (g.ahead) {
+      if (!g.expand_ahead) g.expand_ahead = std::make_unique<ExpandAhead>(ctx.stream(), expand_fp8);
+      op.w = const_cast<uint8_t*>(g.expand_ahead->weight(w.fp8_source));
+    } else {
+      expand_weight_fp8(w, op.w, ctx.stream());
+    }
+  }
   fp8_product(ctx, w, op, M, bias, y);
   return true;
 }
@@ -479,9 +498,16 @@ bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t 
   return linear_fp8_quantize_input(ctx, w, x, M) && linear_fp8_quantized(ctx, w, M, y);
 }
 
+ExpandAheadCounts expand_ahead_counts(GpuContext& ctx) {
+  const ExpandAhead* a = ctx.fp8_gemm().expand_ahead.get();
+  return a ? ExpandAheadCounts{a->hits(), a->misses()} : ExpandAheadCounts{};
+}
+
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y) {
   if (M <= 0) return;
-  const Fp8Operands op = fp8_operands(ctx, w, M, false);
+  Fp8Operands op = fp8_operands(ctx, w, M, false);
+  Fp8Gemm& g = ctx.fp8_gemm();
+  if (!w.fp8_weight.bytes() && g.expand_ahead) op.w = const_cast<uint8_t*>(g.expand_ahead->last());
   if (fused_product(ctx, w, y))
     return mxfp4_fp8_gemm(w, op.x, op.x_scale, M, op.Mp, nullptr, y, ctx.fp8_gemm().accum, ctx.fp8_gemm().fused_kernel,
                    ctx.stream());

@@ -73,6 +73,12 @@ bool linear_fp8_has_plan(GpuContext& ctx, const DeviceLinear& w, int64_t M);
 // gated norm's heads not 8 · 2^k ≤ 256 values dividing K) or cuBLASLt has no FP8 algorithm.
 bool linear_fp8_quantize_formed_input(GpuContext& ctx, const DeviceLinear& w, const float* x, const RowPrologue& pro,
                                       int64_t M);
+// Tests and benchmarks: weights the expansion ahead (STAVE_CUDA_EXPAND_AHEAD) found ready and
+// expanded on the main stream, in ctx so far ({0, 0} without the switch).
+struct ExpandAheadCounts {
+  int64_t hits = 0, misses = 0;
+};
+ExpandAheadCounts expand_ahead_counts(GpuContext& ctx);
 // Benchmarks: the last linear_fp8 call's GEMM (and scale epilogue) alone, on the operands it
 // left in ctx's scratch (same w and M); no bias.
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);

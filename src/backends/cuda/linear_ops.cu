@@ -219,7 +219,10 @@ DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check, Fp8Weights kee
 
 GpuContext::GpuContext(bool exact, AttentionKernel attention)
     : exact_(exact), attention_(attention), linear_path_(exact ? LinearPath::kBf16 : linear_path_from_env()) {
-  STAVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // The highest priority: a side stream's blocks (the expansion ahead, expand_ahead.h) yield to it.
+  int least = 0, greatest = 0;
+  STAVE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  STAVE_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
   STAVE_CUBLAS_CHECK(cublasCreate(&blas_));
   STAVE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
   // Exact mode must not let cuBLAS pick TF32 or reduced-precision reductions.

@@ -1,0 +1,96 @@
+// Expansion ahead: see expand_ahead.h.
+#include "backends/cuda/expand_ahead.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "stave/errors.h"
+#include "util/env_choice.h"
+
+namespace stave::cuda {
+
+bool expand_ahead_from_env() { return env_choice<bool>("STAVE_CUDA_EXPAND_AHEAD", {{"off", false}, {"on", true}}); }
+
+int gemm_sm_target_from_env() {
+  const char* e = std::getenv("STAVE_CUDA_GEMM_SMS");
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end != '\0' || v < 0 || v > 1024)
+    throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_GEMM_SMS is '") + e + "': expected 0 … 1024");
+  return static_cast<int>(v);
+}
+
+ExpandAhead::ExpandAhead(cudaStream_t main, Expand expand) : main_(main), expand_(expand) {
+  int least = 0, greatest = 0;
+  STAVE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  // The lowest priority: where both streams have blocks waiting, the main stream's go first.
+  STAVE_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
+  for (cudaEvent_t& e : ready_) STAVE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  STAVE_CUDA_CHECK(cudaEventCreateWithFlags(&main_mark_, cudaEventDisableTiming));
+}
+
+ExpandAhead::~ExpandAhead() {
+  if (side_) cudaStreamSynchronize(side_);
+  for (cudaEvent_t e : ready_)
+    if (e) cudaEventDestroy(e);
+  if (main_mark_) cudaEventDestroy(main_mark_);
+  if (side_) cudaStreamDestroy(side_);
+}
+
+bool ExpandAhead::holds(int slot, const Fp8Source* w) const {
+  const std::shared_ptr<const Fp8Source> h = holds_[slot].lock();
+  return h && h.get() == w;
+}
+
+// Grows buffer `slot` to `bytes` once nothing in flight uses it (growing happens in the first
+// forward only: the buffers end at the largest weight's size).
+void ExpandAhead::fit(int slot, size_t bytes) {
+  if (buf_[slot].bytes() >= bytes) return;
+  STAVE_CUDA_CHECK(cudaStreamSynchronize(side_));
+  STAVE_CUDA_CHECK(cudaStreamSynchronize(main_));
+  buf_[slot].resize(bytes);
+  holds_[slot].reset();
+}
+
+// Starts w's expansion into buffer `slot` on the side stream, after every read of that buffer
+// already enqueued on the main stream.
+void ExpandAhead::prefetch(int slot, const std::shared_ptr<const Fp8Source>& w) {
+  fit(slot, static_cast<size_t>(w->rows * w->cols));
+  STAVE_CUDA_CHECK(cudaEventRecord(main_mark_, main_));
+  STAVE_CUDA_CHECK(cudaStreamWaitEvent(side_, main_mark_, 0));
+  expand_(*w, buf_[slot].as<uint8_t>(), side_);
+  STAVE_CUDA_CHECK(cudaEventRecord(ready_[slot], side_));
+  holds_[slot] = w;
+}
+
+const uint8_t* ExpandAhead::weight(const std::shared_ptr<const Fp8Source>& w) {
+  if (previous_ && previous_ != w.get()) next_[previous_] = w;
+  previous_ = w.get();
+  int slot = holds(0, w.get()) ? 0 : holds(1, w.get()) ? 1 : -1;
+  if (slot >= 0) {
+    ++hits_;
+  } else {
+    ++misses_;
+    // Not prefetched: expanded here, into the buffer the last product did not read, once any
+    // side-stream write into it (a prefetch that guessed wrong) is done.
+    slot = last_ptr_ && last_ptr_ == buf_[0].as<uint8_t>() ? 1 : 0;
+    fit(slot, static_cast<size_t>(w->rows * w->cols));
+    STAVE_CUDA_CHECK(cudaStreamWaitEvent(main_, ready_[slot], 0));
+    expand_(*w, buf_[slot].as<uint8_t>(), main_);
+    STAVE_CUDA_CHECK(cudaEventRecord(ready_[slot], main_));
+    holds_[slot] = w;
+  }
+  // The buffer's last write (on either stream) is complete before main reads it.
+  STAVE_CUDA_CHECK(cudaStreamWaitEvent(main_, ready_[slot], 0));
+  uint8_t* out = buf_[slot].as<uint8_t>();
+  last_ptr_ = out;
+  const auto it = next_.find(w.get());
+  if (it != next_.end()) {
+    const std::shared_ptr<const Fp8Source> n = it->second.lock();
+    if (n && n != w && !holds(1 - slot, n.get())) prefetch(1 - slot, n);
+  }
+  return out;
+}
+
+}  // namespace stave::cuda

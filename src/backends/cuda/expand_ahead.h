@@ -1,0 +1,78 @@
+// Expansion ahead (STAVE_CUDA_EXPAND_AHEAD=on): the FP8 path writes each MXFP4 weight's E4M3
+// expansion before its product (linear_fp8.h), a pass bound by memory that the GEMM after it
+// waits for. A forward runs its products in the same order every time, so the weight that
+// followed this one last time is expanded on a second, low-priority stream into the other of
+// two buffers while this one's GEMM (and whatever the model runs before the next product)
+// runs on the main stream; the next product then finds its weight ready. A weight not found
+// ready (the first forward, or an order that changed) is expanded on the main stream as
+// without the switch. The bytes are the same either way, so the products are too.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "backends/cuda/device_buffer.h"
+
+namespace stave::cuda {
+
+// What an E4M3 expansion reads: a weight's packed codes [rows, cols/2], E8M0 scales
+// [rows, cols/32] and row exponents R_w [rows] (device). A DeviceLinear on the FP8 path owns
+// one (DeviceLinear::fp8_source); ExpandAhead holds it weakly, so a weight freed since its last
+// product is never read.
+struct Fp8Source {
+  const uint8_t* codes;
+  const uint8_t* scales;
+  const int* row_exp;
+  int64_t rows, cols;
+};
+
+// STAVE_CUDA_EXPAND_AHEAD: unset or "off" → false, "on" → true; anything else is an Error
+// naming the variable.
+bool expand_ahead_from_env();
+
+// STAVE_CUDA_GEMM_SMS: the number of SMs cuBLASLt's FP8 GEMMs aim at
+// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the expansion ahead; unset or 0:
+// all. Anything but 0 … 1024 is an Error naming the variable.
+int gemm_sm_target_from_env();
+
+class ExpandAhead {
+ public:
+  // Writes w's E4M3 expansion [w.rows, w.cols] to out on stream s.
+  using Expand = void (*)(const Fp8Source& w, uint8_t* out, cudaStream_t s);
+  ExpandAhead(cudaStream_t main, Expand expand);
+  ~ExpandAhead();
+  ExpandAhead(const ExpandAhead&) = delete;
+  ExpandAhead& operator=(const ExpandAhead&) = delete;
+
+  // w's expansion, complete for work enqueued on the main stream after this call; then starts
+  // the expansion of the weight that followed w last time, on the side stream. Call it right
+  // before enqueuing w's product: that product and everything after it overlap the expansion.
+  const uint8_t* weight(const std::shared_ptr<const Fp8Source>& w);
+  // The buffer the last weight() returned (benchmarks rerun that product).
+  const uint8_t* last() const { return last_ptr_; }
+  // Expansions found ready / done on the main stream (tests and benchmarks).
+  int64_t hits() const { return hits_; }
+  int64_t misses() const { return misses_; }
+
+ private:
+  void fit(int slot, size_t bytes);
+  void prefetch(int slot, const std::shared_ptr<const Fp8Source>& w);
+  bool holds(int slot, const Fp8Source* w) const;
+
+  cudaStream_t main_, side_ = nullptr;
+  Expand expand_;
+  DeviceBuffer buf_[2];
+  std::weak_ptr<const Fp8Source> holds_[2];  // whose expansion each buffer has (or will have)
+  cudaEvent_t ready_[2] = {nullptr, nullptr};          // recorded after each buffer's last write
+  cudaEvent_t main_mark_ = nullptr;                    // main's work so far (reads of a buffer included)
+  // The weight that followed each one last time (keyed by address: a new weight at a freed one's
+  // address inherits a prediction, never its bytes).
+  std::unordered_map<const Fp8Source*, std::weak_ptr<const Fp8Source>> next_;
+  const Fp8Source* previous_ = nullptr;
+  const uint8_t* last_ptr_ = nullptr;
+  int64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace stave::cuda
