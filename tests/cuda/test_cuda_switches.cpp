@@ -76,17 +76,17 @@ TEST(CudaSwitches, FusedKernelChoice) {
   EXPECT_NE(msg.find("STAVE_CUDA_FUSED_KERNEL is 'rs'"), std::string::npos) << msg;
 }
 
-TEST(CudaSwitches, ExpandAheadIsOffUnlessOn) {
-  for (const char* v : {static_cast<const char*>(nullptr), "", "off"}) {
+TEST(CudaSwitches, ExpandAheadIsOnUnlessOff) {
+  for (const char* v : {static_cast<const char*>(nullptr), "", "on"}) {
     const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", v);
-    EXPECT_FALSE(cuda::expand_ahead_from_env());
-  }
-  {
-    const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", "on");
     EXPECT_TRUE(cuda::expand_ahead_from_env());
   }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", "off");
+    EXPECT_FALSE(cuda::expand_ahead_from_env());
+  }
   const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", "1");
-  EXPECT_EQ(error_of([] { cuda::expand_ahead_from_env(); }), "STAVE_CUDA_EXPAND_AHEAD is '1': expected 'off' or 'on'");
+  EXPECT_EQ(error_of([] { cuda::expand_ahead_from_env(); }), "STAVE_CUDA_EXPAND_AHEAD is '1': expected 'on' or 'off'");
 }
 
 TEST(CudaSwitches, GemmSmTarget) {

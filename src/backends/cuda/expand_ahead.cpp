@@ -9,7 +9,7 @@
 
 namespace stave::cuda {
 
-bool expand_ahead_from_env() { return env_choice<bool>("STAVE_CUDA_EXPAND_AHEAD", {{"off", false}, {"on", true}}); }
+bool expand_ahead_from_env() { return env_choice<bool>("STAVE_CUDA_EXPAND_AHEAD", {{"on", true}, {"off", false}}); }
 
 int gemm_sm_target_from_env() {
   const char* e = std::getenv("STAVE_CUDA_GEMM_SMS");

@@ -31,7 +31,7 @@ constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
-std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_gemms_fused{0};
+std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_gemms_fused{0}, g_gemms_copied{0};
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -130,7 +130,21 @@ struct Fp8Plan {
   cublasLtMatmulAlgo_t algo{};
   bool in_gemm = false;
   bool ok = true;  // false: cuBLASLt offers no FP8 GEMM of this shape (the BF16 path runs)
+  // The activation's columns in b and d as set now: the padded Mp the plan was made for, or a
+  // call's M (fp8_product writes the M rows straight into the caller's output). padded_only:
+  // the algorithm refused an M short of Mp once, so this plan keeps Mp (and the copy).
+  int64_t cols = 0;
+  bool padded_only = false;
 };
+
+// Sets the activation's column count of p's B and D layouts (no-op when it already is).
+void set_cols(Fp8Plan& p, int64_t cols) {
+  if (p.cols == cols) return;
+  const uint64_t c = static_cast<uint64_t>(cols);
+  STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.b, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof(c)));
+  STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.d, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof(c)));
+  p.cols = cols;
+}
 
 // STAVE_CUDA_FP8_ACCUM (linear_fp8.h). An experiment's switch: "fast" and "block" are not the
 // default until the fixture decisions and the fidelity rule are measured with them.
@@ -160,6 +174,9 @@ struct Fp8Gemm {
   dev::FusedKernel fused_kernel = dev::fused_kernel_from_env();  // with LinearPath::kFp8Fused
   int algo_index = algo_index_from_env();
   int sm_target = gemm_sm_target_from_env();  // 0: all SMs
+  // STAVE_CUDA_FP8_ROWS=padded: every product over the padded Mp rows through scratch and a copy,
+  // as before 2026-12-06 (for A/B runs); unset or "exact": straight into the output.
+  bool padded_rows = env_choice<bool>("STAVE_CUDA_FP8_ROWS", {{"exact", false}, {"padded", true}});
   bool ahead = expand_ahead_from_env();
   std::unique_ptr<ExpandAhead> expand_ahead;  // made on the first expansion with `ahead`
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
@@ -232,12 +249,13 @@ struct Fp8Gemm {
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
     p.in_gemm = scaled;
+    p.cols = Mp;
     return true;
   }
 
   // The plan of this shape, made on first use; nullptr where cuBLASLt has no FP8 algorithm for
   // it (said once on stderr; the caller takes the BF16 path).
-  const Fp8Plan* plan(int64_t Mp, int64_t N, int64_t K, bool want_scaled) {
+  Fp8Plan* plan(int64_t Mp, int64_t N, int64_t K, bool want_scaled) {
     const auto key = std::make_tuple(Mp, N, K, want_scaled);
     auto it = plans.find(key);
     if (it == plans.end()) {
@@ -354,6 +372,7 @@ LinearFp8Stats linear_fp8_stats() {
   s.gemms_fused = g_gemms_fused.load();
   s.gemms_scaled_in_gemm = g_scaled_in_gemm.load();
   s.gemms_scaled_after = g_scaled_after.load();
+  s.gemms_copied = g_gemms_copied.load();
   s.activation_blocks_rounded = activation_blocks_rounded();
   return s;
 }
@@ -400,11 +419,14 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
   const int64_t N = w.out, K = w.in;
   cudaStream_t s = ctx.stream();
   Fp8Gemm& g = ctx.fp8_gemm();
-  const Fp8Plan& p = *g.plan(op.Mp, N, K, scales_in_gemm(ctx));  // callers checked
-  // Scales in the GEMM: straight into y when there are no padding rows and y has the 256-byte
-  // alignment cuBLASLt's heuristic assumes by default; otherwise (and for the unscaled GEMM)
-  // into scratch, then copied or scaled into y.
-  const bool direct = p.in_gemm && op.Mp == M && reinterpret_cast<uintptr_t>(y) % 256 == 0;
+  Fp8Plan& p = *g.plan(op.Mp, N, K, scales_in_gemm(ctx));  // callers checked
+  // Scales in the GEMM: straight into y's M rows when y has the 256-byte alignment cuBLASLt's
+  // heuristic assumes by default (the layouts then take the call's M: the quantized input's
+  // padding rows are not read, and each row's sums are the same as with them); otherwise (and
+  // for the unscaled GEMM) all Mp rows into scratch, then copied or scaled into y.
+  const bool direct = p.in_gemm && !((p.padded_only || g.padded_rows) && op.Mp != M) &&
+                      reinterpret_cast<uintptr_t>(y) % 256 == 0;
+  set_cols(p, direct ? M : op.Mp);
   float* d = y;
   if (!direct) {
     ctx.scratch_y().reserve(static_cast<size_t>(op.Mp * N) * sizeof(float));
@@ -419,6 +441,11 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
   const float one = 1.0f, zero = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(g.lt, p.desc, &one, op.w, p.a, op.x, p.b, &zero, d, p.d, d, p.d, &p.algo,
                                            g.workspace.as<void>(), kWorkspaceBytes, s);
+  if (st != CUBLAS_STATUS_SUCCESS && direct && op.Mp != M) {
+    // The algorithm takes Mp rows but not M: this plan goes through scratch from now on.
+    p.padded_only = true;
+    return fp8_product(ctx, w, op, M, bias, y);
+  }
   if (st != CUBLAS_STATUS_SUCCESS && p.in_gemm) {
     // An algorithm with scale vectors that the library then refuses: scales after, from now on.
     g.demote(op.Mp, N, K);
@@ -427,6 +454,7 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
   if (st != CUBLAS_STATUS_SUCCESS) throw_cublas("cublasLtMatmul (FP8 E4M3)", st);
   if (p.in_gemm) {
     ++g_scaled_in_gemm;
+    if (!direct) ++g_gemms_copied;
     if (!direct)
       STAVE_CUDA_CHECK(cudaMemcpyAsync(y, d, static_cast<size_t>(M * N) * sizeof(float), cudaMemcpyDeviceToDevice, s));
     if (bias) {

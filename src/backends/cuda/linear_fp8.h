@@ -33,6 +33,7 @@ struct LinearFp8Stats {
   int64_t weights_out_of_range = 0;     // … that do not: BF16 products
   uint64_t activation_blocks_rounded = 0;  // activation blocks below their row's FP8 range
   int64_t gemms_scaled_in_gemm = 0, gemms_scaled_after = 0;
+  int64_t gemms_copied = 0;             // … scaled in the GEMM into scratch and copied (y unaligned)
   int64_t gemms_fused = 0;              // products by the fused MXFP4 GEMM (LinearPath::kFp8Fused)
 };
 // Process-wide counters; waits for the device (the activation counter lives there).
