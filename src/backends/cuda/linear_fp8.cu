@@ -218,7 +218,14 @@ struct Fp8Gemm {
               CUBLAS_STATUS_SUCCESS ||
           cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)) !=
               CUBLAS_STATUS_SUCCESS)
-        return false;
+        return why_unscaled(Mp, N, K, "the scale mode was refused", CUBLAS_STATUS_SUCCESS);
+      // Scale pointers set before the heuristic is asked, as a call will have them (the
+      // workspace stands in; each call sets the real ones).
+      const void* stand_in = workspace.as<void>();
+      STAVE_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &stand_in, sizeof(stand_in)));
+      STAVE_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &stand_in, sizeof(stand_in)));
     }
     STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K));
     STAVE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, Mp, K));
@@ -246,11 +253,25 @@ struct Fp8Gemm {
       st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, want, results, &found);
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+      return scaled ? why_unscaled(Mp, N, K, "the heuristic offers no algorithm", st) : false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
     p.in_gemm = scaled;
     p.cols = Mp;
     return true;
+  }
+
+  // Says once per process on stderr why a product's row scales go into a kernel after the GEMM
+  // instead of the GEMM (an extra pass over the output); returns false.
+  static bool why_unscaled(int64_t Mp, int64_t N, int64_t K, const char* why, cublasStatus_t st) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr,
+                   "stave cuda: cuBLASLt FP8 GEMM with row scales (OUTER_VEC_32F) for M %lld, N %lld, K %lld: %s "
+                   "(status %d); the scales are applied after the GEMM\n",
+                   static_cast<long long>(Mp), static_cast<long long>(N), static_cast<long long>(K), why,
+                   static_cast<int>(st));
+    return false;
   }
 
   // The plan of this shape, made on first use; nullptr where cuBLASLt has no FP8 algorithm for
@@ -447,6 +468,7 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
     return fp8_product(ctx, w, op, M, bias, y);
   }
   if (st != CUBLAS_STATUS_SUCCESS && p.in_gemm) {
+    Fp8Gemm::why_unscaled(op.Mp, N, K, "cublasLtMatmul refused the heuristic's algorithm", st);
     // An algorithm with scale vectors that the library then refuses: scales after, from now on.
     g.demote(op.Mp, N, K);
     return fp8_product(ctx, w, op, M, bias, y);
