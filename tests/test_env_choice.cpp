@@ -44,5 +44,34 @@ TEST(EnvChoice, AnotherNameIsAnErrorNamingEveryChoice) {
   }
 }
 
+TEST(EnvInt, UnsetOrEmptyGivesTheUnsetValue) {
+  {
+    const test::ScopedEnv e("STAVE_TEST_INT", nullptr);
+    EXPECT_EQ(env_int("STAVE_TEST_INT", 0, 31, 7), 7);
+  }
+  const test::ScopedEnv e("STAVE_TEST_INT", "");
+  EXPECT_EQ(env_int("STAVE_TEST_INT", 0, 31, 7), 7);
+}
+
+TEST(EnvInt, NumbersInRangeAreRead) {
+  for (const auto& [text, want] : {std::pair{"0", 0}, {"31", 31}, {"-3", -3}, {"012", 12}}) {
+    const test::ScopedEnv e("STAVE_TEST_INT", text);
+    EXPECT_EQ(env_int("STAVE_TEST_INT", -5, 31, 7), want) << text;
+  }
+}
+
+TEST(EnvInt, AnythingElseIsAnErrorNamingTheRange) {
+  for (const char* text : {"32", "-6", "1x", "x", " 1", "+1", "1.0", "99999999999999999999"}) {
+    const test::ScopedEnv e("STAVE_TEST_INT", text);
+    try {
+      env_int("STAVE_TEST_INT", -5, 31, 7);
+      ADD_FAILURE() << "no error for '" << text << "'";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), ErrorKind::kUnsupported);
+      EXPECT_EQ(std::string(err.what()), std::string("STAVE_TEST_INT is '") + text + "': expected -5 … 31");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stave

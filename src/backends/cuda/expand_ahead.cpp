@@ -1,25 +1,13 @@
 // Expansion ahead: see expand_ahead.h.
 #include "backends/cuda/expand_ahead.h"
 
-#include <cstdlib>
-#include <string>
-
-#include "stave/errors.h"
 #include "util/env_choice.h"
 
 namespace stave::cuda {
 
 bool expand_ahead_from_env() { return env_choice<bool>("STAVE_CUDA_EXPAND_AHEAD", {{"on", true}, {"off", false}}); }
 
-int gemm_sm_target_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_GEMM_SMS");
-  if (!e || !*e) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (*end != '\0' || v < 0 || v > 1024)
-    throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_GEMM_SMS is '") + e + "': expected 0 … 1024");
-  return static_cast<int>(v);
-}
+int gemm_sm_target_from_env() { return env_int("STAVE_CUDA_GEMM_SMS", 0, 1024, 0); }
 
 ExpandAhead::ExpandAhead(cudaStream_t main, Expand expand) : main_(main), expand_(expand) {
   int least = 0, greatest = 0;

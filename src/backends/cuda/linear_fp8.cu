@@ -157,15 +157,7 @@ Fp8Accum fp8_accum_from_env() {
 // default, is its first choice; a shape with fewer takes its last), so that a whole decision can
 // be timed with another one (bench_cuda_fp8_gemm times them one product at a time). Fixed per
 // process, so the same input gives the same bits run after run.
-static int algo_index_from_env() {
-  const char* e = std::getenv("STAVE_CUDA_FP8_ALGO");
-  if (!e || !*e) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (*end != '\0' || v < 0 || v > 31)
-    throw Error(ErrorKind::kUnsupported, std::string("STAVE_CUDA_FP8_ALGO is '") + e + "': expected 0 … 31");
-  return static_cast<int>(v);
-}
+static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 0); }
 
 struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
