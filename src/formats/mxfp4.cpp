@@ -34,26 +34,15 @@ int scale_exponent(float amax, ScaleMode mode) {
 }
 
 uint8_t quantize_e2m1(float v) {
-  // Quark fake_quantize_element for ebits=2, mbits=1, max_norm=6, round half to even.
-  uint32_t bits = f32_bits(v);
-  uint32_t sign = bits >> 31;
-  float a = std::fabs(v);
-  if (std::isnan(a)) return 0;  // not produced by finite inputs; treated as 0
-  float q;
-  if (a >= 6.0f) {
-    q = 6.0f;
-  } else {
-    // Round a to the grid {0, .5, 1, 1.5, 2, 3, 4, 6}: spacing 0.5 below 2, 1 in [2,4), 2 in [4,6].
-    float step = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
-    q = std::nearbyint(a / step) * step;  // default FP rounding mode is to-nearest-even
-    if (q > 6.0f) q = 6.0f;
-  }
-  if (q == 0.0f) return 0;  // +0 whatever the sign
-  static constexpr float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  uint8_t code = 0;
-  for (uint8_t c = 0; c < 8; ++c)
-    if (grid[c] == q) code = c;
-  return static_cast<uint8_t>(code | (sign << 3));
+  // Quark fake_quantize_element for ebits=2, mbits=1, max_norm=6, round half to even: |v| onto
+  // the grid {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating at 6. The code is the number of the grid's
+  // midpoints below |v|; a value exactly on a midpoint goes to the even neighbour (0.25 → 0,
+  // 0.75 → 1, 1.25 → 1, 1.75 → 2, 2.5 → 2, 3.5 → 4, 5 → 4), hence > or ≥ per midpoint. NaN
+  // compares false everywhere (code 0), anything that rounds to zero is +0. Equal to the
+  // divide-and-nearbyint form for every float (checked over all 2^32 bit patterns).
+  const float a = std::fabs(v);
+  const unsigned code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return static_cast<uint8_t>(code == 0 ? 0 : code | ((f32_bits(v) >> 31) << 3));
 }
 
 int quantize_block(const float* x, int n, uint8_t* codes, ScaleMode mode) {

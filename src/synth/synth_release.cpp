@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -71,56 +72,75 @@ int64_t in_features(const std::vector<int64_t>& shape) {
 
 // Produces a tensor's bytes in row batches: values are generated in fp32, rounded to bf16
 // (what a BF16 checkpoint holds) and, for MXFP4, quantized exactly as `stave quantize` does.
+// Batches of ~64 Mi values are generated and encoded on all cores while the previous batch is
+// being written (the bytes and their order do not depend on the batch size).
 void produce(uint64_t seed, const PlannedTensor& t, const SafetensorsWriter::WriteFn& write) {
   const Distribution dist = distribution_for(t.source, in_features(t.logical_shape));
   int64_t numel = 1;
   for (int64_t d : t.logical_shape) numel *= d;
   const int64_t cols = t.logical_shape.empty() ? 1 : t.logical_shape.back();
   const int64_t rows = cols ? numel / cols : 0;
-  const int64_t batch = std::max<int64_t>(1, (int64_t{8} << 20) / std::max<int64_t>(cols, 1));
+  const int64_t batch = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(cols, 1));
   std::vector<float> vals;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes[2];
+  int cur = 0;
+  std::future<void> writing;  // the previous batch's write
   for (int64_t r0 = 0; r0 < rows || (rows == 0 && r0 == 0 && numel > 0); r0 += batch) {
     const int64_t nr = std::min(batch, std::max<int64_t>(rows - r0, 1));
     const int64_t n = (rows == 0) ? numel : nr * cols;
     vals.resize(static_cast<size_t>(n));
+    if (rows == 0) {
+      fill_values(seed, t.source, dist, 0, static_cast<uint64_t>(numel), vals.data());
+    } else {
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < nr; ++r)
-      fill_values(seed, t.source, dist, static_cast<uint64_t>((r0 + r) * cols), static_cast<uint64_t>(cols),
-                  vals.data() + r * cols);
-    if (rows == 0) fill_values(seed, t.source, dist, 0, static_cast<uint64_t>(numel), vals.data());
+      for (int64_t r = 0; r < nr; ++r)
+        fill_values(seed, t.source, dist, static_cast<uint64_t>((r0 + r) * cols), static_cast<uint64_t>(cols),
+                    vals.data() + r * cols);
+    }
+    std::vector<uint8_t>& out = bytes[cur];
     switch (t.kind) {
       case PlannedTensor::Kind::kFloat:
-        if (t.dtype == DType::kF32) {
-          for (auto& v : vals) v = round_to_bf16(v);  // the BF16 model's values, stored wider
-          write(vals.data(), vals.size() * 4);
-        } else {
-          bytes.resize(vals.size() * 2);
-          for (size_t i = 0; i < vals.size(); ++i) {
-            uint16_t h = f32_to_bf16(vals[i]);
-            std::memcpy(&bytes[2 * i], &h, 2);
+        if (t.dtype == DType::kF32) {  // the BF16 model's values, stored wider
+          out.resize(vals.size() * 4);
+#pragma omp parallel for schedule(static)
+          for (int64_t i = 0; i < n; ++i) {
+            const float v = round_to_bf16(vals[i]);
+            std::memcpy(&out[4 * i], &v, 4);
           }
-          write(bytes.data(), bytes.size());
+        } else {
+          out.resize(vals.size() * 2);
+#pragma omp parallel for schedule(static)
+          for (int64_t i = 0; i < n; ++i) {
+            const uint16_t h = f32_to_bf16(vals[i]);
+            std::memcpy(&out[2 * i], &h, 2);
+          }
         }
         break;
       case PlannedTensor::Kind::kMxfp4Codes:
       case PlannedTensor::Kind::kMxfp4Scales: {
         const bool codes = t.kind == PlannedTensor::Kind::kMxfp4Codes;
-        bytes.resize(static_cast<size_t>(nr * (codes ? cols / 2 : cols / 32)));
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < nr; ++r) {
-          std::vector<float> row(vals.begin() + r * cols, vals.begin() + (r + 1) * cols);
-          for (auto& v : row) v = round_to_bf16(v);
-          uint8_t* dst = bytes.data() + r * (codes ? cols / 2 : cols / 32);
-          if (codes) quark::quantize_row_mxfp4(row.data(), cols, dst, nullptr);
-          else quark::quantize_row_mxfp4(row.data(), cols, nullptr, dst);
+        const int64_t row_bytes = codes ? cols / 2 : cols / 32;
+        out.resize(static_cast<size_t>(nr * row_bytes));
+#pragma omp parallel
+        {
+          std::vector<float> row(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+          for (int64_t r = 0; r < nr; ++r) {
+            for (int64_t c = 0; c < cols; ++c) row[c] = round_to_bf16(vals[r * cols + c]);
+            uint8_t* dst = out.data() + r * row_bytes;
+            if (codes) quark::quantize_row_mxfp4(row.data(), cols, dst, nullptr);
+            else quark::quantize_row_mxfp4(row.data(), cols, nullptr, dst);
+          }
         }
-        write(bytes.data(), bytes.size());
         break;
       }
     }
+    if (writing.valid()) writing.get();  // the other buffer is free again
+    writing = std::async(std::launch::async, [&write, &out] { write(out.data(), out.size()); });
+    cur ^= 1;
     if (rows == 0) break;
   }
+  if (writing.valid()) writing.get();
 }
 
 void write_json(const fs::path& path, const ojson& j) {
