@@ -468,9 +468,10 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
   if (st != CUBLAS_STATUS_SUCCESS) throw_cublas("cublasLtMatmul (FP8 E4M3)", st);
   if (p.in_gemm) {
     ++g_scaled_in_gemm;
-    if (!direct) ++g_gemms_copied;
-    if (!direct)
+    if (!direct) {
+      ++g_gemms_copied;
       STAVE_CUDA_CHECK(cudaMemcpyAsync(y, d, static_cast<size_t>(M * N) * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    }
     if (bias) {
       add_bias_fp8_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
       STAVE_CUDA_LAUNCHED();
