@@ -26,19 +26,16 @@ constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 4;
 constexpr int kConsumers = 256;            // two warp groups of 64 output rows each
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
 
-// Shared memory, each tile 1024-byte aligned (the 128-byte swizzle's period).
+// Shared memory (Mxfp4Ring::Layout): the ring, then the expanded weight tiles.
 using Ring = Mxfp4Ring<kBM, kBN, kStages>;
 constexpr int kABytes = Ring::kXBytes;       // E4M3 activation tile, swizzled by TMA
 constexpr int kCodeBytes = Ring::kCodeBytes;  // packed E2M1 codes, rows of 64 bytes
 constexpr int kScaleBytes = Ring::kScaleBytes;  // block bytes: rows of 16 (4 used per step)
 constexpr int kWBytes = kBN * kBK;           // the expanded E4M3 weight tile, swizzled here
-constexpr int kOffCodes = kStages * kABytes;
-constexpr int kOffScales = kOffCodes + kStages * kCodeBytes;
 constexpr int kWBuffers = 3;                 // expanded tiles: one being read by MMAs, one written, one spare
-constexpr int kOffW = kOffScales + kStages * kScaleBytes;
-constexpr int kOffLut = kOffW + kWBuffers * kWBytes;
-constexpr int kOffBars = kOffLut + 128;
-constexpr int kSmemBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
+constexpr int kExtraBytes = kWBuffers * kWBytes;
+using Layout = Ring::Layout<kExtraBytes>;
+constexpr int kSmemBytes = Layout::kBytes;
 
 // One step's weight tile for consumer thread t: row t / 2, half t % 2 (blocks 2h, 2h + 1 of
 // the step's four), written as E4M3 in the swizzled layout wgmma reads.
@@ -74,25 +71,25 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const float* __restrict__ x_scale, const float* __restrict__ w_scale,
                           const float* __restrict__ bias, float* __restrict__ y, int M, int N, int K) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint8_t* s_x = smem;
-  uint8_t* s_codes = smem + kOffCodes;
-  uint8_t* s_scales = smem + kOffScales;
-  uint8_t* s_w = smem + kOffW;
-  uint2* luts = reinterpret_cast<uint2*>(smem + kOffLut);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBars);
+  const typename Ring::Smem sm = Ring::carve<kExtraBytes>(smem_raw);
+  // The consumers' pointers from the base and the layout's offsets rather than sm's fields: with
+  // the fields, ptxas keeps them in registers and the step form spills (4 bytes).
+  uint8_t* s_x = sm.x;
+  uint8_t* s_codes = sm.x + Layout::kOffCodes;
+  uint8_t* s_scales = sm.x + Layout::kOffScales;
+  uint8_t* s_w = sm.x + Layout::kOffExtra;
+  uint2* luts = reinterpret_cast<uint2*>(sm.x + Layout::kOffLut);
+  uint64_t* full = reinterpret_cast<uint64_t*>(sm.x + Layout::kOffBars);
   uint64_t* empty = full + kStages;
 
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
   const int steps = K / kBK;
 
-  Ring::start(tid, kConsumers, luts, full, empty, &tm_x, &tm_codes, &tm_scales);
+  Ring::start(tid, kConsumers, sm, &tm_x, &tm_codes, &tm_scales);
 
   if (tid >= kConsumers) {  // the producer warp: one lane issues every load
-    if (tid == kConsumers) {
-      Ring::produce(&tm_x, &tm_codes, &tm_scales, s_x, s_codes, s_scales, full, empty, steps, m0, n0);
-    }
+    if (tid == kConsumers) Ring::produce(&tm_x, &tm_codes, &tm_scales, sm, steps, m0, n0);
     return;
   }
 

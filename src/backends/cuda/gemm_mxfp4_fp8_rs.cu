@@ -33,11 +33,7 @@ using Ring = Mxfp4Ring<kTokens, kRows, kStages>;
 constexpr int kXBytes = Ring::kXBytes;          // E4M3 activation tile, 128-byte swizzle
 constexpr int kCodeBytes = Ring::kCodeBytes;    // E2M1 codes, rows of 64 bytes, 64-byte swizzle
 constexpr int kScaleBytes = Ring::kScaleBytes;  // block bytes: the aligned 16 holding the step's 4
-constexpr int kOffCodes = kStages * kXBytes;
-constexpr int kOffScales = kOffCodes + kStages * kCodeBytes;
-constexpr int kOffLut = kOffScales + kStages * kScaleBytes;
-constexpr int kOffBars = kOffLut + 128;
-constexpr int kSmemBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
+constexpr int kSmemBytes = Ring::Layout<0>::kBytes;  // the ring alone (no expanded tiles)
 
 using Frag = uint32_t[4][4];  // one K step's A registers: [MX block s][register j]
 
@@ -48,25 +44,23 @@ __global__ void __launch_bounds__(kThreads, 1)
                              const float* __restrict__ x_scale, const float* __restrict__ w_scale,
                              const float* __restrict__ bias, float* __restrict__ y, int M, int N, int K) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint8_t* s_x = smem;
-  uint8_t* s_codes = smem + kOffCodes;
-  uint8_t* s_scales = smem + kOffScales;
-  uint2* luts = reinterpret_cast<uint2*>(smem + kOffLut);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBars);
-  uint64_t* empty = full + kStages;
+  const typename Ring::Smem sm = Ring::carve<0>(smem_raw);
+  uint8_t* s_x = sm.x;
+  uint8_t* s_codes = sm.codes;
+  uint8_t* s_scales = sm.scales;
+  const uint2* luts = sm.luts;
+  uint64_t* full = sm.full;
+  uint64_t* empty = sm.empty;
 
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * kTokens, n0 = blockIdx.y * kRows;
   const int steps = K / kBK;
 
-  Ring::start(tid, kConsumers, luts, full, empty, &tm_x, &tm_codes, &tm_scales);
+  Ring::start(tid, kConsumers, sm, &tm_x, &tm_codes, &tm_scales);
 
   if (tid >= kConsumers) {  // the producer warp group: one thread issues every load
     hp::setmaxnreg_dec<kProducerRegs>();
-    if (tid == kConsumers) {
-      Ring::produce(&tm_x, &tm_codes, &tm_scales, s_x, s_codes, s_scales, full, empty, steps, m0, n0);
-    }
+    if (tid == kConsumers) Ring::produce(&tm_x, &tm_codes, &tm_scales, sm, steps, m0, n0);
     return;
   }
 

@@ -1,7 +1,8 @@
 // What the two fused MXFP4 GEMM kernels (gemm_mxfp4_fp8.cu, gemm_mxfp4_fp8_rs.cu) share: their
-// start (shift tables, barriers), the producer's loop, which fills a ring of stages with one K
+// shared-memory layout, start (shift tables, barriers), the producer's loop, which fills a ring of stages with one K
 // step's activation tile, code tile and block bytes each, and their launch.
 #pragma once
+#include <cstdint>
 #include <mutex>
 
 #include "backends/cuda/cuda_check.h"
@@ -24,19 +25,45 @@ struct Mxfp4Ring {
   static constexpr int kScaleBytes = kRows * 16;
   static constexpr uint32_t kStageTx = kXBytes + kCodeBytes + kScaleBytes;
 
+  // Shared memory, each part 1024-byte aligned (the 128-byte swizzle's period; the sizes above
+  // are multiples of it): the ring's stages (activation tiles, code tiles, block bytes), then
+  // kExtraBytes of the kernel's own, the 15 shift tables and the `full` and `empty` barriers.
+  template <int kExtraBytes>
+  struct Layout {
+    static constexpr int kOffCodes = kStages * kXBytes;
+    static constexpr int kOffScales = kOffCodes + kStages * kCodeBytes;
+    static constexpr int kOffExtra = kOffScales + kStages * kScaleBytes;
+    static constexpr int kOffLut = kOffExtra + kExtraBytes;
+    static constexpr int kOffBars = kOffLut + 128;
+    static constexpr int kBytes = kOffBars + 2 * kStages * 8 + 1024;  // + alignment slack
+  };
+  struct Smem {
+    uint8_t *x, *codes, *scales, *extra;
+    uint2* luts;
+    uint64_t *full, *empty;
+  };
+  // The parts of Layout<kExtraBytes> in the kernel's dynamic shared memory `raw`.
+  template <int kExtraBytes>
+  static __device__ __forceinline__ Smem carve(uint8_t* raw) {
+    using L = Layout<kExtraBytes>;
+    uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+    uint64_t* full = reinterpret_cast<uint64_t*>(base + L::kOffBars);
+    return {base, base + L::kOffCodes, base + L::kOffScales, base + L::kOffExtra,
+            reinterpret_cast<uint2*>(base + L::kOffLut), full, full + kStages};
+  }
+
   // The kernel's start, by every thread of the block: the 15 shift tables (e2m1_e4m3.h; table i
   // for shift i + kMinShift) into `luts` by the first threads; the ring's barriers (`full`: the
   // producer's one arrival and the loads' bytes; `empty`: one arrival per consumer thread) and
   // the tensor maps' prefetch by the producer, thread `consumers` (the consumers are the threads
   // before it); then a block barrier.
-  static __device__ __forceinline__ void start(int tid, int consumers, uint2* luts, uint64_t* full, uint64_t* empty,
-                                               const CUtensorMap* tm_x, const CUtensorMap* tm_codes,
-                                               const CUtensorMap* tm_scales) {
-    if (tid < kMaxShift - kMinShift + 1) luts[tid] = e4m3_shift_table(tid + kMinShift);
+  static __device__ __forceinline__ void start(int tid, int consumers, const Smem& sm, const CUtensorMap* tm_x,
+                                               const CUtensorMap* tm_codes, const CUtensorMap* tm_scales) {
+    if (tid < kMaxShift - kMinShift + 1) sm.luts[tid] = e4m3_shift_table(tid + kMinShift);
     if (tid == consumers) {
       for (int s = 0; s < kStages; ++s) {
-        hopper::mbar_init(full + s, 1);
-        hopper::mbar_init(empty + s, static_cast<uint32_t>(consumers));
+        hopper::mbar_init(sm.full + s, 1);
+        hopper::mbar_init(sm.empty + s, static_cast<uint32_t>(consumers));
       }
       hopper::mbar_init_fence();
       hopper::prefetch_tensor_map(tm_x);
@@ -49,18 +76,18 @@ struct Mxfp4Ring {
   // One thread issues every load: step k into stage k % kStages once the consumers have released
   // the step that used it before (`empty`), completing on `full`.
   static __device__ __forceinline__ void produce(const CUtensorMap* tm_x, const CUtensorMap* tm_codes,
-                                                 const CUtensorMap* tm_scales, uint8_t* s_x, uint8_t* s_codes,
-                                                 uint8_t* s_scales, uint64_t* full, uint64_t* empty, int steps, int m0,
+                                                 const CUtensorMap* tm_scales, const Smem& sm, int steps, int m0,
                                                  int n0) {
     for (int k = 0; k < steps; ++k) {
       const int st = k % kStages;
-      if (k >= kStages) hopper::mbar_wait(empty + st, static_cast<uint32_t>((k / kStages - 1) & 1));
-      hopper::mbar_arrive_expect_tx(full + st, kStageTx);
-      hopper::tma_load_2d(tm_x, s_x + st * kXBytes, k * kBK, m0, full + st);
-      hopper::tma_load_2d(tm_codes, s_codes + st * kCodeBytes, k * (kBK / 2), n0, full + st);
+      uint64_t* full = sm.full + st;
+      if (k >= kStages) hopper::mbar_wait(sm.empty + st, static_cast<uint32_t>((k / kStages - 1) & 1));
+      hopper::mbar_arrive_expect_tx(full, kStageTx);
+      hopper::tma_load_2d(tm_x, sm.x + st * kXBytes, k * kBK, m0, full);
+      hopper::tma_load_2d(tm_codes, sm.codes + st * kCodeBytes, k * (kBK / 2), n0, full);
       // A tile load's box starts 16-byte aligned in global memory (an unaligned start is an
       // illegal instruction): the 16 block bytes holding this step's four, which sit at (k % 4) · 4.
-      hopper::tma_load_2d(tm_scales, s_scales + st * kScaleBytes, (k * (kBK / 32)) & ~15, n0, full + st);
+      hopper::tma_load_2d(tm_scales, sm.scales + st * kScaleBytes, (k * (kBK / 32)) & ~15, n0, full);
     }
   }
   // The launch of one of a kernel's three forms (by accum: step, whole, block) over w's product:
