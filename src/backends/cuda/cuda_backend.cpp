@@ -117,7 +117,6 @@ bool fused_input_from_env() {
   return env_choice<bool>("STAVE_CUDA_FUSED_INPUT", {{"on", true}, {"off", false}});
 }
 
-
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
       fused_input_(fused_input_from_env()),
