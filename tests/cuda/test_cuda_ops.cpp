@@ -169,17 +169,18 @@ TEST(CudaOps, HeadMemoryMatchesHost) {
       at.attention = {W, heads, o.in_w.data(), o.in_b.data(), o.out_w.data(), o.out_b.data()};
       spec.attentions.push_back(at);
     }
+    std::unique_ptr<HeadMemory> previous, previous_host;
     for (auto [L, on_device] : {std::pair<int64_t, bool>{1, false}, {37, false}, {300, false}, {1, true},
                                 {37, true}, {300, true}}) {
       SCOPED_TRACE(::testing::Message() << "H " << H << " W " << W << " heads " << heads << " L " << L
                                         << (on_device ? " lent on the device" : " in host memory"));
       const auto hidden = random_floats(rng, L * H, -3.0f, 3.0f);
-      const auto host = host_head_memory(reference_backend(), spec, hidden.data(), L);
+      auto host = host_head_memory(reference_backend(), spec, hidden.data(), L);
       Tensor staged = Tensor::host_empty({L, H});
       std::copy(hidden.begin(), hidden.end(), staged.data<float>());
       const Tensor lent = lender.to_device(staged);
       lender.synchronize();
-      const auto dev = gpu.head_memory(spec, on_device ? HiddenRows::on_device(lent.data<float>()) : hidden.data(), L);
+      auto dev = gpu.head_memory(spec, on_device ? HiddenRows::on_device(lent.data<float>()) : hidden.data(), L);
       const int64_t begin = L / 3, end = L;
       std::vector<float> want((end - begin) * H), got = poisoned((end - begin) * H);
       host->normed_hidden_rows(begin, end, want.data());
@@ -194,6 +195,19 @@ TEST(CudaOps, HeadMemoryMatchesHost) {
           dev->attend(a, query.data(), rows, g.data());
           EXPECT_LE(rel_error(g, w), 1e-5);
         }
+      // Two memories of one backend alive together (two decisions' heads): the one made before
+      // still answers from its own rows after the newer one has attended.
+      if (previous) {
+        SCOPED_TRACE("the previous memory, after this one");
+        const int64_t rows = 5;
+        const auto query = random_floats(rng, rows * W, -2.0f, 2.0f);
+        std::vector<float> w(rows * W), g = poisoned(rows * W);
+        previous_host->attend(1, query.data(), rows, w.data());
+        previous->attend(1, query.data(), rows, g.data());
+        EXPECT_LE(rel_error(g, w), 1e-5);
+      }
+      previous = std::move(dev);
+      previous_host = std::move(host);
     }
   }
 }

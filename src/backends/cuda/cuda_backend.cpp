@@ -30,10 +30,6 @@ struct Staged {
   }
 };
 
-void download_floats(float* host, const float* dev, int64_t n) {
-  if (n > 0) STAVE_CUDA_CHECK(cudaMemcpy(host, dev, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost));
-}
-
 float* as_f32(const Tensor& t) { return static_cast<float*>(t.raw()); }
 
 void check_on_gpu(const Tensor& t, const char* what) {
@@ -441,11 +437,16 @@ void CudaBackend::matmul_nt(const float* x, int64_t M, int64_t K, const float* w
     dw = st.in(w, N * K);
     if (bias) db = st.in(bias, N);
   }
-  matmul_x_->upload(x, static_cast<size_t>(M * K) * sizeof(float));
+  // Stream-ordered copies (a pageable x is staged before its copy returns; the previous call's
+  // kernels are done with matmul_x_, each call ends waiting for its own): no device-wide wait.
+  matmul_x_->reserve(static_cast<size_t>(M * K) * sizeof(float));
   matmul_y_->reserve(static_cast<size_t>(M * N) * sizeof(float));
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(matmul_x_->as<float>(), x, static_cast<size_t>(M * K) * sizeof(float),
+                                   cudaMemcpyHostToDevice, ctx_->stream()));
   dev::matmul_nt(*ctx_, matmul_x_->as<float>(), M, K, dw, N, db, matmul_y_->as<float>());
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(y, matmul_y_->as<float>(), static_cast<size_t>(M * N) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, ctx_->stream()));
   ctx_->synchronize();
-  download_floats(y, matmul_y_->as<float>(), M * N);
 }
 
 }  // namespace stave::cuda

@@ -28,23 +28,24 @@ class CudaHeadMemory final : public HeadMemory {
     const float* gamma = b_.resident_matrix(spec.hidden_norm.weight, nullptr, 1, H).first;
     const float* beta = b_.resident_matrix(spec.hidden_norm.bias, nullptr, 1, H).first;
     const float* wm = b_.resident_matrix(spec.memory_projection, nullptr, W, H).first;
-    memory_.resize(static_cast<size_t>(L * W) * sizeof(float));
+    memory_ = b_.empty({L, W});
     // The normalised hidden states in row chunks (a 64k-token record is 1.3 GB at H = 5120);
-    // host rows go up chunk by chunk.
+    // host rows go up chunk by chunk, each staged before its copy returns (copy_from_host).
     const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / (H * static_cast<int64_t>(sizeof(float))), 1, L);
-    DeviceBuffer rows;
-    rows.reserve(static_cast<size_t>(std::min(chunk, L) * H) * sizeof(float));
+    const Tensor rows = b_.empty({std::min(chunk, L), H});
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
       const int64_t n = std::min(chunk, L - r0);
-      const float* source = hidden.device ? hidden.device + r0 * H : rows.as<float>();
-      if (!hidden.device) {
-        ctx.synchronize();  // the previous chunk's kernels are done with `rows`
-        rows.upload(hidden.host + r0 * H, static_cast<size_t>(n * H) * sizeof(float));
-      }
-      dev::layer_norm(source, n, H, gamma, beta, spec.hidden_norm.eps, rows.as<float>(), ctx.stream());
-      dev::matmul_nt(ctx, rows.as<float>(), n, H, wm, W, nullptr, memory_.as<float>() + r0 * W);
+      const float* source = hidden.device ? hidden.device + r0 * H : rows.data<float>();
+      if (!hidden.device)
+        STAVE_CUDA_CHECK(cudaMemcpyAsync(rows.data<float>(), hidden.host + r0 * H,
+                                         static_cast<size_t>(n * H) * sizeof(float), cudaMemcpyHostToDevice,
+                                         ctx.stream()));
+      dev::layer_norm(source, n, H, gamma, beta, spec.hidden_norm.eps, rows.data<float>(), ctx.stream());
+      dev::matmul_nt(ctx, rows.data<float>(), n, H, wm, W, nullptr, memory_.data<float>() + r0 * W);
     }
-    ctx.synchronize();
+    // Page-locked host rows (to_host's) are read by the copies when they run, not before they return.
+    if (!hidden.device) ctx.synchronize();
+    // `rows` goes back to the stream's pool here, ordered after the kernels that read it.
   }
 
   // The few span rows the head averages: normalised on the host (the reference LayerNorm), from
@@ -66,7 +67,7 @@ class CudaHeadMemory final : public HeadMemory {
                     out);
   }
 
-  void attend(size_t a, const float* query, int64_t rows, float* out) const override {
+  void attend(size_t a, const float* in_query, int64_t rows, float* out) const override {
     if (rows <= 0) return;
     const HeadMemoryAttention& at = spec_.attentions.at(a);
     const ref::MultiheadAttentionWeights& w = at.attention;
@@ -77,38 +78,41 @@ class CudaHeadMemory final : public HeadMemory {
     std::lock_guard lock(b_.mutex_);
     GpuContext& ctx = *b_.ctx_;
     const size_t row_bytes = static_cast<size_t>(E) * sizeof(float);
-    const float* source = memory_.as<float>();
+    const float* source = memory_.data<float>();
     if (at.normalise_memory) {
       const float* gamma = b_.resident_matrix(at.memory_norm.weight, nullptr, 1, E).first;
       const float* beta = b_.resident_matrix(at.memory_norm.bias, nullptr, 1, E).first;
-      normed_.reserve(L * row_bytes);
-      dev::layer_norm(source, L, E, gamma, beta, at.memory_norm.eps, normed_.as<float>(), ctx.stream());
-      source = normed_.as<float>();
+      if (normed_.empty()) normed_ = b_.empty({L, E});
+      dev::layer_norm(source, L, E, gamma, beta, at.memory_norm.eps, normed_.data<float>(), ctx.stream());
+      source = normed_.data<float>();
     }
     const auto [wq, bq] = b_.resident_matrix(w.in_proj_weight, w.in_proj_bias, E, E);
     const auto [wk, bk] = b_.resident_matrix(w.in_proj_weight + E * E, w.in_proj_bias + E, E, E);
     const auto [wv, bv] = b_.resident_matrix(w.in_proj_weight + 2 * E * E, w.in_proj_bias + 2 * E, E, E);
     const auto [wo, bo] = b_.resident_matrix(w.out_proj_weight, w.out_proj_bias, E, E);
-    keys_.reserve(L * row_bytes);
-    values_.reserve(L * row_bytes);
-    dev::matmul_nt(ctx, source, L, E, wk, E, bk, keys_.as<float>());
-    dev::matmul_nt(ctx, source, L, E, wv, E, bv, values_.as<float>());
+    if (keys_.empty()) keys_ = b_.empty({L, E});
+    if (values_.empty()) values_ = b_.empty({L, E});
+    dev::matmul_nt(ctx, source, L, E, wk, E, bk, keys_.data<float>());
+    dev::matmul_nt(ctx, source, L, E, wv, E, bv, values_.data<float>());
 
-    ctx.synchronize();  // query_ may still be read by a previous attention's kernels
-    query_.upload(query, rows * row_bytes);
-    projected_.reserve(rows * row_bytes);
-    context_.reserve(rows * row_bytes);
-    result_.reserve(rows * row_bytes);
-    dev::matmul_nt(ctx, query_.as<float>(), rows, E, wq, E, bq, projected_.as<float>());
+    // The query rows, their projections, the attention's context and output [rows, E]: from the
+    // stream's pool, ordered after the products above (no device-wide wait); the pageable query
+    // is staged before the copy returns.
+    const Tensor query = b_.empty({rows, E}), projected = b_.empty({rows, E}), context = b_.empty({rows, E}),
+                 result = b_.empty({rows, E});
+    STAVE_CUDA_CHECK(cudaMemcpyAsync(query.data<float>(), in_query, rows * row_bytes, cudaMemcpyHostToDevice,
+                                     ctx.stream()));
+    dev::matmul_nt(ctx, query.data<float>(), rows, E, wq, E, bq, projected.data<float>());
     AttentionShape shape;
     shape.n_q_heads = shape.n_kv_heads = w.heads;
     shape.head_dim = w.head_dim();
     shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));  // as ref::mha_attend
-    dev::attention_full(ctx, shape, projected_.as<float>(), rows, keys_.as<float>(), values_.as<float>(), L,
-                        context_.as<float>(), b_.options_.attention_score_bytes);
-    dev::matmul_nt(ctx, context_.as<float>(), rows, E, wo, E, bo, result_.as<float>());
+    dev::attention_full(ctx, shape, projected.data<float>(), rows, keys_.data<float>(), values_.data<float>(), L,
+                        context.data<float>(), b_.options_.attention_score_bytes);
+    dev::matmul_nt(ctx, context.data<float>(), rows, E, wo, E, bo, result.data<float>());
+    STAVE_CUDA_CHECK(cudaMemcpyAsync(out, result.data<float>(), rows * row_bytes, cudaMemcpyDeviceToHost,
+                                     ctx.stream()));
     ctx.synchronize();
-    result_.download(out, rows * row_bytes);
   }
 
  private:
@@ -116,10 +120,12 @@ class CudaHeadMemory final : public HeadMemory {
   HeadMemorySpec spec_;
   HiddenRows hidden_;
   int64_t L_;
-  DeviceBuffer memory_;  // [L, W]
-  // Per-attention scratch, reused: the normalised memory, keys and values [L, W]; the queries,
-  // their projections, the attention's context and output [rows, W].
-  mutable DeviceBuffer normed_, keys_, values_, query_, projected_, context_, result_;
+  // From the backend's stream-ordered pool (CudaBackend::empty), as the backbone's tensors: a
+  // decision's head allocates and frees them without a device-wide wait. Before, they were
+  // cudaMalloc'd for each decision and cudaFree'd (which waits for the whole device) after it.
+  Tensor memory_;  // [L, W]
+  // Per-attention scratch, reused: the normalised memory, keys and values [L, W].
+  mutable Tensor normed_, keys_, values_;
 };
 
 std::unique_ptr<HeadMemory> CudaBackend::head_memory(const HeadMemorySpec& spec, HiddenRows hidden,
