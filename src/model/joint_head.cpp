@@ -73,6 +73,37 @@ void feedforward_residual(const Backend& backend, Matrix& x, int64_t rows, const
   add_inplace(x, y);
 }
 
+// x ← x + MHA(norm(x)) over the rows themselves (the decoder layers' field self-attention). The
+// input and output projections run through the backend, whose GPU form keeps their weights
+// resident (before, the host read the 16 MB of fp32 weights per layer on every decision); the
+// rows × rows attention between them stays on the host. The packed q, k, v projection is one
+// product: each output value is the same dot product as the per-block projections'
+// (ref::mha_attend), so the reference backend's bits do not change.
+void self_attention_residual(const Backend& backend, Matrix& x, int64_t rows, const HeadLayerNorm& norm,
+                             const ref::MultiheadAttentionWeights& mha) {
+  const int64_t E = mha.embed_dim;
+  Matrix normed(x.size());
+  norm.apply(x.data(), rows, normed.data());
+  Matrix qkv = zeros(rows, 3 * E);
+  backend.matmul_nt(normed.data(), rows, E, mha.in_proj_weight, 3 * E, mha.in_proj_bias, qkv.data());
+  Matrix q = zeros(rows, E);
+  ref::ProjectedKeyValues kv;
+  kv.rows = rows;
+  kv.keys.resize(static_cast<size_t>(rows * E));
+  kv.values.resize(static_cast<size_t>(rows * E));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = qkv.data() + r * 3 * E;
+    std::copy(row, row + E, q.data() + r * E);
+    std::copy(row + E, row + 2 * E, kv.keys.data() + r * E);
+    std::copy(row + 2 * E, row + 3 * E, kv.values.data() + r * E);
+  }
+  Matrix context = zeros(rows, E);
+  ref::mha_context(mha, q.data(), rows, kv, context.data());
+  Matrix y = zeros(rows, E);
+  backend.matmul_nt(context.data(), rows, E, mha.out_proj_weight, E, mha.out_proj_bias, y.data());
+  add_inplace(x, y);
+}
+
 // x ← x + MHA_a(norm(x), memory): attention `a` of the head memory.
 void memory_attention_residual(Matrix& x, int64_t rows, const HeadLayerNorm& norm, const HeadMemory& memory,
                                size_t a) {
@@ -190,12 +221,14 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
   }
 
   // 6. Evidence routing: every option attends to the layer's normalised memory.
-  stages.enter("routing layers");
   size_t memory_attention = 0;  // the head memory's attentions, in spec order
   for (const EvidenceRoutingLayerWeights& layer : w.evidence_layers) {
+    stages.enter("routing: memory attention");
     memory_attention_residual(routed, N, layer.query_norm, *memory, memory_attention++);
+    stages.enter("routing: feed-forward");
     feedforward_residual(*backend_, routed, N, layer.feedforward_norm, layer.feedforward_in, layer.feedforward_out);
   }
+  stages.enter("option summary and fields");
 
   // 7. Option summary per question: softmax_j(<R_ij, b_i> / sqrt(W)) weighted sum of R_ij.
   Matrix base = zeros(Q, W), summary = zeros(Q, W);
@@ -226,17 +259,13 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
   }
 
   // 9. Pre-norm decoder layers: fields attend to each other, then to the raw memory.
-  stages.enter("decoder layers");
   for (const FieldDecoderLayerWeights& layer : w.layers) {
-    const ref::MultiheadAttentionWeights self_mha = layer.self_attn.view(W, heads);
-    Matrix normed(fields.size());
-    layer.norm1.apply(fields.data(), Q, normed.data());
-    const ref::ProjectedKeyValues self_kv = ref::mha_project_key_values(self_mha, normed.data(), normed.data(), Q);
-    Matrix self_out(fields.size());
-    ref::mha_attend(self_mha, normed.data(), Q, self_kv, self_out.data());
-    add_inplace(fields, self_out);
+    stages.enter("decoder: self-attention");
+    self_attention_residual(*backend_, fields, Q, layer.norm1, layer.self_attn.view(W, heads));
 
+    stages.enter("decoder: memory attention");
     memory_attention_residual(fields, Q, layer.norm2, *memory, memory_attention++);
+    stages.enter("decoder: feed-forward");
     feedforward_residual(*backend_, fields, Q, layer.norm3, layer.linear1, layer.linear2);
   }
   w.field_norm.apply(fields.data(), Q, fields.data());

@@ -36,16 +36,12 @@ ProjectedKeyValues mha_project_key_values(const MultiheadAttentionWeights& w, co
   return kv;
 }
 
-void mha_attend(const MultiheadAttentionWeights& w, const float* query, int64_t query_rows,
-                const ProjectedKeyValues& kv, float* out) {
+void mha_context(const MultiheadAttentionWeights& w, const float* q, int64_t query_rows, const ProjectedKeyValues& kv,
+                 float* context) {
   check_shape(w);
   if (kv.rows <= 0) throw Error(ErrorKind::kInternal, "multihead attention over an empty key set");
   const int64_t E = w.embed_dim, d = w.head_dim(), Nk = kv.rows;
-  std::vector<float> q(static_cast<size_t>(query_rows * E));
-  project_block(w, 0, query, query_rows, q.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-
-  std::vector<float> context(static_cast<size_t>(query_rows * E));
 #pragma omp parallel
   {
     std::vector<float> scores(static_cast<size_t>(Nk));
@@ -53,7 +49,7 @@ void mha_attend(const MultiheadAttentionWeights& w, const float* query, int64_t 
 #pragma omp for collapse(2) schedule(static)
     for (int64_t i = 0; i < query_rows; ++i) {
       for (int64_t h = 0; h < w.heads; ++h) {
-        const float* qi = q.data() + i * E + h * d;
+        const float* qi = q + i * E + h * d;
         for (int64_t j = 0; j < Nk; ++j) {
           const float* kj = kv.keys.data() + j * E + h * d;
           float dot = 0.0f;
@@ -67,11 +63,22 @@ void mha_attend(const MultiheadAttentionWeights& w, const float* query, int64_t 
           const double p = scores[j];
           for (int64_t c = 0; c < d; ++c) acc[c] += p * vj[c];
         }
-        float* ci = context.data() + i * E + h * d;
+        float* ci = context + i * E + h * d;
         for (int64_t c = 0; c < d; ++c) ci[c] = static_cast<float>(acc[c]);
       }
     }
   }
+}
+
+void mha_attend(const MultiheadAttentionWeights& w, const float* query, int64_t query_rows,
+                const ProjectedKeyValues& kv, float* out) {
+  check_shape(w);
+  if (kv.rows <= 0) throw Error(ErrorKind::kInternal, "multihead attention over an empty key set");
+  const int64_t E = w.embed_dim;
+  std::vector<float> q(static_cast<size_t>(query_rows * E));
+  project_block(w, 0, query, query_rows, q.data());
+  std::vector<float> context(static_cast<size_t>(query_rows * E));
+  mha_context(w, q.data(), query_rows, kv, context.data());
   matmul_nt(context.data(), query_rows, E, w.out_proj_weight, E, w.out_proj_bias, out);
 }
 

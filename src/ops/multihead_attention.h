@@ -32,6 +32,12 @@ struct ProjectedKeyValues {
 ProjectedKeyValues mha_project_key_values(const MultiheadAttentionWeights& w, const float* key, const float* value,
                                           int64_t rows);
 
+// context[Nq, E] = concat_h softmax(Q_h·K_hᵀ/sqrt(d))·V_h for queries already projected
+// (q = query·Wqᵀ + bq): mha_attend without its two projections, for callers that run those
+// elsewhere (the joint head, through its backend). Needs kv.rows >= 1.
+void mha_context(const MultiheadAttentionWeights& w, const float* q, int64_t query_rows, const ProjectedKeyValues& kv,
+                 float* context);
+
 // out[Nq, E] = out_proj(concat_h softmax(Q_h·K_hᵀ/sqrt(d))·V_h) with Q = query·Wqᵀ + bq.
 // Needs kv.rows >= 1. `out` must not alias `query`.
 void mha_attend(const MultiheadAttentionWeights& w, const float* query, int64_t query_rows,
