@@ -20,7 +20,7 @@
 #   the short-noul records) — MXFP4 vs BF16 (fast), and MXFP4 fast vs exact with the fast path as
 #   shipped, with every kernel at its wider form (FP8 → BF16 products, chunked BF16 delta rule →
 #   fp32 recurrence, BF16 → 3xTF32 flash attention), and with one kernel at a time back to fast.
-#   FID_VARIANTS narrows the variants (names: quant default wide fp8 chunk bf16attn fused block blockcpu defaultcpu; fused =
+#   FID_VARIANTS narrows the variants (names: quant default wide fp8 fp8fast fast chunk bf16attn fused block blockcpu defaultcpu; fused =
 #   the fused MXFP4 GEMM and the fused input forms together; block = the fused GEMM with exact
 #   block sums, STAVE_CUDA_FP8_ACCUM=block; …cpu: against the CPU's exact answers).
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
@@ -185,13 +185,15 @@ if [[ " $steps " == *" fidelity "* ]]; then
       default) fid_eval default $fid/mxfp4 exact ;;
       wide) fid_eval wide $fid/mxfp4 exact "${wide[@]}" ;;
       fp8) fid_eval fp8 $fid/mxfp4 exact STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash ;;
+      fp8fast) fid_eval fp8fast $fid/mxfp4 exact STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash STAVE_CUDA_FP8_ACCUM=fast ;;
+      fast) fid_eval fast $fid/mxfp4 exact STAVE_CUDA_FP8_ACCUM=fast ;;
       chunk) fid_eval chunk $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_ATTENTION=flash ;;
       bf16attn) fid_eval bf16attn $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent ;;
       fused) fid_eval fused $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FUSED_INPUT=on ;;
       block) fid_eval block $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block ;;
       blockcpu) against_device=cpu fid_eval blockcpu $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block ;;
       defaultcpu) against_device=cpu fid_eval defaultcpu $fid/mxfp4 exact ;;
-      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 chunk bf16attn fused block blockcpu defaultcpu)" >&2 ;;
+      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 fp8fast fast chunk bf16attn fused block blockcpu defaultcpu)" >&2 ;;
     esac
   done
 fi
