@@ -30,7 +30,8 @@ class CudaHeadMemory final : public HeadMemory {
     const float* wm = b_.resident_matrix(spec.memory_projection, nullptr, W, H).first;
     memory_ = b_.empty({L, W});
     // The normalised hidden states in row chunks (a 64k-token record is 1.3 GB at H = 5120);
-    // host rows go up chunk by chunk, each staged before its copy returns (copy_from_host).
+    // host rows go up chunk by chunk into `rows`, each copy ordered on the stream after the
+    // kernels that read the chunk before.
     const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / (H * static_cast<int64_t>(sizeof(float))), 1, L);
     const Tensor rows = b_.empty({std::min(chunk, L), H});
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
