@@ -134,12 +134,16 @@ TEST(CudaOps, MatmulNtBothPrecisionsAndResidentWeights) {
 // normalised hidden rows, and every attention (routing layers over the normalised memory,
 // decoder layers over the raw one), asked in and out of order and twice, over memories from one
 // row to several score chunks long; the hidden states given in host memory and lent in device
-// memory by another backend (as a device backbone lends them).
+// memory by another backend (as a device backbone lends them). Both attention forms: with the
+// default score budget, 1 and 13 queries fold into the projections (heads · rows < width,
+// dev::attention_folded) and 40 do not; with a 4 KB budget only the shortest memories fold and
+// the rest project the memory's keys and values and run in many score chunks.
 TEST(CudaOps, HeadMemoryMatchesHost) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(11);
   cuda::CudaBackendOptions keep;
   keep.keep_matmul_weights = true;
+  const cuda::CudaBackend folding(Precision::kFast, keep);
   keep.attention_score_bytes = 4 * 1024;  // a few score rows: the queries run in many chunks
   const cuda::CudaBackend gpu(Precision::kFast, keep);
   const cuda::CudaBackend lender(Precision::kFast);
@@ -181,19 +185,23 @@ TEST(CudaOps, HeadMemoryMatchesHost) {
       const Tensor lent = lender.to_device(staged);
       lender.synchronize();
       auto dev = gpu.head_memory(spec, on_device ? HiddenRows::on_device(lent.data<float>()) : hidden.data(), L);
+      const auto folded =
+          folding.head_memory(spec, on_device ? HiddenRows::on_device(lent.data<float>()) : hidden.data(), L);
       const int64_t begin = L / 3, end = L;
       std::vector<float> want((end - begin) * H), got = poisoned((end - begin) * H);
       host->normed_hidden_rows(begin, end, want.data());
       dev->normed_hidden_rows(begin, end, got.data());
       EXPECT_LE(rel_error(got, want), 1e-6);
       for (size_t a : {size_t{0}, size_t{2}, size_t{1}, size_t{3}, size_t{0}})
-        for (int64_t rows : {int64_t{1}, int64_t{13}}) {
+        for (int64_t rows : {int64_t{1}, int64_t{13}, int64_t{40}}) {
           SCOPED_TRACE(::testing::Message() << "attention " << a << " rows " << rows);
           const auto query = random_floats(rng, rows * W, -2.0f, 2.0f);
-          std::vector<float> w(rows * W), g = poisoned(rows * W);
+          std::vector<float> w(rows * W), g = poisoned(rows * W), f = poisoned(rows * W);
           host->attend(a, query.data(), rows, w.data());
           dev->attend(a, query.data(), rows, g.data());
+          folded->attend(a, query.data(), rows, f.data());
           EXPECT_LE(rel_error(g, w), 1e-5);
+          EXPECT_LE(rel_error(f, w), 1e-5) << "default score budget";
         }
       // Two memories of one backend alive together (two decisions' heads): the one made before
       // still answers from its own rows after the newer one has attended.

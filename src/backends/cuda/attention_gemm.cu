@@ -213,5 +213,54 @@ void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q
   attend<float>(ctx, shape, q, rows, 0, k, v, out, max_score_bytes, ctx.scratch_scores(), n_keys);
 }
 
+namespace {
+
+__global__ void add_columns_kernel(float* y, int64_t rows, int64_t cols, const float* bias) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < rows * cols) y[i] += bias[i % cols];
+}
+
+}  // namespace
+
+bool attention_folded_pays(int64_t heads, int64_t E, int64_t rows, int64_t L, size_t max_score_bytes) {
+  return heads > 0 && E % heads == 0 && rows > 0 && L > 0 && heads * rows < E &&
+         heads * rows * L * static_cast<int64_t>(sizeof(float)) <= static_cast<int64_t>(max_score_bytes);
+}
+
+// Row-major X [r, c] is column-major Xᵀ with leading dimension c: every product below is written
+// in cuBLAS's column-major terms on those transposed views.
+void attention_folded(GpuContext& ctx, int64_t heads, int64_t E, const float* q, int64_t rows, const float* memory,
+                      int64_t L, const float* wk, const float* wv, const float* bv, float scale, float* qk_scratch,
+                      float* scores, float* mixed, float* context) {
+  if (rows <= 0) return;
+  if (ctx.exact()) throw Error(ErrorKind::kInternal, "attention_folded: fast precision only");
+  if (heads <= 0 || E % heads != 0 || L <= 0)
+    throw Error(ErrorKind::kInvalidModel, "attention_folded: width " + std::to_string(E) + " does not split into " +
+                                              std::to_string(heads) + " heads over " + std::to_string(L) + " rows");
+  const int64_t d = E / heads, hr = heads * rows;
+  cublasHandle_t h = ctx.blas();
+  const float one = 1.0f, zero = 0.0f;
+  const int e = static_cast<int>(E), n_rows = static_cast<int>(rows), dd = static_cast<int>(d);
+  // q'_hᵀ [E, rows] = Wk_hᵀ [E, d] · q_hᵀ [d, rows] (Wk_h: rows h·d … of wk), into
+  // qk_scratch [heads][rows][E].
+  STAVE_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, e, n_rows, dd, &scale, wk, e, d * E, q, e,
+                                               d, &zero, qk_scratch, e, rows * E, static_cast<int>(heads)));
+  // Scoresᵀ [L, heads·rows] = M [L, E] · q'ᵀ: scores [heads·rows][L].
+  STAVE_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(L), static_cast<int>(hr), e, &one,
+                                 memory, e, qk_scratch, e, &zero, scores, static_cast<int>(L)));
+  masked_softmax_kernel<float><<<static_cast<unsigned>(hr), kThreads, 0, ctx.stream()>>>(scores, 1, L, L, 0);
+  STAVE_CUDA_LAUNCHED();
+  // mixedᵀ [E, heads·rows] = Mᵀ [E, L] · Pᵀ [L, heads·rows]: mixed [heads][rows][E] = P · M.
+  STAVE_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, e, static_cast<int>(hr), static_cast<int>(L), &one,
+                                 memory, e, scores, static_cast<int>(L), &zero, mixed, e));
+  // context_hᵀ [d, rows] = Wv_h [d, E] · mixed_hᵀ [E, rows], into columns h·d … of context [rows, E].
+  STAVE_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, dd, n_rows, e, &one, wv, e, d * E, mixed, e,
+                                               rows * E, &zero, context, e, d, static_cast<int>(heads)));
+  if (bv) {
+    add_columns_kernel<<<blocks_for(rows * E), kThreads, 0, ctx.stream()>>>(context, rows, E, bv);
+    STAVE_CUDA_LAUNCHED();
+  }
+}
+
 }  // namespace dev
 }  // namespace stave::cuda

@@ -1,7 +1,8 @@
 // The joint head's L-row work on the GPU (ops/head_memory.h), fast precision: the hidden
 // LayerNorm and the memory projection run once per decision with the [L, width] memory left on
-// the device; each routing / decoder attention then projects its keys and values there, attends
-// there and sends back only its [rows, width] output. Before this, every layer moved the memory
+// the device; each routing / decoder attention then attends there (with few queries folded into
+// the key and value projections, dev::attention_folded; otherwise projecting the memory's keys
+// and values) and sends back only its [rows, width] output. Before this, every layer moved the memory
 // to the GPU and its keys and values back (24 MB per layer at 2048 tokens) and attended on the
 // CPU. The weights stay resident (CudaBackend::resident_matrix). Hidden states lent in device
 // memory (a device backbone's, HiddenRows::device) are read where they are: only the few span
@@ -91,25 +92,34 @@ class CudaHeadMemory final : public HeadMemory {
     const auto [wk, bk] = b_.resident_matrix(w.in_proj_weight + E * E, w.in_proj_bias + E, E, E);
     const auto [wv, bv] = b_.resident_matrix(w.in_proj_weight + 2 * E * E, w.in_proj_bias + 2 * E, E, E);
     const auto [wo, bo] = b_.resident_matrix(w.out_proj_weight, w.out_proj_bias, E, E);
-    if (keys_.empty()) keys_ = b_.empty({L, E});
-    if (values_.empty()) values_ = b_.empty({L, E});
-    dev::matmul_nt(ctx, source, L, E, wk, E, bk, keys_.data<float>());
-    dev::matmul_nt(ctx, source, L, E, wv, E, bv, values_.data<float>());
 
     // The query rows, their projections, the attention's context and output [rows, E]: from the
-    // stream's pool, ordered after the products above (no device-wide wait); the pageable query
-    // is staged before the copy returns.
+    // stream's pool (no device-wide wait); the pageable query is staged before the copy returns.
     const Tensor query = b_.empty({rows, E}), projected = b_.empty({rows, E}), context = b_.empty({rows, E}),
                  result = b_.empty({rows, E});
     STAVE_CUDA_CHECK(cudaMemcpyAsync(query.data<float>(), in_query, rows * row_bytes, cudaMemcpyHostToDevice,
                                      ctx.stream()));
     dev::matmul_nt(ctx, query.data<float>(), rows, E, wq, E, bq, projected.data<float>());
-    AttentionShape shape;
-    shape.n_q_heads = shape.n_kv_heads = w.heads;
-    shape.head_dim = w.head_dim();
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));  // as ref::mha_attend
-    dev::attention_full(ctx, shape, projected.data<float>(), rows, keys_.data<float>(), values_.data<float>(), L,
-                        context.data<float>(), b_.options_.attention_score_bytes);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(w.head_dim()));  // as ref::mha_attend
+    if (dev::attention_folded_pays(w.heads, E, rows, L, b_.options_.attention_score_bytes)) {
+      // Few queries (the head's usual case): the queries folded into the key projection, the
+      // memory's keys and values never formed (dev::attention_folded).
+      const Tensor folded = b_.empty({w.heads * rows, E}), scores = b_.empty({w.heads * rows, L}),
+                   mixed = b_.empty({w.heads * rows, E});
+      dev::attention_folded(ctx, w.heads, E, projected.data<float>(), rows, source, L, wk, wv, bv, scale,
+                            folded.data<float>(), scores.data<float>(), mixed.data<float>(), context.data<float>());
+    } else {
+      if (keys_.empty()) keys_ = b_.empty({L, E});
+      if (values_.empty()) values_ = b_.empty({L, E});
+      dev::matmul_nt(ctx, source, L, E, wk, E, bk, keys_.data<float>());
+      dev::matmul_nt(ctx, source, L, E, wv, E, bv, values_.data<float>());
+      AttentionShape shape;
+      shape.n_q_heads = shape.n_kv_heads = w.heads;
+      shape.head_dim = w.head_dim();
+      shape.scale = scale;
+      dev::attention_full(ctx, shape, projected.data<float>(), rows, keys_.data<float>(), values_.data<float>(), L,
+                          context.data<float>(), b_.options_.attention_score_bytes);
+    }
     dev::matmul_nt(ctx, context.data<float>(), rows, E, wo, E, bo, result.data<float>());
     STAVE_CUDA_CHECK(cudaMemcpyAsync(out, result.data<float>(), rows * row_bytes, cudaMemcpyDeviceToHost,
                                      ctx.stream()));
@@ -125,7 +135,8 @@ class CudaHeadMemory final : public HeadMemory {
   // decision's head allocates and frees them without a device-wide wait. Before, they were
   // cudaMalloc'd for each decision and cudaFree'd (which waits for the whole device) after it.
   Tensor memory_;  // [L, W]
-  // Per-attention scratch, reused: the normalised memory, keys and values [L, W].
+  // Per-attention scratch, reused: the normalised memory, and the keys and values [L, W] where
+  // an attention has too many queries to fold them into the projections.
   mutable Tensor normed_, keys_, values_;
 };
 

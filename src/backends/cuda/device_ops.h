@@ -224,6 +224,21 @@ void attention_causal(GpuContext& ctx, const AttentionShape& shape, const float*
 void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q, int64_t rows, const float* k,
                     const float* v, int64_t n_keys, float* out, size_t max_score_bytes = kAttentionScoreBytes);
 
+// Multi-head attention of `rows` projected queries q [rows, E] (heads of d = E / heads) over
+// the keys M·Wkᵀ + bk and values M·Wvᵀ + bv of a memory M [L, E], without forming either
+// (the joint head's memory attentions, torch.nn.MultiheadAttention's core): per head the query
+// is folded into the key projection, q'_h = scale · q_h · Wk_h [E] (bk only shifts a row's
+// scores, which the softmax ignores), the scores are q'_h · M_l, C_h = Σ_l p_l M_l, and
+// context_h = C_h · Wv_hᵀ + bv_h (the probabilities sum to 1). wk, wv: [E, E] row-major device
+// matrices, bv [E]; context [rows, E]. Products: 2 · heads · rows · E · (L + d) multiply-adds
+// against 2 · L · E² for projecting the memory, so it pays while heads · rows < E
+// (attention_folded_pays). The score matrix [heads · rows, L] comes from the stream's pool.
+// Fast precision only (fp32 cuBLAS products, no TF32).
+bool attention_folded_pays(int64_t heads, int64_t E, int64_t rows, int64_t L, size_t max_score_bytes);
+void attention_folded(GpuContext& ctx, int64_t heads, int64_t E, const float* q, int64_t rows, const float* memory,
+                      int64_t L, const float* wk, const float* wv, const float* bv, float scale, float* qk_scratch,
+                      float* scores, float* mixed, float* context);
+
 // The fused kernel itself (attention_flash.cu): 3xTF32 tensor-core products, online softmax.
 // Causal: query i at position q_pos0 + i sees keys 0 … q_pos0 + i; otherwise all n_keys keys.
 bool flash_attention_supports(const AttentionShape& shape, const float* q, const float* k, const float* v,
