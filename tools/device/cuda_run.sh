@@ -29,6 +29,7 @@
 #   STAVE_CUDA_FUSED_INPUT off and on (the norms and gates formed inside the FP8 input
 #   quantization; decisions alternated twice), then the stage profile at STAGE_TOKENS (default
 #   2048) with it on.
+#   PACK_OUT=1: all results in one file, $OUT/results.tgz.
 #   "sweep": bench_cuda_fp8_gemm (cuBLASLt's FP8 algorithms and settings at the 27B shapes) at
 #   SWEEP_TOKENS rows (default 2048), then bench_decide once per STAVE_CUDA_FP8_ALGO in FP8_ALGOS
 #   (e.g. "0 1 3"; empty: none).
@@ -43,6 +44,18 @@ usage() { echo "usage: OUT=RESULTS_DIR bash tools/device/cuda_run.sh WORK_DIR" >
 [ -n "${OUT:-}" ] || { echo "OUT is not set: the folder where results go" >&2; usage; }
 work="$(mkdir -p "$1" && cd "$1" && pwd)" || { echo "cannot create WORK_DIR $1" >&2; exit 2; }
 mkdir -p "$OUT"
+# PACK_OUT=1: every result goes into one file, $OUT/results.tgz (written after each fidelity
+# variant and at exit, also when a timeout stops the run), for transports that bring back only a
+# few files; the loose files stay in a scratch folder.
+if [ -n "${PACK_OUT:-}" ]; then
+  packed_out="$OUT"
+  OUT="$(mktemp -d)"
+  pack_results() { tar -czf "$packed_out/results.tgz" -C "$OUT" . 2>/dev/null || true; }
+  trap pack_results EXIT
+  trap 'exit 143' TERM
+else
+  pack_results() { :; }
+fi
 steps="${STEPS:-tests bench torch}"
 layers="${LAYERS:-64}"
 cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
@@ -177,6 +190,7 @@ if [[ " $steps " == *" fidelity "* ]]; then
       --summary-json "$OUT/fidelity_$name.json" $requests > "$OUT/fidelity_$name.txt" 2>&1
     echo "$name: $(grep -o '"mean_max_abs_dp": [0-9.e-]*' "$OUT/fidelity_$name.json" 2>/dev/null)" \
       "$(grep -o '"top_agreements": [0-9]*' "$OUT/fidelity_$name.json" 2>/dev/null)" | tee -a "$OUT/fidelity.txt"
+    pack_results
   }
   wide=(STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash)
   for v in ${FID_VARIANTS:-quant default wide fp8 chunk bf16attn}; do
