@@ -242,7 +242,9 @@ void check_logprobs(const std::string& variant) {
         max_diff = std::max(max_diff, diff);
         EXPECT_LE(diff, kTol) << "step " << i << " token " << ids[a];
         for (size_t b = a + 1; b < ids.size(); ++b)
-          if (logits[a] - logits[b] > kTol) EXPECT_GT(lp[a], lp[b]) << "step " << i << ": order of " << ids[a] << ", " << ids[b];
+          if (logits[a] - logits[b] > kTol) {
+            EXPECT_GT(lp[a], lp[b]) << "step " << i << ": order of " << ids[a] << ", " << ids[b];
+          }
       }
       ++compared;
     }
@@ -340,7 +342,9 @@ TEST(LanguageModel, StopTokensStopStringsAndMaxTokens) {
   EXPECT_EQ(out.finish_reason, "stop");
   EXPECT_EQ(out.text, full.substr(0, full.find(stop)));
   EXPECT_EQ(streamed, out.text);
-  EXPECT_EQ(lm->generate(prompt, GenerationOptions{.max_tokens = 0}).completion_token_ids.size(), 0u);
+  GenerationOptions nothing;
+  nothing.max_tokens = 0;
+  EXPECT_EQ(lm->generate(prompt, nothing).completion_token_ids.size(), 0u);
 }
 
 TEST(LanguageModel, SeededSamplingIsReproducible) {

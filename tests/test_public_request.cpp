@@ -92,7 +92,10 @@ TEST(PublicRequest, LimitsAndBrokenJson) {
 TEST(PublicRequest, EngineEncodeMatchesTheReference) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16");
   STAVE_REQUIRE_FIXTURE("public/cases");
-  auto engine = Engine::load({.model = test::fixture("public/model-bf16"), .precision = Precision::kFast});
+  EngineOptions options;
+  options.model = test::fixture("public/model-bf16");
+  options.precision = Precision::kFast;
+  auto engine = Engine::load(options);
   EXPECT_FALSE(engine->info().synthetic);
   // A plain request, one whose state is cut at max_length 400, and one with an image (media).
   for (const char* name : {"000-docs-example", "015-long-state-truncated", "017-image-one"}) {
@@ -105,14 +108,19 @@ TEST(PublicRequest, EngineEncodeMatchesTheReference) {
     EXPECT_EQ(got["input_ids"], expected["input_ids"]);
     EXPECT_EQ(got["questions"], expected["questions"]);
     EXPECT_EQ(got.contains("media"), expected.contains("media"));
-    if (expected.contains("media")) EXPECT_EQ(got["media"], expected["media"]);
+    if (expected.contains("media")) {
+      EXPECT_EQ(got["media"], expected["media"]);
+    }
   }
 }
 
 TEST(PublicRequest, DecideOnAParsedRequestIsDecideOnItsText) {
   STAVE_REQUIRE_FIXTURE("public/model-bf16");
   STAVE_REQUIRE_FIXTURE("public/cases");
-  auto engine = Engine::load({.model = test::fixture("public/model-bf16"), .precision = Precision::kFast});
+  EngineOptions options;
+  options.model = test::fixture("public/model-bf16");
+  options.precision = Precision::kFast;
+  auto engine = Engine::load(options);
   const std::string text = docs_example();
   DecideOptions o;
   o.include_logits = true;

@@ -180,7 +180,9 @@ double worst_probability_diff(const ojson& got, const ojson& want) {
     if (!a.contains("probabilities")) continue;
     for (const auto& [opt, p] : a["probabilities"].items())
       worst = std::max(worst, std::fabs(g["probabilities"][opt].get<double>() - p.get<double>()));
-    if (a.contains("choice")) EXPECT_EQ(g["choice"], a["choice"]) << qid;
+    if (a.contains("choice")) {
+      EXPECT_EQ(g["choice"], a["choice"]) << qid;
+    }
   }
   return worst;
 }

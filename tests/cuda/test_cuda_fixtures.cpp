@@ -48,10 +48,11 @@ struct GpuBackbone {
       }
       EXPECT_TRUE(rows.empty()) << "lent on the device, nothing is in host memory";
       out.emplace_back(seqs[b].ids.size() * static_cast<size_t>(model->hidden_size()));
-      if (!out.back().empty())
+      if (!out.back().empty()) {
         EXPECT_EQ(cudaMemcpy(out.back().data(), lent.device.at(b), out.back().size() * sizeof(float),
                              cudaMemcpyDeviceToHost),
                   cudaSuccess);
+      }
     }
     return out;
   }
@@ -256,7 +257,9 @@ TEST_P(CudaFixtures, BatchedPrefillMatchesOneSequenceAtATime) {
     ASSERT_EQ(on_device.size(), seqs.size());
     for (size_t b = 0; b < seqs.size(); ++b) {
       ASSERT_EQ(on_device[b].size(), batch[b].size()) << b;
-      if (!batch[b].empty()) EXPECT_LE(test::rel_error(on_device[b], batch[b]), 1e-6) << "lent on the device, " << b;
+      if (!batch[b].empty()) {
+        EXPECT_LE(test::rel_error(on_device[b], batch[b]), 1e-6) << "lent on the device, " << b;
+      }
     }
     for (size_t b = 0; b < seqs.size(); ++b) {
       const auto one = gpu.forward(ids[b]);
