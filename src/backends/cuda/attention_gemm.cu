@@ -213,15 +213,6 @@ void attention_full(GpuContext& ctx, const AttentionShape& shape, const float* q
   attend<float>(ctx, shape, q, rows, 0, k, v, out, max_score_bytes, ctx.scratch_scores(), n_keys);
 }
 
-namespace {
-
-__global__ void add_columns_kernel(float* y, int64_t rows, int64_t cols, const float* bias) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < rows * cols) y[i] += bias[i % cols];
-}
-
-}  // namespace
-
 bool attention_folded_pays(int64_t heads, int64_t E, int64_t rows, int64_t L, size_t max_score_bytes) {
   return heads > 0 && E % heads == 0 && rows > 0 && L > 0 && heads * rows < E &&
          heads * rows * L * static_cast<int64_t>(sizeof(float)) <= static_cast<int64_t>(max_score_bytes);
@@ -256,10 +247,7 @@ void attention_folded(GpuContext& ctx, int64_t heads, int64_t E, const float* q,
   // context_hᵀ [d, rows] = Wv_h [d, E] · mixed_hᵀ [E, rows], into columns h·d … of context [rows, E].
   STAVE_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, dd, n_rows, e, &one, wv, e, d * E, mixed, e,
                                                rows * E, &zero, context, e, d, static_cast<int>(heads)));
-  if (bv) {
-    add_columns_kernel<<<blocks_for(rows * E), kThreads, 0, ctx.stream()>>>(context, rows, E, bv);
-    STAVE_CUDA_LAUNCHED();
-  }
+  if (bv) add_bias(context, rows, E, bv, ctx.stream());
 }
 
 }  // namespace dev

@@ -254,6 +254,9 @@ void flash_attention(cudaStream_t stream, const AttentionShape& shape, const flo
 void layer_norm(const float* x, int64_t rows, int64_t dim, const float* gamma, const float* beta, float eps, float* y,
                 cudaStream_t s);
 
+// y[M, N] += bias[N] on every row, on stream s (M · N = 0: nothing).
+void add_bias(float* y, int64_t M, int64_t N, const float* bias, cudaStream_t s);
+
 // y[M, N] = x[M, K] · Wᵀ (+ bias) for an fp32 weight W [N, K] on the device (ref::matmul_nt):
 // exact: fp64 accumulation (DGEMM on widened copies); fast: SGEMM (fp32, no TF32).
 void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,

@@ -114,11 +114,6 @@ __global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, c
   y[i] = bias ? v + bias[n] : v;
 }
 
-__global__ void add_bias_fp8_kernel(float* y, int64_t M, int64_t N, const float* bias) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < M * N) y[i] += bias[i % N];
-}
-
 }  // namespace
 
 // One cuBLASLt plan per (padded M, N, K, scales in the GEMM): descriptors and the heuristic's
@@ -473,8 +468,7 @@ void fp8_product(GpuContext& ctx, const DeviceLinear& w, const Fp8Operands& op, 
       STAVE_CUDA_CHECK(cudaMemcpyAsync(y, d, static_cast<size_t>(M * N) * sizeof(float), cudaMemcpyDeviceToDevice, s));
     }
     if (bias) {
-      add_bias_fp8_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
-      STAVE_CUDA_LAUNCHED();
+      dev::add_bias(y, M, N, bias, s);
     }
   } else {
     ++g_scaled_after;

@@ -306,8 +306,7 @@ void linear(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, f
     if (!w.quantize_input) gemm(xlo, &one);
   }
   if (bias) {
-    add_bias_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
-    STAVE_CUDA_LAUNCHED();
+    add_bias(y, M, N, bias, s);
   }
 }
 
@@ -376,6 +375,12 @@ bool silu_mul_linear_fused(GpuContext& ctx, const DeviceLinear& w, const float* 
   return formed_linear_fused(ctx, w, gate, {Prologue::kSiluUp, up}, M, y);
 }
 
+void add_bias(float* y, int64_t M, int64_t N, const float* bias, cudaStream_t s) {
+  if (M * N <= 0) return;
+  add_bias_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
+  STAVE_CUDA_LAUNCHED();
+}
+
 void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const float* w, int64_t N, const float* bias,
                float* y) {
   if (M <= 0 || N <= 0) return;
@@ -393,8 +398,7 @@ void matmul_nt(GpuContext& ctx, const float* x, int64_t M, int64_t K, const floa
                                  static_cast<int>(K), &one, w, static_cast<int>(K), x, static_cast<int>(K), &zero, y,
                                  static_cast<int>(N)));
   if (bias) {
-    add_bias_kernel<<<blocks_for(M * N), kThreads, 0, s>>>(y, M, N, bias);
-    STAVE_CUDA_LAUNCHED();
+    add_bias(y, M, N, bias, s);
   }
 }
 
