@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/head_memory.h"
 #include "ops/head_ops.h"
 #include "ops/multihead_attention.h"
 #include "ops/reference.h"
@@ -76,27 +77,16 @@ void feedforward_residual(const Backend& backend, Matrix& x, int64_t rows, const
 // x ← x + MHA(norm(x)) over the rows themselves (the decoder layers' field self-attention). The
 // input and output projections run through the backend, whose GPU form keeps their weights
 // resident (before, the host read the 16 MB of fp32 weights per layer on every decision); the
-// rows × rows attention between them stays on the host. The packed q, k, v projection is one
-// product: each output value is the same dot product as the per-block projections'
+// rows × rows attention between them stays on the host. q, k and v come out of one product
+// (project_key_values): each output value is the same dot product as the per-block projections'
 // (ref::mha_attend), so the reference backend's bits do not change.
 void self_attention_residual(const Backend& backend, Matrix& x, int64_t rows, const HeadLayerNorm& norm,
                              const ref::MultiheadAttentionWeights& mha) {
   const int64_t E = mha.embed_dim;
   Matrix normed(x.size());
   norm.apply(x.data(), rows, normed.data());
-  Matrix qkv = zeros(rows, 3 * E);
-  backend.matmul_nt(normed.data(), rows, E, mha.in_proj_weight, 3 * E, mha.in_proj_bias, qkv.data());
   Matrix q = zeros(rows, E);
-  ref::ProjectedKeyValues kv;
-  kv.rows = rows;
-  kv.keys.resize(static_cast<size_t>(rows * E));
-  kv.values.resize(static_cast<size_t>(rows * E));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = qkv.data() + r * 3 * E;
-    std::copy(row, row + E, q.data() + r * E);
-    std::copy(row + E, row + 2 * E, kv.keys.data() + r * E);
-    std::copy(row + 2 * E, row + 3 * E, kv.values.data() + r * E);
-  }
+  const ref::ProjectedKeyValues kv = project_key_values(backend, mha, normed.data(), rows, q.data());
   Matrix context = zeros(rows, E);
   ref::mha_context(mha, q.data(), rows, kv, context.data());
   Matrix y = zeros(rows, E);

@@ -8,27 +8,27 @@
 #include "stave/errors.h"
 
 namespace stave {
-namespace {
 
-// ref::mha_project_key_values on `backend` (L rows): the key and value row blocks of the packed
-// in_proj weight are adjacent, so one product with 2E outputs makes both (each output is the
-// same dot product as in two products; one pass over x).
 ref::ProjectedKeyValues project_key_values(const Backend& backend, const ref::MultiheadAttentionWeights& w,
-                                           const float* x, int64_t rows) {
-  const int64_t E = w.embed_dim;
+                                           const float* x, int64_t rows, float* q) {
+  const int64_t E = w.embed_dim, first = q ? 0 : 1, blocks = 3 - first;  // in_proj row blocks q, k, v
   ref::ProjectedKeyValues kv;
   kv.rows = rows;
   kv.keys.resize(static_cast<size_t>(rows * E));
   kv.values.resize(static_cast<size_t>(rows * E));
-  std::vector<float> both(static_cast<size_t>(rows * 2 * E));
-  backend.matmul_nt(x, rows, E, w.in_proj_weight + E * E, 2 * E, w.in_proj_bias + E, both.data());
+  std::vector<float> all(static_cast<size_t>(rows * blocks * E));
+  backend.matmul_nt(x, rows, E, w.in_proj_weight + first * E * E, blocks * E, w.in_proj_bias + first * E, all.data());
 #pragma omp parallel for schedule(static) if (rows * E >= (int64_t{1} << 18))
   for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(both.data() + r * 2 * E, E, kv.keys.data() + r * E);
-    std::copy_n(both.data() + r * 2 * E + E, E, kv.values.data() + r * E);
+    const float* row = all.data() + r * blocks * E;
+    if (q) std::copy_n(row, E, q + r * E);
+    std::copy_n(row + (blocks - 2) * E, E, kv.keys.data() + r * E);
+    std::copy_n(row + (blocks - 1) * E, E, kv.values.data() + r * E);
   }
   return kv;
 }
+
+namespace {
 
 class HostHeadMemory final : public HeadMemory {
  public:

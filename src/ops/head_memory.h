@@ -69,6 +69,14 @@ class HeadMemory {
   virtual void attend(size_t a, const float* query, int64_t rows, float* out) const = 0;
 };
 
+// K = x·Wkᵀ + bk and V = x·Wvᵀ + bv of a packed nn.MultiheadAttention (ref::mha_project_key_values)
+// through `backend.matmul_nt`, as one product: the key and value row blocks of in_proj are
+// adjacent, so one product with 2E outputs makes both (each output is the same dot product as in
+// two products; one pass over x). With `q` [rows, E], the query block, adjacent before them, comes
+// out of the same product too (3E outputs).
+ref::ProjectedKeyValues project_key_values(const Backend& backend, const ref::MultiheadAttentionWeights& w,
+                                           const float* x, int64_t rows, float* q = nullptr);
+
 // The host implementation: hidden states normalised with ref::layer_norm, the memory and the
 // key/value projections through `backend.matmul_nt`, the attention with ref::mha_attend.
 // `hidden` [L, hidden_size] (host memory: hidden.host) and the spec's weights must outlive the
