@@ -34,11 +34,14 @@ for small_m in mxfp4 off; do
   STAVE_CUDA_SMALL_M=$small_m "${suite:-$bin}/stave_tests" \
     --gtest_filter='Devices/BackendOps.LinearEveryFormat/cuda_fast:Devices/*mxfp4_cuda_fast*' || status=1
 done
-# The chunked delta rule's earlier pass (STAVE_CUDA_DELTA=chunk-shared, the state in shared memory)
-# under the op suite's delta-rule cases and the fast-precision model suites.
-echo "== again with STAVE_CUDA_DELTA=chunk-shared"
-STAVE_CUDA_DELTA=chunk-shared "${suite:-$bin}/stave_tests" \
-  --gtest_filter='Devices/BackendOps.GatedDelta*cuda_fast*:Devices/*cuda_fast*' || status=1
+# The chunked delta rule with plain BF16 operands (STAVE_CUDA_DELTA=chunk-bf16, the default
+# until split operands) and its earlier pass (chunk-shared, the state in shared memory) under the
+# op suite's delta-rule cases and the fast-precision model suites.
+for delta in chunk-bf16 chunk-shared; do
+  echo "== again with STAVE_CUDA_DELTA=$delta"
+  STAVE_CUDA_DELTA=$delta "${suite:-$bin}/stave_tests" \
+    --gtest_filter='Devices/BackendOps.GatedDelta*cuda_fast*:Devices/*cuda_fast*' || status=1
+done
 # The norms and gates composed instead of formed inside the FP8 input quantization
 # (STAVE_CUDA_FUSED_INPUT=off) under the op suite and the fast-precision model suites.
 echo "== again with STAVE_CUDA_FUSED_INPUT=off"

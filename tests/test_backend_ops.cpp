@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "backend_ops_util.h"
+#include "test_env.h"
 #include "backends/registry.h"
 #include "formats/mxfp4.h"
 #include "ops/attention.h"
@@ -307,6 +308,47 @@ TEST_P(BackendOps, GatedDeltaRulePackedSequencesAtHeadDim128) {
   std::mt19937 rng(10);
   expect_packed_sequences_stay_apart(ops(), GetParam().delta_rule, rng, GatedDeltaDims{2, 6, 128, 128},
                                      {5, 1, 0, 130, 64, 33});
+}
+
+// CUDA fast's chunk form with split operands (the default; STAVE_CUDA_DELTA=chunk-split: BF16
+// hi + lo pairs, three products each): near fp32 (~50× tighter than the plain BF16 form's bound,
+// STAVE_CUDA_DELTA=chunk-bf16) on the model's
+// head dim, single and packed sequences and steep gates; and measurably closer than the plain
+// form on the same inputs, so a split that silently fell back to one BF16 product fails here.
+TEST_P(BackendOps, GatedDeltaRuleSplitOperands) {
+  if (GetParam().device != "cuda" || GetParam().precision != Precision::kFast)
+    GTEST_SKIP() << "the split-operand chunk form is CUDA fast precision's";
+  constexpr double kSplitTol = 1e-4;
+  const GatedDeltaDims dims{2, 6, 128, 128};
+  std::mt19937 rng(23);
+  for (int64_t tokens : {9, 70, 130, 300})
+    for (float g_lo : {-2.0f, -8.0f}) {
+      SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " gates from " << g_lo);
+      DeltaCase c(rng, dims, tokens);
+      c.g = rnd(rng, tokens * dims.n_v_heads, g_lo, g_lo == -8.0f ? -2.0f : 0.0f);
+      c.in.g = c.g.data();
+      const std::vector<float> s0 = rnd(rng, dims.state_floats(), -0.5f, 0.5f);
+      std::vector<float> s_ref = s0, want(tokens * dims.n_v_heads * dims.d_v);
+      ref::gated_delta_rule_chunked(dims, c.in, s_ref.data(), want.data());
+      // Plain BF16 operands and split operands (the default).
+      const char* forms[] = {"chunk-bf16", "chunk-split"};
+      double err[2];
+      for (int f = 0; f < 2; ++f) {
+        const test::ScopedEnv e("STAVE_CUDA_DELTA", forms[f]);
+        std::vector<float> s_got = s0, got(want.size());
+        ops().gated_delta_rule(test::HostOps::DeltaForm::kChunked, dims, c.in, c.row, {}, s_got.data(), got.data());
+        err[f] = std::max(scaled_diff(got, want), scaled_diff(s_got, s_ref));
+        RecordProperty(std::string(forms[f]) + "_" + std::to_string(tokens) + (g_lo < -2.0f ? "_steep" : ""),
+                       std::to_string(err[f]));
+      }
+      EXPECT_LE(err[1], kSplitTol) << "plain BF16 form: " << err[0];
+      EXPECT_LT(err[1] * 5, err[0]) << "split " << err[1] << " is not clearly closer than plain BF16 " << err[0];
+    }
+  // Packed sequences: up to 1.2e-4 measured on an H100 (2026-12-06; single sequences above
+  // ≤ 2e-5, the plain form ~1e-3), so twice the single-sequence bound here.
+  const test::ScopedEnv e("STAVE_CUDA_DELTA", "chunk-split");
+  std::mt19937 packed_rng(29);
+  expect_packed_sequences_stay_apart(ops(), 2 * kSplitTol, packed_rng, dims, {5, 1, 0, 130, 64, 33});
 }
 
 TEST_P(BackendOps, Rope) {

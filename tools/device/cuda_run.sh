@@ -20,11 +20,15 @@
 #   the short-noul records) — MXFP4 vs BF16 (fast), and MXFP4 fast vs exact with the fast path as
 #   shipped, with every kernel at its wider form (FP8 → BF16 products, chunked BF16 delta rule →
 #   fp32 recurrence, BF16 → 3xTF32 flash attention), and with one kernel at a time back to fast.
-#   FID_VARIANTS narrows the variants (names: quant default wide fp8 fp8fast fast chunk bf16attn fused block blockcpu defaultcpu; fused =
+#   FID_VARIANTS narrows the variants (names: quant default wide fp8 fp8fast fast chunk chunksplit plain
+#   bf16attn fused block blockcpu defaultcpu; chunk = the chunked delta rule with plain BF16
+#   operands, STAVE_CUDA_DELTA=chunk-bf16, alone at fast; chunksplit = with split operands (the
+#   default); plain = the default but for plain BF16 operands in the delta rule; fused =
 #   the fused MXFP4 GEMM and the fused input forms together; block = the fused GEMM with exact
 #   block sums, STAVE_CUDA_FP8_ACCUM=block; …cpu: against the CPU's exact answers).
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
-#   sequential pass and with STAVE_CUDA_DELTA=chunk-registers, alternated twice.
+#   form (split operands) and with STAVE_CUDA_DELTA=chunk-bf16 (plain BF16), alternated twice
+#   (DELTA_FORMS: other STAVE_CUDA_DELTA values).
 #   "fused": the fast norms (bench_elementwise) and bench_decide on the synth release with
 #   STAVE_CUDA_FUSED_INPUT off and on (the norms and gates formed inside the FP8 input
 #   quantization; decisions alternated twice), then the stage profile at STAGE_TOKENS (default
@@ -201,19 +205,21 @@ if [[ " $steps " == *" fidelity "* ]]; then
       fp8) fid_eval fp8 $fid/mxfp4 exact STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash ;;
       fp8fast) fid_eval fp8fast $fid/mxfp4 exact STAVE_CUDA_DELTA=recurrent STAVE_CUDA_ATTENTION=flash STAVE_CUDA_FP8_ACCUM=fast ;;
       fast) fid_eval fast $fid/mxfp4 exact STAVE_CUDA_FP8_ACCUM=fast ;;
-      chunk) fid_eval chunk $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_ATTENTION=flash ;;
+      chunk) fid_eval chunk $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_ATTENTION=flash STAVE_CUDA_DELTA=chunk-bf16 ;;
+      chunksplit) fid_eval chunksplit $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_ATTENTION=flash STAVE_CUDA_DELTA=chunk-split ;;
+      plain) fid_eval plain $fid/mxfp4 exact STAVE_CUDA_DELTA=chunk-bf16 ;;
       bf16attn) fid_eval bf16attn $fid/mxfp4 exact STAVE_CUDA_LINEAR=bf16 STAVE_CUDA_DELTA=recurrent ;;
       fused) fid_eval fused $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FUSED_INPUT=on ;;
       block) fid_eval block $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block ;;
       blockcpu) against_device=cpu fid_eval blockcpu $fid/mxfp4 exact STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block ;;
       defaultcpu) against_device=cpu fid_eval defaultcpu $fid/mxfp4 exact ;;
-      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 fp8fast fast chunk bf16attn fused block blockcpu defaultcpu)" >&2 ;;
+      *) echo "unknown FID_VARIANTS entry $v (quant default wide fp8 fp8fast fast chunk chunksplit plain bf16attn fused block blockcpu defaultcpu)" >&2 ;;
     esac
   done
 fi
 if [[ " $steps " == *" delta "* ]]; then
   for round in 1 2; do
-    for pass in auto chunk-registers; do
+    for pass in ${DELTA_FORMS:-auto chunk-bf16}; do
       echo "== round $round, STAVE_CUDA_DELTA=$pass" | tee -a "$OUT/bench_delta.txt"
       STAVE_CUDA_DELTA=$pass timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=chunk_bf16 \
         --benchmark_min_time=0.2 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"

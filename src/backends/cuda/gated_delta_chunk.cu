@@ -20,9 +20,23 @@
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
 // 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
 // 48 heads, ~670 MB at 8192, from the stream-ordered pool.
-// Resources (ptxas, sm_90a; no spills): qk_norm 22 registers; wu 56 registers, 72,448 B shared
-// (three blocks per SM); state 62 registers, 104,960 B; out 68 registers, 96,512 B (two each);
-// the register pass (3b) 198 registers, 70,144 B, two warps per block.
+// Split operands (the default since 2026-12-06; STAVE_CUDA_DELTA=chunk-bf16 for plain BF16
+// operands): every operand but W is held as a BF16 pair
+// hi + lo (lo = BF16(x − hi)) and each product runs as three (hi·hi' + hi·lo' + lo·hi'), which
+// keeps ~16 significant bits of each operand instead of 8; the accumulation stays fp32. It takes
+// the register pass (3b) and twice the scratch for q̂, k̂, S_c and v_new. The numpy emulation
+// (tools/reference/probe_delta_rounding.py) puts the output's relative error at ~3e-5 this way,
+// against 3.7e-3 with every operand in plain BF16. W stays one BF16 array: splitting it too (an
+// experiment, 2026-12-06) cut the op suite's worst case from 2e-5 to 2e-6 but left the decisions'
+// error where it was (0.0102 against 0.0097) for 12 % more time.
+// Measured (H100, 27B shapes, 2048 tokens, per layer): 0.70 ms against 0.40 with plain BF16; on
+// the 4-layer 9B-shape MXFP4 synth the decisions' error against exact precision (mean over
+// requests of the max |Δp|) falls from 0.0236 to 0.0097 (docs/eval.md).
+// Resources (ptxas, sm_90a; no spills): qk_norm 24 registers; wu 56 registers, 72,448 B shared
+// (three blocks per SM); state 62 registers, 104,960 B; out 64 registers, 96,512 B (two each);
+// the register pass (3b) 200 registers, 70,144 B, two warps per block. With split operands: wu
+// 66 registers, 108,288 B (two blocks per SM); the register pass 200 registers, 104,960 B; out
+// 78 registers, 177,408 B (one block per SM).
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <mma.h>
@@ -85,8 +99,9 @@ __device__ inline void chunk_rows(const int* table, int nc, int64_t tokens, int 
 }
 
 // 1. One warp per (token, k head) of q (first tokens·n_k warps) or k: x · rsqrt(Σx² + 1e-6) (· scale for q).
+// With qn_lo / kn_lo (split operands) the rounding residue x − BF16(x) goes there in BF16 too.
 __global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, int64_t tokens, int n_k, float q_scale,
-                               bf16* qn, bf16* kn) {
+                               bf16* qn, bf16* kn, bf16* qn_lo, bf16* kn_lo) {
   const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (warp >= 2 * tokens * n_k) return;
@@ -105,8 +120,14 @@ __global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, i
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float inv = (is_k ? 1.0f : q_scale) / sqrtf(ss + 1e-6f);
   bf16* y = (is_k ? kn : qn) + th * kD;
+  bf16* lo = is_k ? kn_lo : qn_lo;
 #pragma unroll
-  for (int i = 0; i < kD / 32; ++i) y[lane + 32 * i] = __float2bfloat16(v[i] * inv);
+  for (int i = 0; i < kD / 32; ++i) {
+    const float x = v[i] * inv;
+    const bf16 hi = __float2bfloat16(x);
+    y[lane + 32 * i] = hi;
+    if (lo) lo[th * kD + lane + 32 * i] = __float2bfloat16(x - __bfloat162float(hi));
+  }
 }
 
 // Shared-memory rows are padded (BF16 by 8, fp32 by 4 elements: 16 bytes) so that the 16 rows a
@@ -128,6 +149,27 @@ __device__ inline void store_bf16x4(bf16* dst, float4 x) {
   packed.x = *reinterpret_cast<const uint32_t*>(&lo);
   packed.y = *reinterpret_cast<const uint32_t*>(&hi);
   *reinterpret_cast<uint2*>(dst) = packed;
+}
+
+// x − BF16(x) for four values: what the lo half of a split operand holds.
+__device__ inline float4 bf16_residue4(float4 x) {
+  const auto r = [](float v) { return v - __bfloat162float(__float2bfloat16(v)); };
+  return make_float4(r(x.x), r(x.y), r(x.z), r(x.w));
+}
+
+// Two values as a BF16 pair hi (rounded) and lo (the residue, rounded).
+__device__ inline void split_bf16x2(float a, float b, __nv_bfloat162& hi, __nv_bfloat162& lo) {
+  hi = __floats2bfloat162_rn(a, b);
+  const float2 h = __bfloat1622float2(hi);
+  lo = __floats2bfloat162_rn(a - h.x, b - h.y);
+}
+
+// wmma with split operands: acc += a b as hi·hi' + hi·lo' + lo·hi' (small terms first).
+template <class FA, class FB>
+__device__ __forceinline__ void mma3(FragC& acc, const FA& ah, const FA& al, const FB& bh, const FB& bl) {
+  wmma::mma_sync(acc, ah, bl, acc);
+  wmma::mma_sync(acc, al, bh, acc);
+  wmma::mma_sync(acc, ah, bh, acc);
 }
 
 __device__ inline bool aligned16(const void* p, int64_t stride_floats) {
@@ -204,31 +246,40 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
 }
 
 // 2. W and U per (chunk = blockIdx.x, v head = blockIdx.y); 128 threads. Also writes G.
-// Shared memory (three blocks per SM): Ks, Vs, Af, Tf, the inverse's scratch X, G and β; T's
-// BF16 copy goes over Af once the inverse is done, W's fp32 tiles through a per-warp staging
-// over Tf once T is copied.
+// Shared memory (three blocks per SM; two with split operands): Ks, Vs (and their lo halves),
+// Af, Tf, the inverse's scratch X, G and β; T's BF16 copy (hi and lo) goes over Af once the
+// inverse is done, W's fp32 tiles through a per-warp staging over Tf once T is copied.
 constexpr int kLdWst = 16 + 4;  // fp32 [16][20]: a warp's W tile on its way to BF16
-constexpr size_t kWuSmem = 2 * kC * kLdB * sizeof(bf16) + kC * kLdA * sizeof(float) + kC * kC * sizeof(float) +
+template <bool kSplit>
+constexpr size_t kWuAfBytes = std::max(kC * kLdA * sizeof(float), (kSplit ? 2 : 1) * kC * kLdT * sizeof(bf16));
+template <bool kSplit>
+constexpr size_t kWuSmem = (kSplit ? 4 : 2) * kC * kLdB * sizeof(bf16) + kWuAfBytes<kSplit> + kC * kC * sizeof(float) +
                            3 * kTb * kTb * sizeof(float) + 3 * kC * sizeof(float);
-static_assert(kC * kLdT * sizeof(bf16) <= kC * kLdA * sizeof(float), "Tb fits over Af");
+static_assert(kWuAfBytes<false> == kC * kLdA * sizeof(float), "Tb fits over Af");
 static_assert((kWuThreads / 32) * 16 * kLdWst * sizeof(float) <= kC * kC * sizeof(float), "W's staging fits over Tf");
 
 // kUt: U goes out transposed, [d_v][64] per (chunk, head), for the register pass (3b).
-template <bool kUt>
-__global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const float* v, int64_t stride,
-                                                        const float* g, const float* beta, int64_t tokens,
-                                                        const int* table, int nc, int n_k, int n_v, float* gcum,
-                                                        bf16* W, float* U) {
+// kSplit: k̂ comes with its lo half (kn_lo); β v, T and β k̂ exp(G) are split in shared memory
+// and every product is three; W still goes out as one BF16 array.
+template <bool kUt, bool kSplit>
+__global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf16* kn_lo, const float* v,
+                                                        int64_t stride, const float* g, const float* beta,
+                                                        int64_t tokens, const int* table, int nc, int n_k, int n_v,
+                                                        float* gcum, bf16* W, float* U) {
   extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kHalves = kSplit ? 2 : 1;
   bf16* Ks = reinterpret_cast<bf16*>(smem);               // [64][kLdB] k̂, then β k̂ exp(G)
-  bf16* Vs = Ks + kC * kLdB;                               // [64][kLdB] β v
-  float* Af = reinterpret_cast<float*>(Vs + kC * kLdB);   // [64][kLdA] k̂k̂ᵀ, then A
-  float* Tf = Af + kC * kLdA;                              // [64][64] (I + A)⁻¹
+  bf16* Kl = Ks + kC * kLdB;                               // its lo half (split)
+  bf16* Vs = Ks + kHalves * kC * kLdB;                     // [64][kLdB] β v
+  bf16* Vl = Vs + kC * kLdB;                               // its lo half (split)
+  float* Af = reinterpret_cast<float*>(Vs + kHalves * kC * kLdB);  // [64][kLdA] k̂k̂ᵀ, then A
+  float* Tf = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(Af) + kWuAfBytes<kSplit>);  // [64][64]
   float* X = Tf + kC * kC;                                 // [3][16][16] the inverse's scratch
   float* gc = X + 3 * kTb * kTb;                           // [64] G
   float* bt = gc + kC;                                     // [64] β
   float* ex = bt + kC;                                     // [64] exp(G)
   bf16* Tb = reinterpret_cast<bf16*>(Af);                  // [64][kLdT] T in BF16, over Af
+  bf16* Tl = Tb + kC * kLdT;                               // its lo half (split)
   const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
   int64_t t0;
@@ -237,6 +288,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   const int64_t slot = static_cast<int64_t>(ci) * n_v + h;  // this (chunk, head)'s scratch
 
   fetch_rows<kWuThreads>(kn, t0, len, n_k, kh, Ks, tid);
+  if constexpr (kSplit) fetch_rows<kWuThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
   __pipeline_commit();
   if (tid < kC) {
     bt[tid] = tid < len ? beta[(t0 + tid) * n_v + h] : 0.0f;
@@ -268,12 +320,14 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
         x = make_float4(x.x * b, x.y * b, x.z * b, x.w * b);
       }
       store_bf16x4(Vs + r * kLdB + a, x);
+      if constexpr (kSplit) store_bf16x4(Vl + r * kLdB + a, bf16_residue4(x));
     }
   } else {
     for (int e = tid; e < kC * kD; e += kWuThreads) {
       const int r = e / kD, a = e % kD;
-      Vs[r * kLdB + a] =
-          __float2bfloat16(r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f);
+      const float x = r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f;
+      Vs[r * kLdB + a] = __float2bfloat16(x);
+      if constexpr (kSplit) Vl[r * kLdB + a] = __float2bfloat16(x - __bfloat162float(Vs[r * kLdB + a]));
     }
   }
   __pipeline_wait_prior(0);
@@ -290,7 +344,15 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
       FragBT b;
       wmma::load_matrix_sync(a, Ks + ti * 16 * kLdB + kk * 16, kLdB);
       wmma::load_matrix_sync(b, Ks + tj * 16 * kLdB + kk * 16, kLdB);
-      wmma::mma_sync(acc, a, b, acc);
+      if constexpr (kSplit) {
+        FragA al;
+        FragBT bl;
+        wmma::load_matrix_sync(al, Kl + ti * 16 * kLdB + kk * 16, kLdB);
+        wmma::load_matrix_sync(bl, Kl + tj * 16 * kLdB + kk * 16, kLdB);
+        mma3(acc, a, al, b, bl);
+      } else {
+        wmma::mma_sync(acc, a, b, acc);
+      }
     }
     wmma::store_matrix_sync(Af + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
   }
@@ -303,14 +365,25 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
   invert_unit_lower(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
   for (int e = tid; e < kC * kC / 2; e += kWuThreads) {
     const float2 t = reinterpret_cast<const float2*>(Tf)[e];
-    *reinterpret_cast<__nv_bfloat162*>(Tb + (2 * e / kC) * kLdT + 2 * e % kC) = __floats2bfloat162_rn(t.x, t.y);
+    const int at = (2 * e / kC) * kLdT + 2 * e % kC;
+    if constexpr (kSplit) {
+      split_bf16x2(t.x, t.y, *reinterpret_cast<__nv_bfloat162*>(Tb + at), *reinterpret_cast<__nv_bfloat162*>(Tl + at));
+    } else {
+      *reinterpret_cast<__nv_bfloat162*>(Tb + at) = __floats2bfloat162_rn(t.x, t.y);
+    }
   }
   for (int e = tid; e < kC * kD / 2; e += kWuThreads) {
     const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
     __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Ks + r * kLdB + a);
-    const float2 k = __bfloat1622float2(*x);
+    float2 k = __bfloat1622float2(*x);
     const float b = bt[r], eg = ex[r];
-    *x = __floats2bfloat162_rn(k.x * b * eg, k.y * b * eg);
+    if constexpr (kSplit) {
+      __nv_bfloat162* xl = reinterpret_cast<__nv_bfloat162*>(Kl + r * kLdB + a);
+      const float2 l = __bfloat1622float2(*xl);
+      split_bf16x2((k.x + l.x) * b * eg, (k.y + l.y) * b * eg, *x, *xl);
+    } else {
+      *x = __floats2bfloat162_rn(k.x * b * eg, k.y * b * eg);
+    }
   }
   __syncthreads();
   // W = T (β k̂ exp(G)), U = T (β v): 4 × 8 output tiles; T's blocks above the diagonal are 0.
@@ -328,10 +401,22 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const fl
       FragA a;
       FragB b;
       wmma::load_matrix_sync(a, Tb + ti * 16 * kLdT + kk * 16, kLdT);
-      wmma::load_matrix_sync(b, Ks + kk * 16 * kLdB + tn * 16, kLdB);
-      wmma::mma_sync(w, a, b, w);
-      wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
-      wmma::mma_sync(u, a, b, u);
+      if constexpr (kSplit) {
+        FragA al;
+        FragB bl;
+        wmma::load_matrix_sync(al, Tl + ti * 16 * kLdT + kk * 16, kLdT);
+        wmma::load_matrix_sync(b, Ks + kk * 16 * kLdB + tn * 16, kLdB);
+        wmma::load_matrix_sync(bl, Kl + kk * 16 * kLdB + tn * 16, kLdB);
+        mma3(w, a, al, b, bl);
+        wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
+        wmma::load_matrix_sync(bl, Vl + kk * 16 * kLdB + tn * 16, kLdB);
+        mma3(u, a, al, b, bl);
+      } else {
+        wmma::load_matrix_sync(b, Ks + kk * 16 * kLdB + tn * 16, kLdB);
+        wmma::mma_sync(w, a, b, w);
+        wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
+        wmma::mma_sync(u, a, b, u);
+      }
     }
     wmma::store_matrix_sync(Wst, w, kLdWst, wmma::mem_row_major);
     if constexpr (kUt)
@@ -508,11 +593,21 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
 constexpr int kRegWarps = 2;  // 2: 192 blocks for the 27B's 48 heads (4: 96, fewer than the SMs)
 constexpr int kRegThreads = 32 * kRegWarps;
 constexpr int kRegCols = 16 * kRegWarps;  // state columns per block
-constexpr size_t kRegSmem = 4 * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float);
+// Split operands: k̂'s lo half comes double-buffered beside it (two more buffers); the A
+// operands (−Sᵀ, the scaled v_newᵀ) split straight from the accumulators; S_cᵀ and v_newᵀ go out
+// as hi and lo arrays.
+template <bool kSplit>
+constexpr size_t kRegSmem = (kSplit ? 6 : 4) * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float);
 
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The residue pair of pack_bf16: (lo − BF16(lo), hi − BF16(hi)) in BF16.
+__device__ inline uint32_t pack_bf16_residue(float lo, float hi) {
+  const float2 h = __bfloat1622float2(__floats2bfloat162_rn(lo, hi));
+  return pack_bf16(lo - h.x, hi - h.y);
 }
 
 __device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -547,29 +642,47 @@ __device__ inline void accumulators_as_a(uint32_t (&a)[4], const float (&lo)[4],
   a[3] = pack_bf16(sign * hi[2], sign * hi[3]);
 }
 
-// Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len) and G into one buffer set.
-__device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const float* gcum, int64_t slot, int64_t t0,
-                                         int len, int n_k, int kh, bf16* Wb, bf16* Kb, float* gc, int tid) {
+// The lo half of the same fragment: each value's residue after its BF16 rounding.
+__device__ inline void accumulators_as_a_residue(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4],
+                                                 float sign) {
+  a[0] = pack_bf16_residue(sign * lo[0], sign * lo[1]);
+  a[1] = pack_bf16_residue(sign * lo[2], sign * lo[3]);
+  a[2] = pack_bf16_residue(sign * hi[0], sign * hi[1]);
+  a[3] = pack_bf16_residue(sign * hi[2], sign * hi[3]);
+}
+
+// Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len; with kn_lo its lo half into Kl
+// too) and G into one buffer set.
+__device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const bf16* kn_lo, const float* gcum,
+                                       int64_t slot, int64_t t0, int len, int n_k, int kh, bf16* Wb, bf16* Kb,
+                                       bf16* Kl, float* gc, int tid) {
   const bf16* w = W + slot * kC * kD;
   for (int e = tid; e < kC * kD / 8; e += kRegThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
     copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
   }
+  if (kn_lo) fetch_rows<kRegThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
   fetch_kg<kRegThreads>(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);  // commits W's copy with them
 }
 
-__global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16* kn, const float* gcum, const bf16* W,
-                                                              const float* Ut, int64_t tokens, const int* table, int nc,
-                                                              int n_k, int n_v, float* states, bf16* Sct,
-                                                              bf16* vnt) {
+template <bool kSplit>
+__global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16* kn, const bf16* kn_lo,
+                                                                      const float* gcum, const bf16* W,
+                                                                      const float* Ut, int64_t tokens,
+                                                                      const int* table, int nc, int n_k, int n_v,
+                                                                      float* states, bf16* Sct, bf16* Sct_lo,
+                                                                      bf16* vnt, bf16* vnt_lo) {
   extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kKBufs = kSplit ? 4 : 2;
   bf16* Wbuf = reinterpret_cast<bf16*>(smem);                   // 2 × [64][kLdW] W (chunk parity)
   bf16* Kbuf = Wbuf + 2 * kC * kLdW;                            // 2 × [64][kLdW] k̂
-  float* gbuf = reinterpret_cast<float*>(Kbuf + 2 * kC * kLdW); // 2 × [64] G
+  bf16* Klbuf = Kbuf + 2 * kC * kLdW;                           // 2 × [64][kLdW] k̂'s lo half (split)
+  float* gbuf = reinterpret_cast<float*>(Kbuf + kKBufs * kC * kLdW); // 2 × [64] G
   const int h = blockIdx.x, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;                          // the mma fragments' row group and column pair
   const int col0 = blockIdx.y * kRegCols + warp * 16;           // this warp's first state column
   const int kh = h / (n_v / n_k);
+  const bf16* klo = kSplit ? kn_lo : nullptr;
   float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;  // [d_k][d_v]
   // Sᵀ: 16 n8 tiles over d_k; element i of tile j is (column col0 + g + 8·(i / 2), row 8j + 2t + i % 2).
   float s[kD / 8][4];
@@ -582,13 +695,15 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
     int64_t t0;
     int len;
     chunk_rows(table, nc, tokens, c_begin, t0, len);
-    fetch_chunk_wkg(W, kn, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, Wbuf, Kbuf, gbuf, tid);
+    fetch_chunk_wkg(W, kn, klo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, Wbuf, Kbuf, Klbuf,
+                    gbuf, tid);
   }
   for (int ci = c_begin; ci < c_end; ++ci) {
     const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
     const int parity = (ci - c_begin) & 1;
     const bf16* Wb = Wbuf + parity * kC * kLdW;
     const bf16* Kb = Kbuf + parity * kC * kLdW;
+    const bf16* Kl = Klbuf + parity * kC * kLdW;
     const float* gc = gbuf + parity * kC;
     int64_t t0;
     int len;
@@ -599,8 +714,9 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       int64_t next_t0;
       int next_len;
       chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
-      fetch_chunk_wkg(W, kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Wbuf + (parity ^ 1) * kC * kLdW,
-                        Kbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC, tid);
+      fetch_chunk_wkg(W, kn, klo, gcum, slot + n_v, next_t0, next_len, n_k, kh, Wbuf + (parity ^ 1) * kC * kLdW,
+                      Kbuf + (parity ^ 1) * kC * kLdW, Klbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC,
+                      tid);
     }
     // v_newᵀ starts as Uᵀ: 8 n8 tiles over the chunk's 64 rows; element i of tile n is
     // (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
@@ -616,16 +732,21 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       }
     // S_cᵀ out (BF16), and v_newᵀ −= Sᵀ Wᵀ over d_k in k16 steps.
     bf16* sct = Sct + slot * kD * kD;
+    bf16* sct_lo = kSplit ? Sct_lo + slot * kD * kD : nullptr;
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t a[4];
+      uint32_t a[4], al[4];
       accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], -1.0f);
+      if constexpr (kSplit) accumulators_as_a_residue(al, s[2 * kk], s[2 * kk + 1], -1.0f);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
-          *reinterpret_cast<uint32_t*>(sct + (col0 + g + 8 * half) * kD + 16 * kk + 8 * jj + 2 * t) =
-              pack_bf16(s[2 * kk + jj][2 * half], s[2 * kk + jj][2 * half + 1]);
+        for (int half = 0; half < 2; ++half) {
+          const int64_t at = (col0 + g + 8 * half) * kD + 16 * kk + 8 * jj + 2 * t;
+          const float x0 = s[2 * kk + jj][2 * half], x1 = s[2 * kk + jj][2 * half + 1];
+          *reinterpret_cast<uint32_t*>(sct + at) = pack_bf16(x0, x1);
+          if constexpr (kSplit) *reinterpret_cast<uint32_t*>(sct_lo + at) = pack_bf16_residue(x0, x1);
+        }
       // B = Wᵀ: for each pair of row tiles n, n + 1 the matrices (rows 8n…, d_k 16kk…),
       // (8n…, 16kk + 8…), (8n + 8…, 16kk…), (8n + 8…, 16kk + 8…); all four loads issued before
       // the products, so their latencies overlap.
@@ -635,6 +756,10 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       for (int p = 0; p < kC / 16; ++p) ldmatrix_x4(bw[p], Wb + (16 * p + 8 * (m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2));
 #pragma unroll
       for (int p = 0; p < kC / 16; ++p) {
+        if constexpr (kSplit) {
+          mma_bf16(v[2 * p], al, bw[p][0], bw[p][1]);
+          mma_bf16(v[2 * p + 1], al, bw[p][2], bw[p][3]);
+        }
         mma_bf16(v[2 * p], a, bw[p][0], bw[p][1]);
         mma_bf16(v[2 * p + 1], a, bw[p][2], bw[p][3]);
       }
@@ -642,13 +767,16 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
     // v_newᵀ out (BF16), then its columns scaled by exp(G_last − G) for the update.
     const float g_last = gc[len - 1];
     bf16* vt = vnt + slot * kD * kC;
+    bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
 #pragma unroll
     for (int n = 0; n < kC / 8; ++n) {
       const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        *reinterpret_cast<uint32_t*>(vt + (col0 + g + 8 * half) * kC + 8 * n + 2 * t) =
-            pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+        const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
+        *reinterpret_cast<uint32_t*>(vt + at) = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+        if constexpr (kSplit)
+          *reinterpret_cast<uint32_t*>(vt_lo + at) = pack_bf16_residue(v[n][2 * half], v[n][2 * half + 1]);
         v[n][2 * half] *= d0;
         v[n][2 * half + 1] *= d1;
       }
@@ -661,21 +789,32 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       for (int i = 0; i < 4; ++i) s[j][i] *= decay;
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) {
-      uint32_t a[4];
+      uint32_t a[4], al[4];
       accumulators_as_a(a, v[2 * kt], v[2 * kt + 1], 1.0f);
+      if constexpr (kSplit) accumulators_as_a_residue(al, v[2 * kt], v[2 * kt + 1], 1.0f);
       // B = k̂ (rows × d_k), transposed by ldmatrix: for each pair of d_k tiles j, j + 1 the
       // matrices (rows 16kt…, d_k 8j…), (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…);
-      // loads first, in two groups of four.
+      // loads first, in groups of four (two with split operands: their lo halves come too).
       const int m = lane / 8, r = lane % 8;
+      constexpr int kGroup = kSplit ? 2 : 4;
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        uint32_t bk[4][4];
+      for (int q = 0; q < 8 / kGroup; ++q) {
+        uint32_t bk[kGroup][4], bl[kGroup][4];
 #pragma unroll
-        for (int p = 0; p < 4; ++p)
-          ldmatrix_x4_trans(bk[p], Kb + (16 * kt + 8 * (m % 2) + r) * kLdW + 8 * (2 * (4 * q + p) + m / 2));
+        for (int p = 0; p < kGroup; ++p) {
+          const int at = (16 * kt + 8 * (m % 2) + r) * kLdW + 8 * (2 * (kGroup * q + p) + m / 2);
+          ldmatrix_x4_trans(bk[p], Kb + at);
+          if constexpr (kSplit) ldmatrix_x4_trans(bl[p], Kl + at);
+        }
 #pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          const int j = 2 * (4 * q + p);
+        for (int p = 0; p < kGroup; ++p) {
+          const int j = 2 * (kGroup * q + p);
+          if constexpr (kSplit) {
+            mma_bf16(s[j], a, bl[p][0], bl[p][1]);
+            mma_bf16(s[j + 1], a, bl[p][2], bl[p][3]);
+            mma_bf16(s[j], al, bk[p][0], bk[p][1]);
+            mma_bf16(s[j + 1], al, bk[p][2], bk[p][3]);
+          }
           mma_bf16(s[j], a, bk[p][0], bk[p][1]);
           mma_bf16(s[j + 1], a, bk[p][2], bk[p][3]);
         }
@@ -691,27 +830,69 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
 // 4. Output per (chunk = blockIdx.x, v head = blockIdx.y); 256 threads.
 // kT: S_c and v_new arrive transposed (the register pass's layout, S_cᵀ [d_v][d_k] and v_newᵀ
 // [d_v][64]); their tiles then load as column-major B operands.
+// kSplit (with kT only): q̂, k̂, S_cᵀ and v_newᵀ come with their lo halves (the *_lo arrays), P
+// and q̂ exp(G) are split in shared memory, every product is three. Shared memory grows from
+// ~94 to ~173 KiB: one block per SM.
 constexpr int kOutThreads = 256;
 constexpr int kLdVt = kC + 8;  // v_newᵀ: BF16 [128][72]
 template <bool kT>
 constexpr int kKvElems = kT && kD * kLdVt > kC * kLdB ? kD * kLdVt : kC * kLdB;  // k̂, then v_new(ᵀ)
-template <bool kT>
-constexpr size_t kOutSmem = (kC * kLdB + kKvElems<kT>) * sizeof(bf16) + kC * kLdA * sizeof(float) +
-                            kC * kLdT * sizeof(bf16) + kD * kLdB * sizeof(bf16) + kC * sizeof(float);
+// The layout (in BF16 elements): Qs [64][kLdB], KV, QK (fp32), P [64][kLdT], Ss [128][kLdB],
+// G; with kSplit each BF16 array has its lo half right after it.
+template <bool kT, bool kSplit>
+struct OutLayout {
+  static constexpr int kHalves = kSplit ? 2 : 1;
+  static constexpr size_t kv = static_cast<size_t>(kHalves) * kC * kLdB;
+  static constexpr size_t qk = kv + static_cast<size_t>(kHalves) * kKvElems<kT>;
+  static constexpr size_t p = qk + kC * kLdA * sizeof(float) / sizeof(bf16);
+  static constexpr size_t ss = p + static_cast<size_t>(kHalves) * kC * kLdT;
+  static constexpr size_t g = ss + static_cast<size_t>(kHalves) * kD * kLdB;
+  static constexpr size_t bytes = g * sizeof(bf16) + kC * sizeof(float);
+};
+template <bool kT, bool kSplit>
+constexpr size_t kOutSmem = OutLayout<kT, kSplit>::bytes;
 static_assert(kC * kLdO * sizeof(float) <= 2 * kC * kLdB * sizeof(bf16), "O's staging fits over Qs and KV");
+static_assert(kOutSmem<true, true> <= 227 * 1024, "the split output kernel fits one SM's shared memory");
 
+// acc += a · B's 16 × 16 block with split operands: a (hi) and al (lo), B and its lo half Bl.
 template <bool kT>
-__global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const float* gcum,
-                                                          const bf16* Sc, const bf16* vnew, int64_t tokens,
-                                                          const int* table, int nc, int n_k, int n_v, float* out) {
+__device__ __forceinline__ void mma3_b_block(FragC& acc, const FragA& a, const FragA& al, const bf16* B,
+                                             const bf16* Bl, int ld, int kk, int tn) {
+  const int at = kT ? tn * 16 * ld + kk * 16 : kk * 16 * ld + tn * 16;
+  if constexpr (kT) {
+    FragBT b, bl;
+    wmma::load_matrix_sync(b, B + at, ld);
+    wmma::load_matrix_sync(bl, Bl + at, ld);
+    mma3(acc, a, al, b, bl);
+  } else {
+    FragB b, bl;
+    wmma::load_matrix_sync(b, B + at, ld);
+    wmma::load_matrix_sync(bl, Bl + at, ld);
+    mma3(acc, a, al, b, bl);
+  }
+}
+
+template <bool kT, bool kSplit>
+__global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const bf16* qn_lo,
+                                                          const bf16* kn_lo, const float* gcum, const bf16* Sc,
+                                                          const bf16* Sc_lo, const bf16* vnew, const bf16* vnew_lo,
+                                                          int64_t tokens, const int* table, int nc, int n_k, int n_v,
+                                                          float* out) {
+  static_assert(!kSplit || kT, "split operands come with the register pass's transposed layout");
+  using L = OutLayout<kT, kSplit>;
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* Qs = reinterpret_cast<bf16*>(smem);              // [64][kLdB] q̂, then q̂ exp(G)
-  bf16* KV = Qs + kC * kLdB;                              // [64][kLdB] k̂, then v_new ([128][kLdVt] if kT)
+  bf16* base = reinterpret_cast<bf16*>(smem);
+  bf16* Qs = base;                                        // [64][kLdB] q̂, then q̂ exp(G)
+  bf16* Ql = Qs + kC * kLdB;                              // its lo half (split)
+  bf16* KV = base + L::kv;                                // [64][kLdB] k̂, then v_new ([128][kLdVt] if kT)
+  bf16* KVl = KV + kKvElems<kT>;                          // its lo half (split)
   float* O = reinterpret_cast<float*>(smem);              // [64][kLdO] fp32 over Qs and KV, at the end
-  float* QK = reinterpret_cast<float*>(KV + kKvElems<kT>); // [64][kLdA]
-  bf16* P = reinterpret_cast<bf16*>(QK + kC * kLdA);      // [64][kLdT]
-  bf16* Ss = P + kC * kLdT;                                // [128][kLdB] S_c
-  float* gc = reinterpret_cast<float*>(Ss + kD * kLdB);   // [64]
+  float* QK = reinterpret_cast<float*>(base + L::qk);     // [64][kLdA]
+  bf16* P = base + L::p;                                  // [64][kLdT]
+  bf16* Pl = P + kC * kLdT;                               // its lo half (split)
+  bf16* Ss = base + L::ss;                                // [128][kLdB] S_c
+  bf16* Sl = Ss + kD * kLdB;                              // its lo half (split)
+  float* gc = reinterpret_cast<float*>(base + L::g);      // [64]
   const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
   const int kh = h / (n_v / n_k);
   int64_t t0;
@@ -720,10 +901,14 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
   fetch_rows<kOutThreads>(qn, t0, len, n_k, kh, Qs, tid);
   fetch_rows<kOutThreads>(kn, t0, len, n_k, kh, KV, tid);
-  const bf16* sc = Sc + slot * kD * kD;
+  if constexpr (kSplit) {
+    fetch_rows<kOutThreads>(qn_lo, t0, len, n_k, kh, Ql, tid);
+    fetch_rows<kOutThreads>(kn_lo, t0, len, n_k, kh, KVl, tid);
+  }
   for (int e = tid; e < kD * kD / 8; e += kOutThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
-    copy16(Ss + r * kLdB + 8 * c, sc + r * kD + 8 * c);
+    copy16(Ss + r * kLdB + 8 * c, Sc + slot * kD * kD + r * kD + 8 * c);
+    if constexpr (kSplit) copy16(Sl + r * kLdB + 8 * c, Sc_lo + slot * kD * kD + r * kD + 8 * c);
   }
   __pipeline_commit();
   if (tid < kC) gc[tid] = gcum[slot * kC + tid];
@@ -739,7 +924,15 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
       FragBT b;
       wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
       wmma::load_matrix_sync(b, KV + tj * 16 * kLdB + kk * 16, kLdB);
-      wmma::mma_sync(acc, a, b, acc);
+      if constexpr (kSplit) {
+        FragA al;
+        FragBT bl;
+        wmma::load_matrix_sync(al, Ql + ti * 16 * kLdB + kk * 16, kLdB);
+        wmma::load_matrix_sync(bl, KVl + tj * 16 * kLdB + kk * 16, kLdB);
+        mma3(acc, a, al, b, bl);
+      } else {
+        wmma::mma_sync(acc, a, b, acc);
+      }
     }
     wmma::store_matrix_sync(QK + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
   }
@@ -749,6 +942,7 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     for (int e = tid; e < kD * kC / 8; e += kOutThreads) {
       const int r = e / (kC / 8), c = e % (kC / 8);
       copy16(KV + r * kLdVt + 8 * c, vn + r * kC + 8 * c);
+      if constexpr (kSplit) copy16(KVl + r * kLdVt + 8 * c, vnew_lo + slot * kC * kD + r * kC + 8 * c);
     }
   } else {
     for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
@@ -759,14 +953,22 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   __pipeline_commit();
   for (int e = tid; e < kC * kC; e += kOutThreads) {
     const int i = e / kC, j = e % kC;
-    P[i * kLdT + j] = __float2bfloat16(j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f);
+    const float x = j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
+    P[i * kLdT + j] = __float2bfloat16(x);
+    if constexpr (kSplit) Pl[i * kLdT + j] = __float2bfloat16(x - __bfloat162float(P[i * kLdT + j]));
   }
   for (int e = tid; e < kC * kD / 2; e += kOutThreads) {
     const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
     __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Qs + r * kLdB + a);
     const float2 q = __bfloat1622float2(*x);
     const float eg = __expf(gc[r]);
-    *x = __floats2bfloat162_rn(q.x * eg, q.y * eg);
+    if constexpr (kSplit) {
+      __nv_bfloat162* xl = reinterpret_cast<__nv_bfloat162*>(Ql + r * kLdB + a);
+      const float2 l = __bfloat1622float2(*xl);
+      split_bf16x2((q.x + l.x) * eg, (q.y + l.y) * eg, *x, *xl);
+    } else {
+      *x = __floats2bfloat162_rn(q.x * eg, q.y * eg);
+    }
   }
   __pipeline_wait_prior(0);
   __syncthreads();
@@ -781,12 +983,24 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     for (int kk = 0; kk < kD / 16; ++kk) {
       FragA a;
       wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
-      mma_b_block<kT>(acc[j], a, Ss, kLdB, kk, tn);  // kT: S_cᵀ, i.e. S_c column-major
+      if constexpr (kSplit) {
+        FragA al;
+        wmma::load_matrix_sync(al, Ql + ti * 16 * kLdB + kk * 16, kLdB);
+        mma3_b_block<kT>(acc[j], a, al, Ss, Sl, kLdB, kk, tn);
+      } else {
+        mma_b_block<kT>(acc[j], a, Ss, kLdB, kk, tn);  // kT: S_cᵀ, i.e. S_c column-major
+      }
     }
     for (int kk = 0; kk <= ti; ++kk) {
       FragA a;
       wmma::load_matrix_sync(a, P + ti * 16 * kLdT + kk * 16, kLdT);
-      mma_b_block<kT>(acc[j], a, KV, kT ? kLdVt : kLdB, kk, tn);  // kT: v_newᵀ, v_new column-major
+      if constexpr (kSplit) {
+        FragA al;
+        wmma::load_matrix_sync(al, Pl + ti * 16 * kLdT + kk * 16, kLdT);
+        mma3_b_block<kT>(acc[j], a, al, KV, KVl, kLdVt, kk, tn);
+      } else {
+        mma_b_block<kT>(acc[j], a, KV, kT ? kLdVt : kLdB, kk, tn);  // kT: v_newᵀ, v_new column-major
+      }
     }
   }
   __syncthreads();  // O overwrites Qs and KV
@@ -871,16 +1085,70 @@ GatedDeltaChunkProfile gated_delta_chunk_profile_read() { return g_profiler.tota
 
 namespace {
 
-// STAVE_CUDA_DELTA: "auto" (the default: the chunk form where it applies, its sequential pass
-// with the state in registers, 3b), "recurrent" (the per-token recurrence everywhere),
-// "chunk-shared" (the chunk form with the earlier pass, 3a, state in shared memory) or
-// "chunk-registers" (the same as auto; the name it had while it was an experiment).
-enum class DeltaChoice { kAuto, kRecurrent, kChunkShared };
+// STAVE_CUDA_DELTA: "auto" (the default: the chunk form where it applies, with split operands
+// over the register pass, 3b), "chunk-split" (the same), "chunk-bf16" (the chunk form with plain
+// BF16 operands over the register pass: the default until 2026-12-06, ~1.8× faster, ~2.4× the
+// decision error; "chunk-registers", its name while it was an experiment, is the same),
+// "chunk-shared" (plain BF16 operands, the earlier pass 3a with the state in shared memory) or
+// "recurrent" (the per-token recurrence everywhere).
+enum class DeltaChoice { kSplit, kBf16, kChunkShared, kRecurrent };
 DeltaChoice delta_choice_from_env() {
-  return env_choice<DeltaChoice>("STAVE_CUDA_DELTA", {{"auto", DeltaChoice::kAuto},
-                                                      {"recurrent", DeltaChoice::kRecurrent},
+  return env_choice<DeltaChoice>("STAVE_CUDA_DELTA", {{"auto", DeltaChoice::kSplit},
+                                                      {"chunk-split", DeltaChoice::kSplit},
+                                                      {"chunk-bf16", DeltaChoice::kBf16},
+                                                      {"chunk-registers", DeltaChoice::kBf16},
                                                       {"chunk-shared", DeltaChoice::kChunkShared},
-                                                      {"chunk-registers", DeltaChoice::kAuto}});
+                                                      {"recurrent", DeltaChoice::kRecurrent}});
+}
+
+// The scratch of one call: q̂, k̂ (and their lo halves), G, W, U, S_c, v_new (and theirs), the
+// chunk table.
+struct ChunkScratch {
+  bf16 *qn, *kn, *qn_lo = nullptr, *kn_lo = nullptr;
+  float* gcum;
+  bf16* W;
+  float* U;
+  bf16 *Sc, *vnew, *Sc_lo = nullptr, *vnew_lo = nullptr;
+};
+
+// Steps 2–4 over the register pass (3b), with or without split operands.
+template <bool kSplit>
+void launch_register_form(const GatedDeltaInput& in, int64_t T, const int* table, int nc, int nk, int nv, int n_seq,
+                          const ChunkScratch& x, float* states, float* out, cudaStream_t s) {
+  allow_smem(wu_kernel<true, kSplit>, kWuSmem<kSplit>);
+  wu_kernel<true, kSplit><<<dim3(nc, nv), kWuThreads, kWuSmem<kSplit>, s>>>(
+      x.kn, x.kn_lo, in.v, in.stride, in.g, in.beta, T, table, nc, nk, nv, x.gcum, x.W, x.U);
+  STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(2, s);
+  allow_smem(state_registers_kernel<kSplit>, kRegSmem<kSplit>);
+  state_registers_kernel<kSplit><<<dim3(nv, kD / kRegCols, static_cast<unsigned>(n_seq)), kRegThreads,
+                                   kRegSmem<kSplit>, s>>>(x.kn, x.kn_lo, x.gcum, x.W, x.U, T, table, nc, nk, nv,
+                                                          states, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo);
+  STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(3, s);
+  allow_smem(out_kernel<true, kSplit>, kOutSmem<true, kSplit>);
+  out_kernel<true, kSplit><<<dim3(nc, nv), kOutThreads, kOutSmem<true, kSplit>, s>>>(
+      x.qn, x.kn, x.qn_lo, x.kn_lo, x.gcum, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo, T, table, nc, nk, nv, out);
+  STAVE_CUDA_LAUNCHED();
+}
+
+// Steps 2–4 over the shared-memory pass (3a).
+void launch_shared_form(const GatedDeltaInput& in, int64_t T, const int* table, int nc, int nk, int nv, int n_seq,
+                        const ChunkScratch& x, float* states, float* out, cudaStream_t s) {
+  allow_smem(wu_kernel<false, false>, kWuSmem<false>);
+  wu_kernel<false, false><<<dim3(nc, nv), kWuThreads, kWuSmem<false>, s>>>(
+      x.kn, nullptr, in.v, in.stride, in.g, in.beta, T, table, nc, nk, nv, x.gcum, x.W, x.U);
+  STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(2, s);
+  allow_smem(state_kernel, kStateSmem);
+  state_kernel<<<dim3(nv, kD / kBV, static_cast<unsigned>(n_seq)), kStateThreads, kStateSmem, s>>>(
+      x.kn, x.gcum, x.W, x.U, T, table, nc, nk, nv, states, x.Sc, x.vnew);
+  STAVE_CUDA_LAUNCHED();
+  g_profiler.mark(3, s);
+  allow_smem(out_kernel<false, false>, kOutSmem<false, false>);
+  out_kernel<false, false><<<dim3(nc, nv), kOutThreads, kOutSmem<false, false>, s>>>(
+      x.qn, x.kn, nullptr, nullptr, x.gcum, x.Sc, nullptr, x.vnew, nullptr, T, table, nc, nk, nv, out);
+  STAVE_CUDA_LAUNCHED();
 }
 
 }  // namespace
@@ -914,22 +1182,32 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
     first.push_back(static_cast<int>(t0s.size()));
   }
   const int nc = static_cast<int>(t0s.size());
+  const DeltaChoice choice = delta_choice_from_env();
+  const bool split = choice == DeltaChoice::kSplit;
+  const size_t halves = split ? 2 : 1;
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
   const size_t qk = static_cast<size_t>(T) * nk * kD;
-  Scratch scratch(2 * Scratch::round_up(qk * sizeof(bf16)) + Scratch::round_up(per_chunk * kC * sizeof(float)) +
+  Scratch scratch(2 * halves * Scratch::round_up(qk * sizeof(bf16)) + Scratch::round_up(per_chunk * kC * sizeof(float)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
-                      Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
-                      Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
+                      halves * Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
+                      halves * Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up((2 * nc + n_seq + 1) * sizeof(int)),
                   s);
-  bf16* qn = scratch.take<bf16>(qk);
-  bf16* kn = scratch.take<bf16>(qk);
-  float* gcum = scratch.take<float>(per_chunk * kC);
-  bf16* W = scratch.take<bf16>(per_chunk * kC * kD);
-  float* U = scratch.take<float>(per_chunk * kC * kD);
-  bf16* Sc = scratch.take<bf16>(per_chunk * kD * kD);
-  bf16* vnew = scratch.take<bf16>(per_chunk * kC * kD);
+  ChunkScratch x;
+  x.qn = scratch.take<bf16>(qk);
+  x.kn = scratch.take<bf16>(qk);
+  x.gcum = scratch.take<float>(per_chunk * kC);
+  x.W = scratch.take<bf16>(per_chunk * kC * kD);
+  x.U = scratch.take<float>(per_chunk * kC * kD);
+  x.Sc = scratch.take<bf16>(per_chunk * kD * kD);
+  x.vnew = scratch.take<bf16>(per_chunk * kC * kD);
+  if (split) {
+    x.qn_lo = scratch.take<bf16>(qk);
+    x.kn_lo = scratch.take<bf16>(qk);
+    x.Sc_lo = scratch.take<bf16>(per_chunk * kD * kD);
+    x.vnew_lo = scratch.take<bf16>(per_chunk * kC * kD);
+  }
   int* table = nullptr;
   if (n_seq > 1) {
     std::vector<int> host = t0s;
@@ -943,42 +1221,16 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   g_profiler.mark(0, s);
   const int64_t warps = 2 * T * nk;
   qk_norm_kernel<<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, s>>>(
-      in.q, in.k, in.stride, T, nk, 1.0f / std::sqrt(static_cast<float>(kD)), qn, kn);
+      in.q, in.k, in.stride, T, nk, 1.0f / std::sqrt(static_cast<float>(kD)), x.qn, x.kn, x.qn_lo, x.kn_lo);
   STAVE_CUDA_LAUNCHED();
-  const bool registers = delta_choice_from_env() != DeltaChoice::kChunkShared;
   g_profiler.mark(1, s);
-  if (registers) {
-    allow_smem(wu_kernel<true>, kWuSmem);
-    wu_kernel<true><<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk,
-                                                               nv, gcum, W, U);
-  } else {
-    allow_smem(wu_kernel<false>, kWuSmem);
-    wu_kernel<false><<<dim3(nc, nv), kWuThreads, kWuSmem, s>>>(kn, in.v, in.stride, in.g, in.beta, T, table, nc, nk,
-                                                                nv, gcum, W, U);
-  }
-  STAVE_CUDA_LAUNCHED();
-  g_profiler.mark(2, s);
-  if (registers) {
-    allow_smem(state_registers_kernel, kRegSmem);
-    state_registers_kernel<<<dim3(nv, kD / kRegCols, static_cast<unsigned>(n_seq)), kRegThreads, kRegSmem, s>>>(
-        kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
-  } else {
-    allow_smem(state_kernel, kStateSmem);
-    state_kernel<<<dim3(nv, kD / kBV, static_cast<unsigned>(n_seq)), kStateThreads, kStateSmem, s>>>(
-        kn, gcum, W, U, T, table, nc, nk, nv, states, Sc, vnew);
-  }
-  STAVE_CUDA_LAUNCHED();
-  g_profiler.mark(3, s);
-  if (registers) {
-    allow_smem(out_kernel<true>, kOutSmem<true>);
-    out_kernel<true><<<dim3(nc, nv), kOutThreads, kOutSmem<true>, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk, nv,
-                                                                       out);
-  } else {
-    allow_smem(out_kernel<false>, kOutSmem<false>);
-    out_kernel<false><<<dim3(nc, nv), kOutThreads, kOutSmem<false>, s>>>(qn, kn, gcum, Sc, vnew, T, table, nc, nk,
-                                                                         nv, out);
-  }
-  STAVE_CUDA_LAUNCHED();
+  const int seqs = static_cast<int>(n_seq);
+  if (split)
+    launch_register_form<true>(in, T, table, nc, nk, nv, seqs, x, states, out, s);
+  else if (choice == DeltaChoice::kChunkShared)
+    launch_shared_form(in, T, table, nc, nk, nv, seqs, x, states, out, s);
+  else
+    launch_register_form<false>(in, T, table, nc, nk, nv, seqs, x, states, out, s);
   g_profiler.mark(4, s);
   g_profiler.collect();
 }

@@ -1,5 +1,6 @@
-// The gated delta rule in its chunked WY / UT-transform form on BF16 tensor cores (fast
-// precision, prefill): what ref::gated_delta_rule_chunked computes, for d_k = d_v = 128.
+// The gated delta rule in its chunked WY / UT-transform form on BF16 tensor cores, operands as
+// BF16 hi + lo pairs by default (fast precision, prefill): what ref::gated_delta_rule_chunked
+// computes, for d_k = d_v = 128.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -12,9 +13,11 @@ namespace stave::cuda::dev {
 
 // Whether the chunk kernels take these shapes (d_k = d_v = 128, n_v a multiple of n_k) and the
 // call is worth it (more tokens than sequences: all-one-token calls, i.e. decode, keep the
-// recurrence). STAVE_CUDA_DELTA=recurrent pins the recurrence (for A/B runs); unset, "auto" or
-// "chunk-registers" lets the shapes decide (the sequential pass with the state in registers),
-// "chunk-shared" too (the earlier pass, state in shared memory); anything else is an Error.
+// recurrence). STAVE_CUDA_DELTA=recurrent pins the recurrence (for A/B runs); every other value
+// lets the shapes decide: unset, "auto" or "chunk-split" the chunk form with split operands (BF16
+// hi + lo pairs, the default), "chunk-bf16" (or "chunk-registers") with plain BF16 operands,
+// "chunk-shared" plain BF16 with the earlier pass (state in shared memory); anything else is an
+// Error.
 bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences);
 
 // in.tokens rows split into sequences by host `starts` (sequences + 1 offsets, starts[0] = 0,
