@@ -4,7 +4,8 @@ chunk form in src/backends/cuda/gated_delta_chunk.cu (the WY / UT transform, chu
 d_k = d_v = 128), in fp64 except at the points the kernels round an operand to BF16, against the
 per-token recurrence in fp64. Prints the relative error of the output, ||o - o_ref|| / ||o_ref||,
 with no rounding, with every rounding, with one at a time and with all but one, and with every
-point held as FP16 or as a BF16 hi + lo pair (the three-product split) instead. Analysis
+point held as FP16, as a BF16 hi + lo pair (the three-product split) or as fp32 instead, and the
+per-token recurrence computed in fp32 for scale. Analysis
 tooling, not product code; needs only numpy (Debian's python3-numpy).
 
 The rounding points (names as printed):
@@ -43,6 +44,10 @@ def fp16(x):
     return np.asarray(x, dtype=np.float16).astype(np.float64)
 
 
+def fp32(x):
+    return np.asarray(x, dtype=np.float32).astype(np.float64)
+
+
 def bf16_pair(x):
     """hi + lo in BF16: what a product keeps with hi·hi' + hi·lo' + lo·hi' (lo·lo' is below it)."""
     hi = bf16(x)
@@ -58,8 +63,9 @@ def inputs(rng, T):
     return q, k, v, g, beta
 
 
-def recurrent(q, k, v, g, beta):
-    S, o = np.zeros((D, D)), np.zeros_like(v)
+def recurrent(q, k, v, g, beta, dtype=np.float64):
+    q, k, v, g, beta = (np.asarray(x, dtype=dtype) for x in (q, k, v, g, beta))
+    S, o = np.zeros((D, D), dtype=dtype), np.zeros_like(v)
     for t in range(len(q)):
         S *= np.exp(g[t])
         S += beta[t] * np.outer(k[t], v[t] - S.T @ k[t])
@@ -99,6 +105,9 @@ def main():
         print(f"  only {p:5s} in BF16 {err({p}):.2e}   all but {p:5s} {err(set(POINTS) - {p}):.2e}")
     print(f"  every point in FP16          {err(set(POINTS), fp16):.2e}")
     print(f"  every point a BF16 hi + lo   {err(set(POINTS), bf16_pair):.2e}")
+    print(f"  every point in fp32          {err(set(POINTS), fp32):.2e}")
+    rec32 = recurrent(*x, dtype=np.float32).astype(np.float64)
+    print(f"  (the recurrence in fp32      {np.linalg.norm(rec32 - ref) / np.linalg.norm(ref):.2e})")
 
 
 if __name__ == "__main__":
