@@ -1,0 +1,122 @@
+// The chunked gated delta rule's kernels (gated_delta_chunk.cu has the algorithm): what their
+// translation units share — sizes, shared-memory strides, tensor-core fragment helpers, the
+// chunk table and row copies, the split-operand helpers. Included by .cu files only.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_pipeline.h>
+#include <mma.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cuda/cuda_check.h"
+
+namespace stave::cuda::dev::delta_chunk {
+
+using bf16 = __nv_bfloat16;
+namespace wmma = nvcuda::wmma;
+
+constexpr int kC = 64;    // chunk
+constexpr int kD = 128;   // d_k = d_v
+constexpr int kBV = 32;   // state columns per block of the sequential pass
+constexpr int kWuThreads = 128;
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// acc += a · B's 16 × 16 block (rows kk, columns tn): B row-major with leading dimension ld, or
+// (kT) held transposed, i.e. column-major, with leading dimension ld.
+template <bool kT>
+__device__ __forceinline__ void mma_b_block(FragC& acc, const FragA& a, const bf16* B, int ld, int kk, int tn) {
+  if constexpr (kT) {
+    FragBT b;
+    wmma::load_matrix_sync(b, B + tn * 16 * ld + kk * 16, ld);
+    wmma::mma_sync(acc, a, b, acc);
+  } else {
+    FragB b;
+    wmma::load_matrix_sync(b, B + kk * 16 * ld + tn * 16, ld);
+    wmma::mma_sync(acc, a, b, acc);
+  }
+}
+
+// Where chunk ci's rows are: from the table (packed sequences: t0[nc], len[nc], then the
+// sequences' first chunks [sequences + 1]) or, without one, chunks of 64 from row 0.
+__device__ inline void chunk_rows(const int* table, int nc, int64_t tokens, int ci, int64_t& t0, int& len) {
+  if (table) {
+    t0 = table[ci];
+    len = table[nc + ci];
+  } else {
+    t0 = static_cast<int64_t>(ci) * kC;
+    len = static_cast<int>(tokens - t0 < kC ? tokens - t0 : kC);
+  }
+}
+
+// Shared-memory rows are padded (BF16 by 8, fp32 by 4 elements: 16 bytes) so that the 16 rows a
+// tile load reads fall on different banks.
+constexpr int kLdB = kD + 8;  // BF16 [64 or 128][128] tiles
+constexpr int kLdT = kC + 8;  // BF16 [64][64]
+constexpr int kLdA = kC + 4;  // fp32 [64][64]
+constexpr int kLdO = kD + 4;  // fp32 [64][128]
+constexpr int kLdF = kBV + 4; // fp32 [·][32] (the sequential pass)
+
+// 16-byte asynchronous copy global → shared (both 16-byte aligned).
+__device__ inline void copy16(void* dst, const void* src) { __pipeline_memcpy_async(dst, src, 16); }
+
+// Four fp32 values as four BF16 (round to nearest even, as __float2bfloat16) at an 8-byte
+// aligned address: one store instead of four.
+__device__ inline void store_bf16x4(bf16* dst, float4 x) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+  uint2 packed;
+  packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+  packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = packed;
+}
+
+// x − BF16(x) for four values: what the lo half of a split operand holds.
+__device__ inline float4 bf16_residue4(float4 x) {
+  const auto r = [](float v) { return v - __bfloat162float(__float2bfloat16(v)); };
+  return make_float4(r(x.x), r(x.y), r(x.z), r(x.w));
+}
+
+// Two values as a BF16 pair hi (rounded) and lo (the residue, rounded).
+__device__ inline void split_bf16x2(float a, float b, __nv_bfloat162& hi, __nv_bfloat162& lo) {
+  hi = __floats2bfloat162_rn(a, b);
+  const float2 h = __bfloat1622float2(hi);
+  lo = __floats2bfloat162_rn(a - h.x, b - h.y);
+}
+
+// wmma with split operands: acc += a b as hi·hi' + hi·lo' + lo·hi' (small terms first).
+template <class FA, class FB>
+__device__ __forceinline__ void mma3(FragC& acc, const FA& ah, const FA& al, const FB& bh, const FB& bl) {
+  wmma::mma_sync(acc, ah, bl, acc);
+  wmma::mma_sync(acc, al, bh, acc);
+  wmma::mma_sync(acc, ah, bh, acc);
+}
+
+__device__ inline bool aligned16(const void* p, int64_t stride_floats) {
+  return ((reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(stride_floats) * sizeof(float)) & 15) == 0;
+}
+
+// Starts the copy of the k̂ (or q̂) rows t0 … t0+len−1 of k head kh into dst [64][kLdB]; rows
+// past len are zeroed. The caller commits and waits.
+template <int kThreads>
+__device__ inline void fetch_rows(const bf16* x, int64_t t0, int len, int n_k, int kh, bf16* dst, int tid) {
+  for (int e = tid; e < kC * kD / 8; e += kThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    if (r < len)
+      copy16(dst + r * kLdB + 8 * c, x + ((t0 + r) * n_k + kh) * kD + 8 * c);
+    else
+      *reinterpret_cast<uint4*>(dst + r * kLdB + 8 * c) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Lets kernel k use `bytes` of dynamic shared memory (over the 48 KiB default).
+template <class Kernel>
+void allow_smem(Kernel k, size_t bytes) {
+  STAVE_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+}  // namespace stave::cuda::dev::delta_chunk

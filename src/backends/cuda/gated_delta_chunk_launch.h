@@ -1,0 +1,44 @@
+// The chunked gated delta rule's kernel launches (gated_delta_chunk.cu has the algorithm and
+// calls them in order): step 1 and 2 in gated_delta_transform.cu, the sequential passes 3a / 3b
+// in gated_delta_state.cu, step 4 in gated_delta_output.cu.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ops/gated_delta_net.h"
+
+namespace stave::cuda::dev::delta_chunk {
+
+// The scratch of one call: q̂, k̂ (and their lo halves), G, W, U, S_c, v_new (and theirs).
+struct ChunkScratch {
+  __nv_bfloat16 *qn, *kn, *qn_lo = nullptr, *kn_lo = nullptr;
+  float* gcum;
+  __nv_bfloat16* W;
+  float* U;
+  __nv_bfloat16 *Sc, *vnew, *Sc_lo = nullptr, *vnew_lo = nullptr;
+};
+
+// The call's shape: tokens, the chunk table (device; null for one sequence), chunks, k and v
+// heads, sequences.
+struct ChunkGrid {
+  int64_t tokens;
+  const int* table;
+  int nc, nk, nv, n_seq;
+};
+
+// 1. q̂, k̂ (and their lo halves where x has them).
+void launch_qk_norm(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, cudaStream_t s);
+// 2. G, W and U (U transposed for the register pass; split operands need it so).
+void launch_transform(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, bool u_transposed,
+                      bool split, cudaStream_t s);
+// 3a. The sequential pass with the state in shared memory (plain BF16 operands).
+void launch_state_shared(const ChunkGrid& g, const ChunkScratch& x, float* states, cudaStream_t s);
+// 3b. The sequential pass with the state in registers, with or without split operands.
+void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, cudaStream_t s);
+// 4. The outputs (S_c and v_new transposed after the register pass; split operands need it so).
+void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, float* out,
+                   cudaStream_t s);
+
+}  // namespace stave::cuda::dev::delta_chunk

@@ -1,0 +1,241 @@
+// The chunked gated delta rule, step 4 (gated_delta_chunk.cu has the algorithm): the outputs
+// per (chunk, head) from the chunk's starting state and the intra-chunk scores.
+#include <cuda_bf16.h>
+#include <cuda_pipeline.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gated_delta_chunk_device.cuh"
+#include "backends/cuda/gated_delta_chunk_launch.h"
+#include "stave/errors.h"
+
+namespace stave::cuda::dev::delta_chunk {
+namespace {
+
+// 4. Output per (chunk = blockIdx.x, v head = blockIdx.y); 256 threads.
+// kT: S_c and v_new arrive transposed (the register pass's layout, S_cᵀ [d_v][d_k] and v_newᵀ
+// [d_v][64]); their tiles then load as column-major B operands.
+// kSplit (with kT only): q̂, k̂, S_cᵀ and v_newᵀ come with their lo halves (the *_lo arrays), P
+// and q̂ exp(G) are split in shared memory, every product is three. Shared memory grows from
+// ~94 to ~173 KiB: one block per SM.
+constexpr int kOutThreads = 256;
+constexpr int kLdVt = kC + 8;  // v_newᵀ: BF16 [128][72]
+template <bool kT>
+constexpr int kKvElems = kT && kD * kLdVt > kC * kLdB ? kD * kLdVt : kC * kLdB;  // k̂, then v_new(ᵀ)
+// The layout (in BF16 elements): Qs [64][kLdB], KV, QK (fp32), P [64][kLdT], Ss [128][kLdB],
+// G; with kSplit each BF16 array has its lo half right after it.
+template <bool kT, bool kSplit>
+struct OutLayout {
+  static constexpr int kHalves = kSplit ? 2 : 1;
+  static constexpr size_t kv = static_cast<size_t>(kHalves) * kC * kLdB;
+  static constexpr size_t qk = kv + static_cast<size_t>(kHalves) * kKvElems<kT>;
+  static constexpr size_t p = qk + kC * kLdA * sizeof(float) / sizeof(bf16);
+  static constexpr size_t ss = p + static_cast<size_t>(kHalves) * kC * kLdT;
+  static constexpr size_t g = ss + static_cast<size_t>(kHalves) * kD * kLdB;
+  static constexpr size_t bytes = g * sizeof(bf16) + kC * sizeof(float);
+};
+template <bool kT, bool kSplit>
+constexpr size_t kOutSmem = OutLayout<kT, kSplit>::bytes;
+static_assert(kC * kLdO * sizeof(float) <= 2 * kC * kLdB * sizeof(bf16), "O's staging fits over Qs and KV");
+static_assert(kOutSmem<true, true> <= 227 * 1024, "the split output kernel fits one SM's shared memory");
+
+// acc += a · B's 16 × 16 block with split operands: a (hi) and al (lo), B and its lo half Bl.
+template <bool kT>
+__device__ __forceinline__ void mma3_b_block(FragC& acc, const FragA& a, const FragA& al, const bf16* B,
+                                             const bf16* Bl, int ld, int kk, int tn) {
+  const int at = kT ? tn * 16 * ld + kk * 16 : kk * 16 * ld + tn * 16;
+  if constexpr (kT) {
+    FragBT b, bl;
+    wmma::load_matrix_sync(b, B + at, ld);
+    wmma::load_matrix_sync(bl, Bl + at, ld);
+    mma3(acc, a, al, b, bl);
+  } else {
+    FragB b, bl;
+    wmma::load_matrix_sync(b, B + at, ld);
+    wmma::load_matrix_sync(bl, Bl + at, ld);
+    mma3(acc, a, al, b, bl);
+  }
+}
+
+template <bool kT, bool kSplit>
+__global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const bf16* qn_lo,
+                                                          const bf16* kn_lo, const float* gcum, const bf16* Sc,
+                                                          const bf16* Sc_lo, const bf16* vnew, const bf16* vnew_lo,
+                                                          int64_t tokens, const int* table, int nc, int n_k, int n_v,
+                                                          float* out) {
+  static_assert(!kSplit || kT, "split operands come with the register pass's transposed layout");
+  using L = OutLayout<kT, kSplit>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* base = reinterpret_cast<bf16*>(smem);
+  bf16* Qs = base;                                        // [64][kLdB] q̂, then q̂ exp(G)
+  bf16* Ql = Qs + kC * kLdB;                              // its lo half (split)
+  bf16* KV = base + L::kv;                                // [64][kLdB] k̂, then v_new ([128][kLdVt] if kT)
+  bf16* KVl = KV + kKvElems<kT>;                          // its lo half (split)
+  float* O = reinterpret_cast<float*>(smem);              // [64][kLdO] fp32 over Qs and KV, at the end
+  float* QK = reinterpret_cast<float*>(base + L::qk);     // [64][kLdA]
+  bf16* P = base + L::p;                                  // [64][kLdT]
+  bf16* Pl = P + kC * kLdT;                               // its lo half (split)
+  bf16* Ss = base + L::ss;                                // [128][kLdB] S_c
+  bf16* Sl = Ss + kD * kLdB;                              // its lo half (split)
+  float* gc = reinterpret_cast<float*>(base + L::g);      // [64]
+  const int ci = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  int64_t t0;
+  int len;
+  chunk_rows(table, nc, tokens, ci, t0, len);
+  const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+  fetch_rows<kOutThreads>(qn, t0, len, n_k, kh, Qs, tid);
+  fetch_rows<kOutThreads>(kn, t0, len, n_k, kh, KV, tid);
+  if constexpr (kSplit) {
+    fetch_rows<kOutThreads>(qn_lo, t0, len, n_k, kh, Ql, tid);
+    fetch_rows<kOutThreads>(kn_lo, t0, len, n_k, kh, KVl, tid);
+  }
+  for (int e = tid; e < kD * kD / 8; e += kOutThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Ss + r * kLdB + 8 * c, Sc + slot * kD * kD + r * kD + 8 * c);
+    if constexpr (kSplit) copy16(Sl + r * kLdB + 8 * c, Sc_lo + slot * kD * kD + r * kD + 8 * c);
+  }
+  __pipeline_commit();
+  if (tid < kC) gc[tid] = gcum[slot * kC + tid];
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  for (int tile = warp; tile < 16; tile += kOutThreads / 32) {
+    const int ti = tile / 4, tj = tile % 4;
+    if (tj > ti) continue;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragBT b;
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, KV + tj * 16 * kLdB + kk * 16, kLdB);
+      if constexpr (kSplit) {
+        FragA al;
+        FragBT bl;
+        wmma::load_matrix_sync(al, Ql + ti * 16 * kLdB + kk * 16, kLdB);
+        wmma::load_matrix_sync(bl, KVl + tj * 16 * kLdB + kk * 16, kLdB);
+        mma3(acc, a, al, b, bl);
+      } else {
+        wmma::mma_sync(acc, a, b, acc);
+      }
+    }
+    wmma::store_matrix_sync(QK + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const bf16* vn = vnew + slot * kC * kD;
+  if constexpr (kT) {
+    for (int e = tid; e < kD * kC / 8; e += kOutThreads) {
+      const int r = e / (kC / 8), c = e % (kC / 8);
+      copy16(KV + r * kLdVt + 8 * c, vn + r * kC + 8 * c);
+      if constexpr (kSplit) copy16(KVl + r * kLdVt + 8 * c, vnew_lo + slot * kC * kD + r * kC + 8 * c);
+    }
+  } else {
+    for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
+      const int r = e / (kD / 8), c = e % (kD / 8);
+      copy16(KV + r * kLdB + 8 * c, vn + r * kD + 8 * c);
+    }
+  }
+  __pipeline_commit();
+  for (int e = tid; e < kC * kC; e += kOutThreads) {
+    const int i = e / kC, j = e % kC;
+    const float x = j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
+    P[i * kLdT + j] = __float2bfloat16(x);
+    if constexpr (kSplit) Pl[i * kLdT + j] = __float2bfloat16(x - __bfloat162float(P[i * kLdT + j]));
+  }
+  for (int e = tid; e < kC * kD / 2; e += kOutThreads) {
+    const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
+    __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Qs + r * kLdB + a);
+    const float2 q = __bfloat1622float2(*x);
+    const float eg = __expf(gc[r]);
+    if constexpr (kSplit) {
+      __nv_bfloat162* xl = reinterpret_cast<__nv_bfloat162*>(Ql + r * kLdB + a);
+      const float2 l = __bfloat1622float2(*xl);
+      split_bf16x2((q.x + l.x) * eg, (q.y + l.y) * eg, *x, *xl);
+    } else {
+      *x = __floats2bfloat162_rn(q.x * eg, q.y * eg);
+    }
+  }
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  // O = (q̂ exp(G)) S_c + P v_new: 4 × 8 tiles, 4 per warp; P's blocks above the diagonal are 0.
+  constexpr int kPerWarp = (kC / 16) * (kD / 16) / (kOutThreads / 32);
+  FragC acc[kPerWarp];
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int tile = warp + j * (kOutThreads / 32);
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    wmma::fill_fragment(acc[j], 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
+      if constexpr (kSplit) {
+        FragA al;
+        wmma::load_matrix_sync(al, Ql + ti * 16 * kLdB + kk * 16, kLdB);
+        mma3_b_block<kT>(acc[j], a, al, Ss, Sl, kLdB, kk, tn);
+      } else {
+        mma_b_block<kT>(acc[j], a, Ss, kLdB, kk, tn);  // kT: S_cᵀ, i.e. S_c column-major
+      }
+    }
+    for (int kk = 0; kk <= ti; ++kk) {
+      FragA a;
+      wmma::load_matrix_sync(a, P + ti * 16 * kLdT + kk * 16, kLdT);
+      if constexpr (kSplit) {
+        FragA al;
+        wmma::load_matrix_sync(al, Pl + ti * 16 * kLdT + kk * 16, kLdT);
+        mma3_b_block<kT>(acc[j], a, al, KV, KVl, kLdVt, kk, tn);
+      } else {
+        mma_b_block<kT>(acc[j], a, KV, kT ? kLdVt : kLdB, kk, tn);  // kT: v_newᵀ, v_new column-major
+      }
+    }
+  }
+  __syncthreads();  // O overwrites Qs and KV
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int tile = warp + j * (kOutThreads / 32);
+    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    wmma::store_matrix_sync(O + ti * 16 * kLdO + tn * 16, acc[j], kLdO, wmma::mem_row_major);
+  }
+  __syncthreads();
+  const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
+  if (aligned16(out, row_stride)) {
+    for (int e = tid; e < len * kD / 4; e += kOutThreads) {
+      const int r = e / (kD / 4), c = 4 * (e % (kD / 4));
+      *reinterpret_cast<float4*>(out + (t0 + r) * row_stride + static_cast<int64_t>(h) * kD + c) =
+          *reinterpret_cast<const float4*>(O + r * kLdO + c);
+    }
+  } else {
+    for (int e = tid; e < len * kD; e += kOutThreads)
+      out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[(e / kD) * kLdO + e % kD];
+  }
+}
+
+}  // namespace
+
+namespace {
+template <bool kT, bool kSplit>
+void launch_out(const ChunkGrid& g, const ChunkScratch& x, float* out, cudaStream_t s) {
+  allow_smem(out_kernel<kT, kSplit>, kOutSmem<kT, kSplit>);
+  out_kernel<kT, kSplit><<<dim3(g.nc, g.nv), kOutThreads, kOutSmem<kT, kSplit>, s>>>(
+      x.qn, x.kn, x.qn_lo, x.kn_lo, x.gcum, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo, g.tokens, g.table, g.nc, g.nk, g.nv,
+      out);
+  STAVE_CUDA_LAUNCHED();
+}
+}  // namespace
+
+void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, float* out,
+                   cudaStream_t s) {
+  if (split && !transposed)
+    throw Error(ErrorKind::kInternal, "chunked gated delta rule: split operands come with S_c and v_new transposed");
+  if (split)
+    launch_out<true, true>(g, x, out, s);
+  else if (transposed)
+    launch_out<true, false>(g, x, out, s);
+  else
+    launch_out<false, false>(g, x, out, s);
+}
+
+}  // namespace stave::cuda::dev::delta_chunk

@@ -1,0 +1,441 @@
+// The chunked gated delta rule, step 3 (gated_delta_chunk.cu has the algorithm): the sequential
+// pass over the chunks per (sequence, head, state columns), the state in shared memory (3a) or in
+// registers (3b, the default).
+#include <cuda_bf16.h>
+#include <cuda_pipeline.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gated_delta_chunk_device.cuh"
+#include "backends/cuda/gated_delta_chunk_launch.h"
+#include "stave/errors.h"
+
+namespace stave::cuda::dev::delta_chunk {
+namespace {
+
+// 3a. The sequential pass with the state in shared memory (STAVE_CUDA_DELTA=chunk-shared): block
+// (v head, 32 state columns, sequence); 256 threads. Chunk i+1's
+// k̂ rows and G are copied into the second of two buffers (cp.async) as soon as chunk i starts,
+// its W and U slice once chunk i's v_new is formed, so both copies overlap the chunk's products
+// and the chain of chunks waits on memory as little as the pass allows. (Asking L2 for chunk
+// i+2's operands when chunk i starts was tried: no faster, 2026-12-05.)
+// The decay of the update is applied to v_new's rows (Kdᵀ v_new = k̂ᵀ (exp(G_last − G) ⊙ v_new)),
+// so k̂ is copied as stored.
+constexpr int kStateThreads = 256;  // 8 warps: one v_new tile, two state tiles each
+// Padded shared-memory rows, as kLdB and kLdF (gated_delta_chunk_device.cuh).
+constexpr int kLdW = kD + 8;    // Wb, Kb: BF16 [64][136]
+static_assert(kLdW == kLdB, "k̂ rows are fetched with fetch_rows' row stride");
+constexpr int kLdSb = kBV + 8;  // Sb, Vb: BF16 [·][40]
+constexpr size_t kStateSmem = kD * kLdF * sizeof(float) + kD * kLdSb * sizeof(bf16) + 3 * kC * kLdW * sizeof(bf16) +
+                              2 * kC * kLdF * sizeof(float) + kC * kLdSb * sizeof(bf16) + 2 * kC * sizeof(float);
+
+// Starts chunk ci's W (BF16 [64][128]) and the block's U columns (fp32 [64][32]).
+__device__ inline void fetch_wu(const bf16* W, const float* U, int64_t slot, int col0, bf16* Wb, float* Ub, int tid) {
+  const bf16* w = W + slot * kC * kD;
+  for (int e = tid; e < kC * kD / 8; e += kStateThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
+  }
+  const float* u = U + slot * kC * kD + col0;
+  for (int e = tid; e < kC * kBV / 4; e += kStateThreads) {
+    const int r = e / (kBV / 4), c = e % (kBV / 4);
+    copy16(Ub + r * kLdF + 4 * c, u + r * kD + 4 * c);
+  }
+  __pipeline_commit();
+}
+
+// Starts chunk ci's k̂ rows (BF16 [64][128], zero past len) and G, and commits them with any
+// copy the caller started before.
+template <int kThreads>
+__device__ inline void fetch_kg(const bf16* kn, const float* gcum, int64_t slot, int64_t t0, int len, int n_k,
+                                int kh, bf16* Kb, float* gc, int tid) {
+  fetch_rows<kThreads>(kn, t0, len, n_k, kh, Kb, tid);
+  if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
+  __pipeline_commit();
+}
+
+__global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, const float* gcum, const bf16* W,
+                                                              const float* U, int64_t tokens, const int* table, int nc,
+                                                              int n_k, int n_v, float* states, bf16* Sc,
+                                                              bf16* vnew) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  float* S = reinterpret_cast<float*>(smem);               // [128][kLdF] fp32 state columns
+  bf16* Sb = reinterpret_cast<bf16*>(S + kD * kLdF);       // [128][kLdSb]
+  bf16* Wb = Sb + kD * kLdSb;                              // [64][kLdW] W
+  bf16* Kbuf = Wb + kC * kLdW;                             // 2 × [64][kLdW] k̂ (chunk parity)
+  float* Ub = reinterpret_cast<float*>(Kbuf + 2 * kC * kLdW);  // [64][kLdF] U columns
+  float* Vn = Ub + kC * kLdF;                              // [64][kLdF] v_new
+  bf16* Vb = reinterpret_cast<bf16*>(Vn + kC * kLdF);      // [64][kLdSb] exp(G_last − G) ⊙ v_new
+  float* gbuf = reinterpret_cast<float*>(Vb + kC * kLdSb); // 2 × [64] G (chunk parity)
+  const int h = blockIdx.x, col0 = blockIdx.y * kBV, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32;
+  const int kh = h / (n_v / n_k);
+  float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;
+  for (int e = tid; e < kD * kBV; e += kStateThreads) S[(e / kBV) * kLdF + e % kBV] = st[(e / kBV) * kD + col0 + e % kBV];
+  const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
+  int64_t t0 = 0;
+  int len = 0;
+  if (c_begin < c_end) {
+    chunk_rows(table, nc, tokens, c_begin, t0, len);
+    const int64_t slot = static_cast<int64_t>(c_begin) * n_v + h;
+    fetch_wu(W, U, slot, col0, Wb, Ub, tid);
+    fetch_kg<kStateThreads>(kn, gcum, slot, t0, len, n_k, kh, Kbuf, gbuf, tid);
+  }
+  for (int ci = c_begin; ci < c_end; ++ci) {
+    const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+    const int parity = (ci - c_begin) & 1;
+    bf16* Kb = Kbuf + parity * kC * kLdW;
+    const float* gc = gbuf + parity * kC;
+    __pipeline_wait_prior(0);
+    __syncthreads();  // chunk ci's W, U, k̂, G and the state S are in place
+    // The next chunk's k̂ and G into the other buffers (last read by chunk ci − 1's update,
+    // which the barrier above closed).
+    int64_t next_t0 = 0;
+    int next_len = 0;
+    if (ci + 1 < c_end) {
+      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
+      fetch_kg<kStateThreads>(kn, gcum, slot + n_v, next_t0, next_len, n_k, kh, Kbuf + (parity ^ 1) * kC * kLdW,
+               gbuf + (parity ^ 1) * kC, tid);
+    }
+    const float g_last = gc[len - 1];
+    bf16* sc = Sc + slot * kD * kD;
+    for (int e = tid; e < kD * kBV / 4; e += kStateThreads) {
+      const int a = e / (kBV / 4), c = 4 * (e % (kBV / 4));
+      const float4 x = *reinterpret_cast<const float4*>(S + a * kLdF + c);
+      store_bf16x4(Sb + a * kLdSb + c, x);
+      store_bf16x4(sc + a * kD + col0 + c, x);
+    }
+    __syncthreads();
+    // v_new = U − W S_c: 4 × 2 tiles, K = 128.
+    for (int tile = warp; tile < (kC / 16) * (kBV / 16); tile += kStateThreads / 32) {
+      const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
+      FragC ws, un;
+      wmma::fill_fragment(ws, 0.0f);
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        FragA a;
+        FragB bb;
+        wmma::load_matrix_sync(a, Wb + ti * 16 * kLdW + kk * 16, kLdW);
+        wmma::load_matrix_sync(bb, Sb + kk * 16 * kLdSb + tn * 16, kLdSb);
+        wmma::mma_sync(ws, a, bb, ws);
+      }
+      wmma::load_matrix_sync(un, Ub + ti * 16 * kLdF + tn * 16, kLdF, wmma::mem_row_major);
+      for (int i = 0; i < un.num_elements; ++i) un.x[i] -= ws.x[i];
+      wmma::store_matrix_sync(Vn + ti * 16 * kLdF + tn * 16, un, kLdF, wmma::mem_row_major);
+    }
+    __syncthreads();  // W and U are read: the next chunk's may come
+    if (ci + 1 < c_end) fetch_wu(W, U, slot + n_v, col0, Wb, Ub, tid);
+    bf16* vn = vnew + slot * kC * kD;
+    for (int e = tid; e < kC * kBV / 4; e += kStateThreads) {
+      const int r = e / (kBV / 4), c = 4 * (e % (kBV / 4));
+      const float4 x = *reinterpret_cast<const float4*>(Vn + r * kLdF + c);
+      const float d = __expf(g_last - gc[r]);
+      store_bf16x4(vn + r * kD + col0 + c, x);
+      store_bf16x4(Vb + r * kLdSb + c, make_float4(x.x * d, x.y * d, x.z * d, x.w * d));
+    }
+    __syncthreads();
+    // S ← exp(G_last) S + k̂ᵀ Vb: 8 × 2 tiles, K = 64 (k̂ᵀ read column-major from Kb).
+    const float decay = __expf(g_last);
+    for (int tile = warp; tile < (kD / 16) * (kBV / 16); tile += kStateThreads / 32) {
+      const int ti = tile / (kBV / 16), tn = tile % (kBV / 16);
+      FragC acc;
+      wmma::load_matrix_sync(acc, S + ti * 16 * kLdF + tn * 16, kLdF, wmma::mem_row_major);
+      for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= decay;
+      for (int kk = 0; kk < kC / 16; ++kk) {
+        FragAT a;
+        FragB bb;
+        wmma::load_matrix_sync(a, Kb + kk * 16 * kLdW + ti * 16, kLdW);
+        wmma::load_matrix_sync(bb, Vb + kk * 16 * kLdSb + tn * 16, kLdSb);
+        wmma::mma_sync(acc, a, bb, acc);
+      }
+      wmma::store_matrix_sync(S + ti * 16 * kLdF + tn * 16, acc, kLdF, wmma::mem_row_major);
+    }
+    t0 = next_t0;
+    len = next_len;
+  }
+  __syncthreads();
+  for (int e = tid; e < kD * kBV; e += kStateThreads) st[(e / kBV) * kD + col0 + e % kBV] = S[(e / kBV) * kLdF + e % kBV];
+}
+
+// 3b. The sequential pass with the state in registers (the default; STAVE_CUDA_DELTA=chunk-shared
+// runs 3a above instead). Block (v head, 32 state
+// columns, sequence); 2 warps, each 16 state columns for all 128 rows of d_k. Each warp keeps its slice of the state transposed, Sᵀ
+// [16 columns][128], in registers as mma.sync m16n8k16 accumulators for the whole sequence
+// (fla's chunk_gated_delta_rule_fwd_kernel_h keeps its state on chip the same way), so a chunk
+// is two runs of tensor-core products with one barrier between chunks:
+//   v_newᵀ = Uᵀ − Sᵀ Wᵀ            (A = −Sᵀ in BF16, straight from the accumulators: two n8
+//                                   tiles of an accumulator are one k16 A fragment)
+//   Sᵀ ← exp(G_last) Sᵀ + (v_new ⊙ exp(G_last − G))ᵀ k̂
+//                                  (A = that product's accumulators again, in BF16)
+// W and k̂ come through shared memory (ldmatrix; k̂ transposed), double-buffered by chunk with
+// cp.async: chunk i+1's copy starts when chunk i does. The state at each chunk's start goes out
+// in BF16 as Sᵀ (S_cᵀ [d_v][d_k]) and v_new as v_newᵀ [d_v][64] for the output kernel; U comes
+// in as Uᵀ [d_v][64] (the transform writes it so). The decay of the update is applied to
+// v_new's columns (k̂ᵀ diag(exp(G_last − G)) v_new), so k̂ is copied as stored.
+constexpr int kRegWarps = 2;  // 2: 192 blocks for the 27B's 48 heads (4: 96, fewer than the SMs)
+constexpr int kRegThreads = 32 * kRegWarps;
+constexpr int kRegCols = 16 * kRegWarps;  // state columns per block
+// Split operands: k̂'s lo half comes double-buffered beside it (two more buffers); the A
+// operands (−Sᵀ, the scaled v_newᵀ) split straight from the accumulators; S_cᵀ and v_newᵀ go out
+// as hi and lo arrays.
+template <bool kSplit>
+constexpr size_t kRegSmem = (kSplit ? 6 : 4) * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float);
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The residue pair of pack_bf16: (lo − BF16(lo), hi − BF16(hi)) in BF16.
+__device__ inline uint32_t pack_bf16_residue(float lo, float hi) {
+  const float2 h = __bfloat1622float2(__floats2bfloat162_rn(lo, hi));
+  return pack_bf16(lo - h.x, hi - h.y);
+}
+
+__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// d += a · b, m16n8k16, BF16 operands, fp32 accumulators (no side effects: free to schedule).
+__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two n8 accumulator tiles (columns 0–7 and 8–15 of a 16 × 16 block) as one k16 A fragment in
+// BF16, times `sign` (±1, exact): the m16n8 accumulator layout is the A layout's half.
+__device__ inline void accumulators_as_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4], float sign) {
+  a[0] = pack_bf16(sign * lo[0], sign * lo[1]);
+  a[1] = pack_bf16(sign * lo[2], sign * lo[3]);
+  a[2] = pack_bf16(sign * hi[0], sign * hi[1]);
+  a[3] = pack_bf16(sign * hi[2], sign * hi[3]);
+}
+
+// The lo half of the same fragment: each value's residue after its BF16 rounding.
+__device__ inline void accumulators_as_a_residue(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4],
+                                                 float sign) {
+  a[0] = pack_bf16_residue(sign * lo[0], sign * lo[1]);
+  a[1] = pack_bf16_residue(sign * lo[2], sign * lo[3]);
+  a[2] = pack_bf16_residue(sign * hi[0], sign * hi[1]);
+  a[3] = pack_bf16_residue(sign * hi[2], sign * hi[3]);
+}
+
+// Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len; with kn_lo its lo half into Kl
+// too) and G into one buffer set.
+__device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const bf16* kn_lo, const float* gcum,
+                                       int64_t slot, int64_t t0, int len, int n_k, int kh, bf16* Wb, bf16* Kb,
+                                       bf16* Kl, float* gc, int tid) {
+  const bf16* w = W + slot * kC * kD;
+  for (int e = tid; e < kC * kD / 8; e += kRegThreads) {
+    const int r = e / (kD / 8), c = e % (kD / 8);
+    copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
+  }
+  if (kn_lo) fetch_rows<kRegThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
+  fetch_kg<kRegThreads>(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);  // commits W's copy with them
+}
+
+template <bool kSplit>
+__global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16* kn, const bf16* kn_lo,
+                                                                      const float* gcum, const bf16* W,
+                                                                      const float* Ut, int64_t tokens,
+                                                                      const int* table, int nc, int n_k, int n_v,
+                                                                      float* states, bf16* Sct, bf16* Sct_lo,
+                                                                      bf16* vnt, bf16* vnt_lo) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kKBufs = kSplit ? 4 : 2;
+  bf16* Wbuf = reinterpret_cast<bf16*>(smem);                   // 2 × [64][kLdW] W (chunk parity)
+  bf16* Kbuf = Wbuf + 2 * kC * kLdW;                            // 2 × [64][kLdW] k̂
+  bf16* Klbuf = Kbuf + 2 * kC * kLdW;                           // 2 × [64][kLdW] k̂'s lo half (split)
+  float* gbuf = reinterpret_cast<float*>(Kbuf + kKBufs * kC * kLdW); // 2 × [64] G
+  const int h = blockIdx.x, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;                          // the mma fragments' row group and column pair
+  const int col0 = blockIdx.y * kRegCols + warp * 16;           // this warp's first state column
+  const int kh = h / (n_v / n_k);
+  const bf16* klo = kSplit ? kn_lo : nullptr;
+  float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;  // [d_k][d_v]
+  // Sᵀ: 16 n8 tiles over d_k; element i of tile j is (column col0 + g + 8·(i / 2), row 8j + 2t + i % 2).
+  float s[kD / 8][4];
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[j][i] = st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)];
+  const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
+  if (c_begin < c_end) {
+    int64_t t0;
+    int len;
+    chunk_rows(table, nc, tokens, c_begin, t0, len);
+    fetch_chunk_wkg(W, kn, klo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, Wbuf, Kbuf, Klbuf,
+                    gbuf, tid);
+  }
+  for (int ci = c_begin; ci < c_end; ++ci) {
+    const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
+    const int parity = (ci - c_begin) & 1;
+    const bf16* Wb = Wbuf + parity * kC * kLdW;
+    const bf16* Kb = Kbuf + parity * kC * kLdW;
+    const bf16* Kl = Klbuf + parity * kC * kLdW;
+    const float* gc = gbuf + parity * kC;
+    int64_t t0;
+    int len;
+    chunk_rows(table, nc, tokens, ci, t0, len);
+    __pipeline_wait_prior(0);
+    __syncthreads();  // chunk ci's W, k̂ and G are in place; every warp is done with chunk ci − 1's buffers
+    if (ci + 1 < c_end) {
+      int64_t next_t0;
+      int next_len;
+      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
+      fetch_chunk_wkg(W, kn, klo, gcum, slot + n_v, next_t0, next_len, n_k, kh, Wbuf + (parity ^ 1) * kC * kLdW,
+                      Kbuf + (parity ^ 1) * kC * kLdW, Klbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC,
+                      tid);
+    }
+    // v_newᵀ starts as Uᵀ: 8 n8 tiles over the chunk's 64 rows; element i of tile n is
+    // (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
+    float v[kC / 8][4];
+    const float* u = Ut + slot * kD * kC;
+#pragma unroll
+    for (int n = 0; n < kC / 8; ++n)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float2 x = *reinterpret_cast<const float2*>(u + (col0 + g + 8 * half) * kC + 8 * n + 2 * t);
+        v[n][2 * half] = x.x;
+        v[n][2 * half + 1] = x.y;
+      }
+    // S_cᵀ out (BF16), and v_newᵀ −= Sᵀ Wᵀ over d_k in k16 steps.
+    bf16* sct = Sct + slot * kD * kD;
+    bf16* sct_lo = kSplit ? Sct_lo + slot * kD * kD : nullptr;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t a[4], al[4];
+      accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], -1.0f);
+      if constexpr (kSplit) accumulators_as_a_residue(al, s[2 * kk], s[2 * kk + 1], -1.0f);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t at = (col0 + g + 8 * half) * kD + 16 * kk + 8 * jj + 2 * t;
+          const float x0 = s[2 * kk + jj][2 * half], x1 = s[2 * kk + jj][2 * half + 1];
+          *reinterpret_cast<uint32_t*>(sct + at) = pack_bf16(x0, x1);
+          if constexpr (kSplit) *reinterpret_cast<uint32_t*>(sct_lo + at) = pack_bf16_residue(x0, x1);
+        }
+      // B = Wᵀ: for each pair of row tiles n, n + 1 the matrices (rows 8n…, d_k 16kk…),
+      // (8n…, 16kk + 8…), (8n + 8…, 16kk…), (8n + 8…, 16kk + 8…); all four loads issued before
+      // the products, so their latencies overlap.
+      const int m = lane / 8, r = lane % 8;
+      uint32_t bw[kC / 16][4];
+#pragma unroll
+      for (int p = 0; p < kC / 16; ++p) ldmatrix_x4(bw[p], Wb + (16 * p + 8 * (m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2));
+#pragma unroll
+      for (int p = 0; p < kC / 16; ++p) {
+        if constexpr (kSplit) {
+          mma_bf16(v[2 * p], al, bw[p][0], bw[p][1]);
+          mma_bf16(v[2 * p + 1], al, bw[p][2], bw[p][3]);
+        }
+        mma_bf16(v[2 * p], a, bw[p][0], bw[p][1]);
+        mma_bf16(v[2 * p + 1], a, bw[p][2], bw[p][3]);
+      }
+    }
+    // v_newᵀ out (BF16), then its columns scaled by exp(G_last − G) for the update.
+    const float g_last = gc[len - 1];
+    bf16* vt = vnt + slot * kD * kC;
+    bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
+#pragma unroll
+    for (int n = 0; n < kC / 8; ++n) {
+      const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
+        *reinterpret_cast<uint32_t*>(vt + at) = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+        if constexpr (kSplit)
+          *reinterpret_cast<uint32_t*>(vt_lo + at) = pack_bf16_residue(v[n][2 * half], v[n][2 * half + 1]);
+        v[n][2 * half] *= d0;
+        v[n][2 * half + 1] *= d1;
+      }
+    }
+    // Sᵀ ← exp(G_last) Sᵀ + (scaled v_new)ᵀ k̂ over the chunk's rows in k16 steps.
+    const float decay = __expf(g_last);
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[j][i] *= decay;
+#pragma unroll
+    for (int kt = 0; kt < kC / 16; ++kt) {
+      uint32_t a[4], al[4];
+      accumulators_as_a(a, v[2 * kt], v[2 * kt + 1], 1.0f);
+      if constexpr (kSplit) accumulators_as_a_residue(al, v[2 * kt], v[2 * kt + 1], 1.0f);
+      // B = k̂ (rows × d_k), transposed by ldmatrix: for each pair of d_k tiles j, j + 1 the
+      // matrices (rows 16kt…, d_k 8j…), (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…);
+      // loads first, in groups of four (two with split operands: their lo halves come too).
+      const int m = lane / 8, r = lane % 8;
+      constexpr int kGroup = kSplit ? 2 : 4;
+#pragma unroll
+      for (int q = 0; q < 8 / kGroup; ++q) {
+        uint32_t bk[kGroup][4], bl[kGroup][4];
+#pragma unroll
+        for (int p = 0; p < kGroup; ++p) {
+          const int at = (16 * kt + 8 * (m % 2) + r) * kLdW + 8 * (2 * (kGroup * q + p) + m / 2);
+          ldmatrix_x4_trans(bk[p], Kb + at);
+          if constexpr (kSplit) ldmatrix_x4_trans(bl[p], Kl + at);
+        }
+#pragma unroll
+        for (int p = 0; p < kGroup; ++p) {
+          const int j = 2 * (kGroup * q + p);
+          if constexpr (kSplit) {
+            mma_bf16(s[j], a, bl[p][0], bl[p][1]);
+            mma_bf16(s[j + 1], a, bl[p][2], bl[p][3]);
+            mma_bf16(s[j], al, bk[p][0], bk[p][1]);
+            mma_bf16(s[j + 1], al, bk[p][2], bk[p][3]);
+          }
+          mma_bf16(s[j], a, bk[p][0], bk[p][1]);
+          mma_bf16(s[j + 1], a, bk[p][2], bk[p][3]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)] = s[j][i];
+}
+
+}  // namespace
+
+void launch_state_shared(const ChunkGrid& g, const ChunkScratch& x, float* states, cudaStream_t s) {
+  allow_smem(state_kernel, kStateSmem);
+  state_kernel<<<dim3(g.nv, kD / kBV, static_cast<unsigned>(g.n_seq)), kStateThreads, kStateSmem, s>>>(
+      x.kn, x.gcum, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.Sc, x.vnew);
+  STAVE_CUDA_LAUNCHED();
+}
+
+namespace {
+template <bool kSplit>
+void launch_registers(const ChunkGrid& g, const ChunkScratch& x, float* states, cudaStream_t s) {
+  allow_smem(state_registers_kernel<kSplit>, kRegSmem<kSplit>);
+  state_registers_kernel<kSplit><<<dim3(g.nv, kD / kRegCols, static_cast<unsigned>(g.n_seq)), kRegThreads,
+                                   kRegSmem<kSplit>, s>>>(x.kn, x.kn_lo, x.gcum, x.W, x.U, g.tokens, g.table, g.nc,
+                                                          g.nk, g.nv, states, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo);
+  STAVE_CUDA_LAUNCHED();
+}
+}  // namespace
+
+void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, cudaStream_t s) {
+  if (split)
+    launch_registers<true>(g, x, states, s);
+  else
+    launch_registers<false>(g, x, states, s);
+}
+
+}  // namespace stave::cuda::dev::delta_chunk
