@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -70,17 +71,38 @@ int64_t in_features(const std::vector<int64_t>& shape) {
   return 0;
 }
 
+// An MXFP4 linear's scales, kept from the pass that produced its codes: the checkpoint stores
+// the scales right after the codes, and they come from the same values and the same
+// quantization, so one pass makes both.
+struct KeptScales {
+  std::string source;
+  std::vector<uint8_t> bytes;
+};
+
 // Produces a tensor's bytes in row batches: values are generated in fp32, rounded to bf16
 // (what a BF16 checkpoint holds) and, for MXFP4, quantized exactly as `stave quantize` does.
 // Batches of ~64 Mi values are generated and encoded on all cores while the previous batch is
-// being written (the bytes and their order do not depend on the batch size).
-void produce(uint64_t seed, const PlannedTensor& t, const SafetensorsWriter::WriteFn& write) {
+// being written (the bytes and their order do not depend on the batch size). Producing MXFP4
+// codes keeps the scales in `kept`; producing those scales next writes them from there.
+void produce(uint64_t seed, const PlannedTensor& t, const SafetensorsWriter::WriteFn& write, KeptScales& kept) {
   const Distribution dist = distribution_for(t.source, in_features(t.logical_shape));
   int64_t numel = 1;
   for (int64_t d : t.logical_shape) numel *= d;
   const int64_t cols = t.logical_shape.empty() ? 1 : t.logical_shape.back();
   const int64_t rows = cols ? numel / cols : 0;
   const int64_t batch = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(cols, 1));
+  if (t.kind == PlannedTensor::Kind::kMxfp4Scales && kept.source == t.source &&
+      kept.bytes.size() == static_cast<size_t>(rows * (cols / 32))) {
+    write(kept.bytes.data(), kept.bytes.size());
+    kept = {};
+    return;
+  }
+  kept = {};
+  const bool keep_scales = t.kind == PlannedTensor::Kind::kMxfp4Codes;
+  if (keep_scales) {
+    kept.source = t.source;
+    kept.bytes.resize(static_cast<size_t>(rows * (cols / 32)));
+  }
   std::vector<float> vals;
   std::vector<uint8_t> bytes[2];
   int cur = 0;
@@ -128,8 +150,10 @@ void produce(uint64_t seed, const PlannedTensor& t, const SafetensorsWriter::Wri
           for (int64_t r = 0; r < nr; ++r) {
             for (int64_t c = 0; c < cols; ++c) row[c] = round_to_bf16(vals[r * cols + c]);
             uint8_t* dst = out.data() + r * row_bytes;
-            if (codes) quark::quantize_row_mxfp4(row.data(), cols, dst, nullptr);
-            else quark::quantize_row_mxfp4(row.data(), cols, nullptr, dst);
+            if (codes)
+              quark::quantize_row_mxfp4(row.data(), cols, dst, kept.bytes.data() + (r0 + r) * (cols / 32));
+            else
+              quark::quantize_row_mxfp4(row.data(), cols, nullptr, dst);
           }
         }
         break;
@@ -188,13 +212,14 @@ void synth_release(const SynthOptions& o) {
     total += n;
   }
 
+  KeptScales kept;
   const ShardedFiles written =
       write_sharded_safetensors(out, units, o.shard_bytes, [&](const ShardTensor& st, const SafetensorsWriter::WriteFn& write) {
         produce(o.seed, planned.at(st.id), [&](const void* p, size_t n) {
           write(p, n);
           done += n;
           if (o.progress) o.progress(done, total);
-        });
+        }, kept);
       });
   std::vector<std::string> files = written.files;
 
@@ -207,7 +232,7 @@ void synth_release(const SynthOptions& o) {
       write(p, n);
       done += n;
       if (o.progress) o.progress(done, total);
-    });
+    }, kept);
   });
   files.push_back("joint_head.safetensors");
 
