@@ -1,8 +1,9 @@
 // The gated delta rule of one Gated DeltaNet layer, fast precision, one sequence (prefill), on
 // Clef-27B (n_k 16, n_v 48, d 128) and Clef-9B (n_k 16, n_v 32) shapes.
 // - cuda (skips without a GPU), 2048 and 8192 tokens: Backend::gated_delta_rule (the BF16
-//   tensor-core chunk form, src/backends/cuda/gated_delta_chunk.cu) beside
-//   Backend::gated_delta_rule_recurrent (the per-token fp32 recurrence it replaces).
+//   tensor-core chunk form, src/backends/cuda/gated_delta_chunk.cu: split operands by default,
+//   STAVE_CUDA_DELTA=chunk-bf16 for plain ones) beside Backend::gated_delta_rule_recurrent (the
+//   per-token fp32 recurrence it replaces).
 // - cpu, 512 and 2048 tokens, all threads: the fp32 chunk form, with gates g drawn from a mild
 //   range [-0.5, 0] and a steep one [-6, -1]. Steep gates drive e^γ (γ the in-chunk cumulative
 //   gate) far below the normal fp32 range: the case where denormal operands cost most.
@@ -118,7 +119,7 @@ const bool registered = [] {
   };
   for (const Model& m : kModels)
     for (bool chunked : {true, false})
-      add(std::string("gated_delta_") + m.name + (chunked ? "_chunk_bf16" : "_recurrent_fp32"), 2048, 8192,
+      add(std::string("gated_delta_") + m.name + (chunked ? "_chunk" : "_recurrent_fp32"), 2048, 8192,
           [&m, chunked](benchmark::State& s) { BM_GatedDelta(s, m, "cuda", chunked, false); });
   for (const Model& m : kModels)
     for (bool steep : {false, true})

@@ -311,10 +311,10 @@ TEST_P(BackendOps, GatedDeltaRulePackedSequencesAtHeadDim128) {
 }
 
 // CUDA fast's chunk form with split operands (the default; STAVE_CUDA_DELTA=chunk-split: BF16
-// hi + lo pairs, three products each): near fp32 (~50× tighter than the plain BF16 form's bound,
-// STAVE_CUDA_DELTA=chunk-bf16) on the model's
-// head dim, single and packed sequences and steep gates; and measurably closer than the plain
-// form on the same inputs, so a split that silently fell back to one BF16 product fails here.
+// hi + lo pairs, three products each): near fp32 (~50× tighter than the bound of the plain BF16
+// form, STAVE_CUDA_DELTA=chunk-bf16) on the model's head dim, single and packed sequences and
+// steep gates; and clearly closer than the plain form on the same inputs, so a split that
+// silently fell back to one BF16 product fails here.
 TEST_P(BackendOps, GatedDeltaRuleSplitOperands) {
   if (GetParam().device != "cuda" || GetParam().precision != Precision::kFast)
     GTEST_SKIP() << "the split-operand chunk form is CUDA fast precision's";

@@ -41,7 +41,8 @@ TEST(CudaSwitches, FusedInputIsOnUnlessOff) {
 // (one token per sequence) and other head sizes keep the recurrence whatever the switch says.
 TEST(CudaSwitches, DeltaRuleChoice) {
   const GatedDeltaDims clef{16, 48, 128, 128}, other{16, 48, 64, 64};
-  for (const char* v : {static_cast<const char*>(nullptr), "auto", "chunk-registers", "chunk-shared", "chunk-split", "chunk-bf16"}) {
+  for (const char* v :
+       {static_cast<const char*>(nullptr), "auto", "chunk-registers", "chunk-shared", "chunk-split", "chunk-bf16"}) {
     SCOPED_TRACE(v ? v : "(unset)");
     const test::ScopedEnv e("STAVE_CUDA_DELTA", v);
     EXPECT_TRUE(cuda::dev::gated_delta_chunk_applies(clef, 2048, 1));

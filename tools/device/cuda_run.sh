@@ -221,7 +221,7 @@ if [[ " $steps " == *" delta "* ]]; then
   for round in 1 2; do
     for pass in ${DELTA_FORMS:-auto chunk-bf16}; do
       echo "== round $round, STAVE_CUDA_DELTA=$pass" | tee -a "$OUT/bench_delta.txt"
-      STAVE_CUDA_DELTA=$pass timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=chunk_bf16 \
+      STAVE_CUDA_DELTA=$pass timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=_chunk/ \
         --benchmark_min_time=0.2 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
     done
   done
