@@ -19,7 +19,8 @@
 // Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
 // 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
-// 48 heads, ~670 MB at 8192, from the stream-ordered pool.
+// 48 heads, ~670 MB at 8192, from the stream-ordered pool; with split operands (below) twice the
+// q̂, k̂ and ~144 KiB per (chunk, v head): ~255 MB at 2048, ~1.02 GB at 8192.
 // Split operands (the default since 2026-12-06; STAVE_CUDA_DELTA=chunk-bf16 for plain BF16
 // operands): every operand but W is held as a BF16 pair
 // hi + lo (lo = BF16(x − hi)) and each product runs as three (hi·hi' + hi·lo' + lo·hi'), which
