@@ -28,21 +28,22 @@ std::string python_float_repr(double v) {
   std::string out;
   if (exp < -4 || exp >= 16) {
     out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char e[8];
+    if (digits.size() > 1) out.append(".").append(digits, 1);
+    char e[16];  // a double's exponent has at most 3 digits; the room keeps -Wformat-truncation quiet
     std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
     out += e;
   } else if (exp < 0) {
-    out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    out.append("0.").append(static_cast<size_t>(-exp - 1), '0').append(digits);
   } else {
     size_t int_len = static_cast<size_t>(exp) + 1;
     if (digits.size() <= int_len) {
       out = digits + std::string(int_len - digits.size(), '0') + ".0";
     } else {
-      out = digits.substr(0, int_len) + "." + digits.substr(int_len);
+      out.append(digits, 0, int_len).append(".").append(digits, int_len);
     }
   }
-  return negative ? "-" + out : out;
+  if (negative) out.insert(out.begin(), '-');
+  return out;
 }
 
 double python_round(double x, int ndigits) {
