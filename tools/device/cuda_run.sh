@@ -33,6 +33,9 @@
 #   STAVE_CUDA_FUSED_INPUT off and on (the norms and gates formed inside the FP8 input
 #   quantization; decisions alternated twice), then the stage profile at STAGE_TOKENS (default
 #   2048) with it on.
+#   "ab": bench_decide on the synth release once per AB_SETTINGS entry, alternated twice; an entry
+#   is VAR=VALUE[,VAR=VALUE…] or "-" for the defaults (e.g. AB_SETTINGS="- STAVE_CUDA_DELTA=chunk-bf16";
+#   AB_FILTER narrows the benchmarks, default 'Decide/').
 #   PACK_OUT=1: all results in one file, $OUT/results.tgz.
 #   "sweep": bench_cuda_fp8_gemm (cuBLASLt's FP8 algorithms and settings at the 27B shapes) at
 #   SWEEP_TOKENS rows (default 2048), then bench_decide once per STAVE_CUDA_FP8_ALGO in FP8_ALGOS
@@ -223,6 +226,20 @@ if [[ " $steps " == *" delta "* ]]; then
       echo "== round $round, STAVE_CUDA_DELTA=$pass" | tee -a "$OUT/bench_delta.txt"
       STAVE_CUDA_DELTA=$pass timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=_chunk/ \
         --benchmark_min_time=0.2 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
+    done
+  done
+fi
+if [[ " $steps " == *" ab "* ]]; then
+  synth_release
+  for round in 1 2; do
+    for setting in ${AB_SETTINGS:--}; do
+      vars="${setting//,/ }"
+      [ "$setting" = - ] && vars=""
+      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_ab.txt"
+      env $vars STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
+        timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter="${AB_FILTER:-Decide/}" \
+        --benchmark_counters_tabular=true 2>&1 | grep -E "Decide" | tee -a "$OUT/bench_ab.txt"
+      pack_results
     done
   done
 fi
