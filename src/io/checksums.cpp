@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <future>
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <vector>
 #include <sstream>
 
 #include "stave/errors.h"
@@ -65,12 +68,28 @@ std::vector<ChecksumResult> verify_sha256sums(const std::string& dir, void (*pro
 void write_sha256sums(const std::string& dir, std::vector<std::string> files) {
   std::sort(files.begin(), files.end());
   // The files are hashed concurrently (a 27B release is a few 5 GB shards; one core hashes
-  // about 1 GB/s).
-  std::vector<std::future<std::string>> sums;
-  for (const auto& f : files)
-    sums.push_back(std::async(std::launch::async, [path = (fs::path(dir) / f).string()] { return sha256_file_hex(path); }));
+  // about 1 GB/s), by at most one thread per core.
+  std::vector<std::string> sums(files.size());
+  std::vector<std::exception_ptr> errors(files.size());
+  std::atomic<size_t> next{0};
+  const size_t workers = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  pool.reserve(workers);
+  for (size_t w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < files.size(); i = next++) {
+        try {
+          sums[i] = sha256_file_hex((fs::path(dir) / files[i]).string());
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   std::ostringstream ss;
-  for (size_t i = 0; i < files.size(); ++i) ss << sums[i].get() << "  " << files[i] << "\n";
+  for (size_t i = 0; i < files.size(); ++i) ss << sums[i] << "  " << files[i] << "\n";
   std::ofstream out(fs::path(dir) / "SHA256SUMS", std::ios::trunc);
   out << ss.str();
   if (!out) throw Error(ErrorKind::kIo, "cannot write " + (fs::path(dir) / "SHA256SUMS").string());
