@@ -260,10 +260,17 @@ int run(const EvalArgs& a) {
   }
   DecideOptions d;
   d.max_length = a.max_length;
-  auto candidate = Engine::load({.model = a.model, .precision = *p, .threads = a.threads, .device = a.device});
+  auto engine_options = [&](const std::string& model, Precision precision, const std::string& device) {
+    EngineOptions o;
+    o.model = model;
+    o.precision = precision;
+    o.threads = a.threads;
+    o.device = device;
+    return o;
+  };
+  auto candidate = Engine::load(engine_options(a.model, *p, a.device));
   std::unique_ptr<Engine> baseline;
-  if (!a.against.empty())
-    baseline = Engine::load({.model = a.against, .precision = *q, .threads = a.threads, .device = against_device});
+  if (!a.against.empty()) baseline = Engine::load(engine_options(a.against, *q, against_device));
   if (a.data.empty()) return run_requests(a, *candidate, *baseline, d);
   return run_data(a, *candidate, baseline.get(), d, add_perplexity);
 }

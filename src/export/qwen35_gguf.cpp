@@ -265,7 +265,12 @@ ExportSummary export_qwen35_gguf(const ExportOptions& o) {
       weight(b + "attn_gate.weight", a + "in_proj_z.weight", t.linear_value_dim(), H, vperm_rows);
       weight(b + "ssm_beta.weight", a + "in_proj_b.weight", nv, H, vperm_heads);
       weight(b + "ssm_alpha.weight", a + "in_proj_a.weight", nv, H, vperm_heads);
-      Plan c{b + "ssm_conv1d.weight", a + "conv1d.weight", {t.linear_conv_kernel_dim, conv}, TensorType::kF32, qkv_perm};
+      Plan c;
+      c.gguf_name = b + "ssm_conv1d.weight";
+      c.source = a + "conv1d.weight";
+      c.ne = {t.linear_conv_kernel_dim, conv};
+      c.type = TensorType::kF32;
+      c.row_perm = qkv_perm;
       plans.push_back(c);
       vec(b + "ssm_a", a + "A_log", nv, Plan::Value::kNegExp, vperm_heads);
       vec(b + "ssm_dt.bias", a + "dt_bias", nv, Plan::Value::kCopy, vperm_heads);
