@@ -34,9 +34,10 @@ if [ "${STAVE_FUZZ_SYSTEM_DECODERS:-0}" != 1 ]; then
   decoders="$(cd "$deps" && pwd)"
 fi
 if [ ! -f "$build/build.ninja" ] || ! grep -qx "STAVE_FUZZ_DECODERS:PATH=$decoders" "$build/CMakeCache.txt"; then
-  # -O1 and line tables only: the usual fuzzing trade of speed against build time and reports.
+  # -O1 and line tables only: the usual fuzzing trade of speed against build time and reports
+  # (at -O1 clang does not vectorize, so the kernels' `omp simd` loops would each warn).
   CC="${CC:-clang}" CXX="${CXX:-clang++}" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" "-DCMAKE_C_FLAGS_RELEASE=-O1 -gline-tables-only" \
+    "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only -Wno-pass-failed" "-DCMAKE_C_FLAGS_RELEASE=-O1 -gline-tables-only" \
     -DSTAVE_FUZZ=ON -DSTAVE_TESTS=OFF -DSTAVE_BENCH=OFF "-DSTAVE_FUZZ_DECODERS=$decoders" >/dev/null
 fi
 # shellcheck disable=SC2086

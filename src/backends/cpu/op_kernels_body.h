@@ -13,8 +13,11 @@
 #include "backends/cpu/op_kernels.h"
 
 // Lets the compiler turn the clamps of fast_exp into vector min/max (IEEE exception flags are
-// never read in stave); without it no loop that calls fast_exp vectorizes.
+// never read in stave); without it no loop that calls fast_exp vectorizes. (GCC only: clang,
+// which builds the fuzz targets, has no such pragma.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+#endif
 
 namespace stave::cpu::STAVE_OP_KERNELS_NS {
 namespace {

@@ -10,7 +10,9 @@
 // 512-bit register, stored and rescaled per block (Avx512W4A4 below). The vdpbf16ps kernel
 // (linear_dpbf16_avx512.cpp) is no longer dispatched (kernels.h).
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
+#if !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -26,7 +26,9 @@
 // not the instruction (two vdpbf16ps per 32 products = one FMA per 16); measured, it was not
 // consistently faster, so the dispatch does not use it (kernels.h).
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
+#if !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #include <omp.h>
 

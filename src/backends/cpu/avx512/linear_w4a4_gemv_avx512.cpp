@@ -14,7 +14,9 @@
 // Numerics: every block partial sum is an exact integer, times exact power-of-two scales, then
 // accumulated in fp32 (one or two chains per lane, at most K/128 terms each, then a 16-lane
 // reduction): inside the W4A4 kernels' bound (K/32 + 48 terms). Fast precision only, like every kernel here.
+#if !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -3,7 +3,9 @@
 // (linear/w4a4_tile_gemm.h) also runs with emulated tiles on CPUs without AMX. Every Quark MXFP4
 // value E2M1 · 2^e is exactly a bf16 number, so both expansions are exact.
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "may be used uninitialized").
+#if !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "backends/cpu/linear/kernels.h"
