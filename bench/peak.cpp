@@ -32,19 +32,13 @@ __attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
 }
 
 // Lane sums through memory: GCC 12's _mm512_reduce_add_* warn of an uninitialized __Y.
-__attribute__((target("avx512f"))) float sum_lanes(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float sum = 0.0f;
-  for (float x : lanes) sum += x;
-  return sum;
-}
-
-__attribute__((target("avx512f"))) int sum_lanes(__m512i v) {
-  alignas(64) int32_t lanes[16];
-  _mm512_store_si512(lanes, v);
-  int sum = 0;
-  for (int32_t x : lanes) sum += x;
+template <class Lane, class Vector>
+Lane sum_lanes(const Vector& v) {
+  static_assert(sizeof(Vector) == 16 * sizeof(Lane), "16 lanes");
+  Lane lanes[16];
+  std::memcpy(lanes, &v, sizeof v);
+  Lane sum = 0;
+  for (Lane x : lanes) sum += x;
   return sum;
 }
 
@@ -56,7 +50,7 @@ __attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
     for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
   __m512 s = a[0];
   for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
-  return sum_lanes(s);
+  return sum_lanes<float>(s);
 }
 
 // 9 independent vpmaddubsw + vpaddw per iteration, in assembly: with intrinsics on constant
@@ -95,7 +89,7 @@ __attribute__((target("avx512f,avx512vnni"))) int int8_vnni(int64_t iters) {
     for (int i = 0; i < 16; ++i) a[i] = _mm512_dpbusd_epi32(a[i], u, s);
   __m512i t = a[0];
   for (int i = 1; i < 16; ++i) t = _mm512_add_epi32(t, a[i]);
-  return sum_lanes(t);
+  return sum_lanes<int32_t>(t);
 }
 
 __attribute__((target("avx512f,avx512bf16"))) float bf16_dp(int64_t iters) {
@@ -106,7 +100,7 @@ __attribute__((target("avx512f,avx512bf16"))) float bf16_dp(int64_t iters) {
     for (int i = 0; i < 16; ++i) a[i] = _mm512_dpbf16_ps(a[i], u, u);
   __m512 t = a[0];
   for (int i = 1; i < 16; ++i) t = _mm512_add_ps(t, a[i]);
-  return sum_lanes(t);
+  return sum_lanes<float>(t);
 }
 
 struct alignas(64) TileConfig {
