@@ -36,7 +36,7 @@
 // Resources (ptxas, sm_90a; no spills): qk_norm 24 registers; wu 56 registers, 72,448 B shared
 // (three blocks per SM); state 62 registers, 104,960 B; out 64 registers, 96,512 B (two each);
 // the register pass (3b) 200 registers, 70,144 B, two warps per block. With split operands: wu
-// 66 registers, 108,288 B (two blocks per SM); the register pass 200 registers, 104,960 B; out
+// 66 registers, 108,288 B (two blocks per SM); the register pass 184 registers, 104,960 B; out
 // 78 registers, 177,408 B (one block per SM).
 // Files: this one holds the scratch, the switch and the order of the launches; step 1 and 2 are
 // in gated_delta_transform.cu, 3a and 3b in gated_delta_state.cu, 4 in gated_delta_output.cu,
@@ -45,7 +45,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>

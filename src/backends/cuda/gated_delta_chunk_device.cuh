@@ -113,6 +113,37 @@ __device__ inline void fetch_rows(const bf16* x, int64_t t0, int len, int n_k, i
   }
 }
 
+// The 16 × 16 tiles on and below the diagonal of X Yᵀ (X, Y: BF16 [64][kLdB], rows of d_k =
+// 128) into out (fp32 [64][kLdA]), the block's warps taking the ten tiles in turn; with kSplit
+// X and Y come with their lo halves Xl, Yl and each product is three. Tiles above the diagonal
+// are not written.
+template <int kThreads, bool kSplit>
+__device__ inline void lower_tiles_xyt(const bf16* X, const bf16* Xl, const bf16* Y, const bf16* Yl, float* out,
+                                       int warp) {
+  for (int tile = warp; tile < 16; tile += kThreads / 32) {
+    const int ti = tile / 4, tj = tile % 4;
+    if (tj > ti) continue;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      FragA a;
+      FragBT b;
+      wmma::load_matrix_sync(a, X + ti * 16 * kLdB + kk * 16, kLdB);
+      wmma::load_matrix_sync(b, Y + tj * 16 * kLdB + kk * 16, kLdB);
+      if constexpr (kSplit) {
+        FragA al;
+        FragBT bl;
+        wmma::load_matrix_sync(al, Xl + ti * 16 * kLdB + kk * 16, kLdB);
+        wmma::load_matrix_sync(bl, Yl + tj * 16 * kLdB + kk * 16, kLdB);
+        mma3(acc, a, al, b, bl);
+      } else {
+        wmma::mma_sync(acc, a, b, acc);
+      }
+    }
+    wmma::store_matrix_sync(out + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
+  }
+}
+
 // Lets kernel k use `bytes` of dynamic shared memory (over the 48 KiB default).
 template <class Kernel>
 void allow_smem(Kernel k, size_t bytes) {

@@ -4,8 +4,6 @@
 #include <cuda_pipeline.h>
 #include <mma.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "backends/cuda/cuda_check.h"
@@ -103,28 +101,7 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   if (tid < kC) gc[tid] = gcum[slot * kC + tid];
   __pipeline_wait_prior(0);
   __syncthreads();
-  for (int tile = warp; tile < 16; tile += kOutThreads / 32) {
-    const int ti = tile / 4, tj = tile % 4;
-    if (tj > ti) continue;
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      FragA a;
-      FragBT b;
-      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
-      wmma::load_matrix_sync(b, KV + tj * 16 * kLdB + kk * 16, kLdB);
-      if constexpr (kSplit) {
-        FragA al;
-        FragBT bl;
-        wmma::load_matrix_sync(al, Ql + ti * 16 * kLdB + kk * 16, kLdB);
-        wmma::load_matrix_sync(bl, KVl + tj * 16 * kLdB + kk * 16, kLdB);
-        mma3(acc, a, al, b, bl);
-      } else {
-        wmma::mma_sync(acc, a, b, acc);
-      }
-    }
-    wmma::store_matrix_sync(QK + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
-  }
+  lower_tiles_xyt<kOutThreads, kSplit>(Qs, Ql, KV, KVl, QK, warp);  // q̂ k̂ᵀ on and below the diagonal
   __syncthreads();
   const bf16* vn = vnew + slot * kC * kD;
   if constexpr (kT) {
@@ -162,6 +139,19 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   __pipeline_wait_prior(0);
   __syncthreads();
   // O = (q̂ exp(G)) S_c + P v_new: 4 × 8 tiles, 4 per warp; P's blocks above the diagonal are 0.
+  // acc += A's block (rows ti, columns kk) · B's block (kk, tn), with the lo halves if split.
+  const auto block_product = [&](FragC& acc, const bf16* A, const bf16* Al, int lda, const bf16* B, const bf16* Bl,
+                                 int ldb, int ti, int kk, int tn) {
+    FragA a;
+    wmma::load_matrix_sync(a, A + ti * 16 * lda + kk * 16, lda);
+    if constexpr (kSplit) {
+      FragA al;
+      wmma::load_matrix_sync(al, Al + ti * 16 * lda + kk * 16, lda);
+      mma3_b_block<kT>(acc, a, al, B, Bl, ldb, kk, tn);
+    } else {
+      mma_b_block<kT>(acc, a, B, ldb, kk, tn);
+    }
+  };
   constexpr int kPerWarp = (kC / 16) * (kD / 16) / (kOutThreads / 32);
   FragC acc[kPerWarp];
 #pragma unroll
@@ -169,28 +159,9 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
     const int tile = warp + j * (kOutThreads / 32);
     const int ti = tile / (kD / 16), tn = tile % (kD / 16);
     wmma::fill_fragment(acc[j], 0.0f);
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      FragA a;
-      wmma::load_matrix_sync(a, Qs + ti * 16 * kLdB + kk * 16, kLdB);
-      if constexpr (kSplit) {
-        FragA al;
-        wmma::load_matrix_sync(al, Ql + ti * 16 * kLdB + kk * 16, kLdB);
-        mma3_b_block<kT>(acc[j], a, al, Ss, Sl, kLdB, kk, tn);
-      } else {
-        mma_b_block<kT>(acc[j], a, Ss, kLdB, kk, tn);  // kT: S_cᵀ, i.e. S_c column-major
-      }
-    }
-    for (int kk = 0; kk <= ti; ++kk) {
-      FragA a;
-      wmma::load_matrix_sync(a, P + ti * 16 * kLdT + kk * 16, kLdT);
-      if constexpr (kSplit) {
-        FragA al;
-        wmma::load_matrix_sync(al, Pl + ti * 16 * kLdT + kk * 16, kLdT);
-        mma3_b_block<kT>(acc[j], a, al, KV, KVl, kLdVt, kk, tn);
-      } else {
-        mma_b_block<kT>(acc[j], a, KV, kT ? kLdVt : kLdB, kk, tn);  // kT: v_newᵀ, v_new column-major
-      }
-    }
+    // kT: S_cᵀ and v_newᵀ, i.e. S_c and v_new column-major.
+    for (int kk = 0; kk < kD / 16; ++kk) block_product(acc[j], Qs, Ql, kLdB, Ss, Sl, kLdB, ti, kk, tn);
+    for (int kk = 0; kk <= ti; ++kk) block_product(acc[j], P, Pl, kLdT, KV, KVl, kT ? kLdVt : kLdB, ti, kk, tn);
   }
   __syncthreads();  // O overwrites Qs and KV
 #pragma unroll

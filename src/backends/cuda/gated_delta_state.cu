@@ -5,8 +5,6 @@
 #include <cuda_pipeline.h>
 #include <mma.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "backends/cuda/cuda_check.h"
@@ -188,10 +186,13 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// The residue pair of pack_bf16: (lo − BF16(lo), hi − BF16(hi)) in BF16.
-__device__ inline uint32_t pack_bf16_residue(float lo, float hi) {
-  const float2 h = __bfloat1622float2(__floats2bfloat162_rn(lo, hi));
-  return pack_bf16(lo - h.x, hi - h.y);
+// split_bf16x2's two halves (gated_delta_chunk_device.cuh) as packed pairs: h as pack_bf16
+// gives it, l the residues.
+__device__ inline void pack_bf16_split(float lo, float hi, uint32_t& h, uint32_t& l) {
+  __nv_bfloat162 bh, bl;
+  split_bf16x2(lo, hi, bh, bl);
+  h = *reinterpret_cast<const uint32_t*>(&bh);
+  l = *reinterpret_cast<const uint32_t*>(&bl);
 }
 
 __device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -226,13 +227,14 @@ __device__ inline void accumulators_as_a(uint32_t (&a)[4], const float (&lo)[4],
   a[3] = pack_bf16(sign * hi[2], sign * hi[3]);
 }
 
-// The lo half of the same fragment: each value's residue after its BF16 rounding.
-__device__ inline void accumulators_as_a_residue(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4],
-                                                 float sign) {
-  a[0] = pack_bf16_residue(sign * lo[0], sign * lo[1]);
-  a[1] = pack_bf16_residue(sign * lo[2], sign * lo[3]);
-  a[2] = pack_bf16_residue(sign * hi[0], sign * hi[1]);
-  a[3] = pack_bf16_residue(sign * hi[2], sign * hi[3]);
+// The same fragment split: a as accumulators_as_a gives it, al each value's residue after its
+// BF16 rounding.
+__device__ inline void accumulators_as_a_split(uint32_t (&a)[4], uint32_t (&al)[4], const float (&lo)[4],
+                                               const float (&hi)[4], float sign) {
+  pack_bf16_split(sign * lo[0], sign * lo[1], a[0], al[0]);
+  pack_bf16_split(sign * lo[2], sign * lo[3], a[1], al[1]);
+  pack_bf16_split(sign * hi[0], sign * hi[1], a[2], al[2]);
+  pack_bf16_split(sign * hi[2], sign * hi[3], a[3], al[3]);
 }
 
 // Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len; with kn_lo its lo half into Kl
@@ -320,16 +322,20 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       uint32_t a[4], al[4];
-      accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], -1.0f);
-      if constexpr (kSplit) accumulators_as_a_residue(al, s[2 * kk], s[2 * kk + 1], -1.0f);
+      if constexpr (kSplit)
+        accumulators_as_a_split(a, al, s[2 * kk], s[2 * kk + 1], -1.0f);
+      else
+        accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], -1.0f);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int64_t at = (col0 + g + 8 * half) * kD + 16 * kk + 8 * jj + 2 * t;
           const float x0 = s[2 * kk + jj][2 * half], x1 = s[2 * kk + jj][2 * half + 1];
-          *reinterpret_cast<uint32_t*>(sct + at) = pack_bf16(x0, x1);
-          if constexpr (kSplit) *reinterpret_cast<uint32_t*>(sct_lo + at) = pack_bf16_residue(x0, x1);
+          if constexpr (kSplit)
+            pack_bf16_split(x0, x1, *reinterpret_cast<uint32_t*>(sct + at), *reinterpret_cast<uint32_t*>(sct_lo + at));
+          else
+            *reinterpret_cast<uint32_t*>(sct + at) = pack_bf16(x0, x1);
         }
       // B = Wᵀ: for each pair of row tiles n, n + 1 the matrices (rows 8n…, d_k 16kk…),
       // (8n…, 16kk + 8…), (8n + 8…, 16kk…), (8n + 8…, 16kk + 8…); all four loads issued before
@@ -358,9 +364,11 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
-        *reinterpret_cast<uint32_t*>(vt + at) = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+        uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
         if constexpr (kSplit)
-          *reinterpret_cast<uint32_t*>(vt_lo + at) = pack_bf16_residue(v[n][2 * half], v[n][2 * half + 1]);
+          pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
+        else
+          *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
         v[n][2 * half] *= d0;
         v[n][2 * half + 1] *= d1;
       }
@@ -374,8 +382,10 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) {
       uint32_t a[4], al[4];
-      accumulators_as_a(a, v[2 * kt], v[2 * kt + 1], 1.0f);
-      if constexpr (kSplit) accumulators_as_a_residue(al, v[2 * kt], v[2 * kt + 1], 1.0f);
+      if constexpr (kSplit)
+        accumulators_as_a_split(a, al, v[2 * kt], v[2 * kt + 1], 1.0f);
+      else
+        accumulators_as_a(a, v[2 * kt], v[2 * kt + 1], 1.0f);
       // B = k̂ (rows × d_k), transposed by ldmatrix: for each pair of d_k tiles j, j + 1 the
       // matrices (rows 16kt…, d_k 8j…), (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…);
       // loads first, in groups of four (two with split operands: their lo halves come too).

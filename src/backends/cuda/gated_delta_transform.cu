@@ -193,28 +193,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
   __syncthreads();
   if (tid < kC) gcum[slot * kC + tid] = gc[tid];
   // k̂ k̂ᵀ, the tiles on and below the diagonal.
-  for (int tile = warp; tile < 16; tile += kWuThreads / 32) {
-    const int ti = tile / 4, tj = tile % 4;
-    if (tj > ti) continue;
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      FragA a;
-      FragBT b;
-      wmma::load_matrix_sync(a, Ks + ti * 16 * kLdB + kk * 16, kLdB);
-      wmma::load_matrix_sync(b, Ks + tj * 16 * kLdB + kk * 16, kLdB);
-      if constexpr (kSplit) {
-        FragA al;
-        FragBT bl;
-        wmma::load_matrix_sync(al, Kl + ti * 16 * kLdB + kk * 16, kLdB);
-        wmma::load_matrix_sync(bl, Kl + tj * 16 * kLdB + kk * 16, kLdB);
-        mma3(acc, a, al, b, bl);
-      } else {
-        wmma::mma_sync(acc, a, b, acc);
-      }
-    }
-    wmma::store_matrix_sync(Af + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
-  }
+  lower_tiles_xyt<kWuThreads, kSplit>(Ks, Kl, Ks, Kl, Af, warp);
   __syncthreads();
   for (int e = tid; e < kC * kC; e += kWuThreads) {
     const int i = e / kC, j = e % kC;
