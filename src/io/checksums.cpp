@@ -1,13 +1,11 @@
 #include "io/checksums.h"
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <fstream>
-#include <atomic>
-#include <exception>
-#include <thread>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 #include "stave/errors.h"
 #include "util/mapped_file.h"
@@ -68,24 +66,18 @@ std::vector<ChecksumResult> verify_sha256sums(const std::string& dir, void (*pro
 void write_sha256sums(const std::string& dir, std::vector<std::string> files) {
   std::sort(files.begin(), files.end());
   // The files are hashed concurrently (a 27B release is a few 5 GB shards; one core hashes
-  // about 1 GB/s), by at most one thread per core.
+  // about 1 GB/s), one per OpenMP thread at a time.
   std::vector<std::string> sums(files.size());
   std::vector<std::exception_ptr> errors(files.size());
-  std::atomic<size_t> next{0};
-  const size_t workers = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  pool.reserve(workers);
-  for (size_t w = 0; w < workers; ++w)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < files.size(); i = next++) {
-        try {
-          sums[i] = sha256_file_hex((fs::path(dir) / files[i]).string());
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      }
-    });
-  for (std::thread& t : pool) t.join();
+  const int64_t n = static_cast<int64_t>(files.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      sums[i] = sha256_file_hex((fs::path(dir) / files[i]).string());
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
   std::ostringstream ss;
