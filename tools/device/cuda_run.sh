@@ -229,19 +229,27 @@ if [[ " $steps " == *" delta "* ]]; then
     done
   done
 fi
-if [[ " $steps " == *" ab "* ]]; then
+# bench_decide on the synth release once per setting (VAR=VALUE[,VAR=VALUE…] or - for the
+# defaults), alternated twice, into $OUT/FILE: decide_alternated FILE FILTER SETTING...
+decide_alternated() {
+  local file=$1 filter=$2 round setting vars
+  shift 2
   synth_release
   for round in 1 2; do
-    for setting in ${AB_SETTINGS:--}; do
+    for setting in "$@"; do
       vars="${setting//,/ }"
       [ "$setting" = - ] && vars=""
-      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_ab.txt"
+      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/$file"
       env $vars STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
-        timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter="${AB_FILTER:-Decide/}" \
-        --benchmark_counters_tabular=true 2>&1 | grep -E "Decide" | tee -a "$OUT/bench_ab.txt"
+        timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter="$filter" \
+        --benchmark_counters_tabular=true 2>&1 | grep -E "Decide" | tee -a "$OUT/$file"
       pack_results
     done
   done
+}
+if [[ " $steps " == *" ab "* ]]; then
+  # shellcheck disable=SC2086
+  decide_alternated bench_ab.txt "${AB_FILTER:-Decide/}" ${AB_SETTINGS:--}
 fi
 if [[ " $steps " == *" fused "* ]]; then
   # The standalone fast norms in their earlier and their grouped layout.
@@ -250,15 +258,7 @@ if [[ " $steps " == *" fused "* ]]; then
     STAVE_CUDA_FUSED_INPUT=$fused timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_elementwise" \
       --benchmark_filter='^fast/(add_rms_norm|rms_norm|gated_rms_norm)' 2>&1 | grep -E "^fast/" | tee -a "$OUT/bench_norms.txt"
   done
-  synth_release
-  for round in 1 2; do
-    for fused in off on; do
-      echo "== round $round, STAVE_CUDA_FUSED_INPUT=$fused" | tee -a "$OUT/bench_fused.txt"
-      STAVE_CUDA_FUSED_INPUT=$fused STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
-        timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter='Decide/' 2>&1 | grep -E "Decide/" |
-        tee -a "$OUT/bench_fused.txt"
-    done
-  done
+  decide_alternated bench_fused.txt 'Decide/' STAVE_CUDA_FUSED_INPUT=off STAVE_CUDA_FUSED_INPUT=on
   STAVE_CUDA_FUSED_INPUT=on STAVE_STAGES=1 timeout "${BENCH_TIMEOUT:-120}" "$bin/stave" bench --model $rel --device cuda \
     --prompt-tokens "${STAGE_TOKENS:-2048}" 2>&1 | tee "$OUT/stages_fused.txt"
 fi
