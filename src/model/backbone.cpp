@@ -9,6 +9,7 @@
 #include "formats/quark_config.h"
 #include "ops/reference.h"
 #include "stave/errors.h"
+#include "util/stage_timer.h"
 
 namespace stave {
 namespace {
@@ -245,12 +246,18 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
 
 LentHiddenStates Backbone::forward_lent(std::span<const BackboneSequence> sequences, Lend where) const {
   std::vector<int64_t> starts;
+  // STAVE_BACKBONE_TIMES: host time to issue the forward beside the wait for the device to finish it
+  // (a profiling aid: an issue time close to the whole says the host's launches bound the forward).
+  StageTimer times("STAVE_BACKBONE_TIMES");
+  times.enter("issue");
   const Tensor h = forward_batch(sequences, starts);
   LentHiddenStates out;
   if (sequences.empty()) return out;
   const int64_t H = config_.hidden_size;
   if (where == Lend::kDevice && h.device() != Device::kCpu) {
+    times.enter("wait");
     backend_.synchronize();  // the head reads them from another stream
+    times.report("backbone", starts.back());
     const float* rows = h.empty() ? nullptr : h.data<float>();
     for (size_t b = 0; b + 1 < starts.size(); ++b) {
       out.sequences.emplace_back();

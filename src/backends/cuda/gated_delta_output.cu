@@ -19,8 +19,10 @@ namespace {
 // [d_v][64]); their tiles then load as column-major B operands.
 // kSplit (with kT only): q̂, k̂, S_cᵀ and v_newᵀ come with their lo halves (the *_lo arrays), P
 // and q̂ exp(G) are split in shared memory, every product is three. Shared memory grows from
-// ~94 to ~173 KiB: one block per SM.
-constexpr int kOutThreads = 256;
+// ~94 to ~173 KiB: one block per SM, so the split form runs 16 warps per block (8 plain) to keep
+// more loads and products in flight.
+template <bool kSplit>
+constexpr int kOutThreads = kSplit ? 512 : 256;
 constexpr int kLdVt = kC + 8;  // v_newᵀ: BF16 [128][72]
 template <bool kT>
 constexpr int kKvElems = kT && kD * kLdVt > kC * kLdB ? kD * kLdVt : kC * kLdB;  // k̂, then v_new(ᵀ)
@@ -60,13 +62,14 @@ __device__ __forceinline__ void mma3_b_block(FragC& acc, const FragA& a, const F
 }
 
 template <bool kT, bool kSplit>
-__global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const bf16* kn, const bf16* qn_lo,
+__global__ void __launch_bounds__(kOutThreads<kSplit>) out_kernel(const bf16* qn, const bf16* kn, const bf16* qn_lo,
                                                           const bf16* kn_lo, const float* gcum, const bf16* Sc,
                                                           const bf16* Sc_lo, const bf16* vnew, const bf16* vnew_lo,
                                                           int64_t tokens, const int* table, int nc, int n_k, int n_v,
                                                           float* out) {
   static_assert(!kSplit || kT, "split operands come with the register pass's transposed layout");
   using L = OutLayout<kT, kSplit>;
+  constexpr int kThreads = kOutThreads<kSplit>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* base = reinterpret_cast<bf16*>(smem);
   bf16* Qs = base;                                        // [64][kLdB] q̂, then q̂ exp(G)
@@ -86,13 +89,13 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   int len;
   chunk_rows(table, nc, tokens, ci, t0, len);
   const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
-  fetch_rows<kOutThreads>(qn, t0, len, n_k, kh, Qs, tid);
-  fetch_rows<kOutThreads>(kn, t0, len, n_k, kh, KV, tid);
+  fetch_rows<kThreads>(qn, t0, len, n_k, kh, Qs, tid);
+  fetch_rows<kThreads>(kn, t0, len, n_k, kh, KV, tid);
   if constexpr (kSplit) {
-    fetch_rows<kOutThreads>(qn_lo, t0, len, n_k, kh, Ql, tid);
-    fetch_rows<kOutThreads>(kn_lo, t0, len, n_k, kh, KVl, tid);
+    fetch_rows<kThreads>(qn_lo, t0, len, n_k, kh, Ql, tid);
+    fetch_rows<kThreads>(kn_lo, t0, len, n_k, kh, KVl, tid);
   }
-  for (int e = tid; e < kD * kD / 8; e += kOutThreads) {
+  for (int e = tid; e < kD * kD / 8; e += kThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
     copy16(Ss + r * kLdB + 8 * c, Sc + slot * kD * kD + r * kD + 8 * c);
     if constexpr (kSplit) copy16(Sl + r * kLdB + 8 * c, Sc_lo + slot * kD * kD + r * kD + 8 * c);
@@ -101,29 +104,29 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   if (tid < kC) gc[tid] = gcum[slot * kC + tid];
   __pipeline_wait_prior(0);
   __syncthreads();
-  lower_tiles_xyt<kOutThreads, kSplit>(Qs, Ql, KV, KVl, QK, warp);  // q̂ k̂ᵀ on and below the diagonal
+  lower_tiles_xyt<kThreads, kSplit>(Qs, Ql, KV, KVl, QK, warp);  // q̂ k̂ᵀ on and below the diagonal
   __syncthreads();
   const bf16* vn = vnew + slot * kC * kD;
   if constexpr (kT) {
-    for (int e = tid; e < kD * kC / 8; e += kOutThreads) {
+    for (int e = tid; e < kD * kC / 8; e += kThreads) {
       const int r = e / (kC / 8), c = e % (kC / 8);
       copy16(KV + r * kLdVt + 8 * c, vn + r * kC + 8 * c);
       if constexpr (kSplit) copy16(KVl + r * kLdVt + 8 * c, vnew_lo + slot * kC * kD + r * kC + 8 * c);
     }
   } else {
-    for (int e = tid; e < kC * kD / 8; e += kOutThreads) {
+    for (int e = tid; e < kC * kD / 8; e += kThreads) {
       const int r = e / (kD / 8), c = e % (kD / 8);
       copy16(KV + r * kLdB + 8 * c, vn + r * kD + 8 * c);
     }
   }
   __pipeline_commit();
-  for (int e = tid; e < kC * kC; e += kOutThreads) {
+  for (int e = tid; e < kC * kC; e += kThreads) {
     const int i = e / kC, j = e % kC;
     const float x = j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
     P[i * kLdT + j] = __float2bfloat16(x);
     if constexpr (kSplit) Pl[i * kLdT + j] = __float2bfloat16(x - __bfloat162float(P[i * kLdT + j]));
   }
-  for (int e = tid; e < kC * kD / 2; e += kOutThreads) {
+  for (int e = tid; e < kC * kD / 2; e += kThreads) {
     const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
     __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Qs + r * kLdB + a);
     const float2 q = __bfloat1622float2(*x);
@@ -152,12 +155,17 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
       mma_b_block<kT>(acc, a, B, ldb, kk, tn);
     }
   };
-  constexpr int kPerWarp = (kC / 16) * (kD / 16) / (kOutThreads / 32);
+  // Each warp takes one column of tiles tn and kPerWarp row blocks ti, chosen so that every warp
+  // has the same number of P blocks (row block ti has ti + 1): all four with 8 warps, ti and 3 − ti
+  // with 16.
+  constexpr int kWarps = kThreads / 32, kPerWarp = (kC / 16) * (kD / 16) / kWarps;
+  static_assert(kWarps % (kD / 16) == 0 && (kPerWarp == 4 || kPerWarp == 2), "the tile split");
+  const int tn = warp % (kD / 16), first = warp / (kD / 16);
+  const auto row_block = [&](int j) { return kPerWarp == 4 ? j : (j == 0 ? first : kC / 16 - 1 - first); };
   FragC acc[kPerWarp];
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
-    const int tile = warp + j * (kOutThreads / 32);
-    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    const int ti = row_block(j);
     wmma::fill_fragment(acc[j], 0.0f);
     // kT: S_cᵀ and v_newᵀ, i.e. S_c and v_new column-major.
     for (int kk = 0; kk < kD / 16; ++kk) block_product(acc[j], Qs, Ql, kLdB, Ss, Sl, kLdB, ti, kk, tn);
@@ -166,20 +174,19 @@ __global__ void __launch_bounds__(kOutThreads) out_kernel(const bf16* qn, const 
   __syncthreads();  // O overwrites Qs and KV
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
-    const int tile = warp + j * (kOutThreads / 32);
-    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
+    const int ti = row_block(j);
     wmma::store_matrix_sync(O + ti * 16 * kLdO + tn * 16, acc[j], kLdO, wmma::mem_row_major);
   }
   __syncthreads();
   const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
   if (aligned16(out, row_stride)) {
-    for (int e = tid; e < len * kD / 4; e += kOutThreads) {
+    for (int e = tid; e < len * kD / 4; e += kThreads) {
       const int r = e / (kD / 4), c = 4 * (e % (kD / 4));
       *reinterpret_cast<float4*>(out + (t0 + r) * row_stride + static_cast<int64_t>(h) * kD + c) =
           *reinterpret_cast<const float4*>(O + r * kLdO + c);
     }
   } else {
-    for (int e = tid; e < len * kD; e += kOutThreads)
+    for (int e = tid; e < len * kD; e += kThreads)
       out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[(e / kD) * kLdO + e % kD];
   }
 }
@@ -190,7 +197,7 @@ namespace {
 template <bool kT, bool kSplit>
 void launch_out(const ChunkGrid& g, const ChunkScratch& x, float* out, cudaStream_t s) {
   allow_smem(out_kernel<kT, kSplit>, kOutSmem<kT, kSplit>);
-  out_kernel<kT, kSplit><<<dim3(g.nc, g.nv), kOutThreads, kOutSmem<kT, kSplit>, s>>>(
+  out_kernel<kT, kSplit><<<dim3(g.nc, g.nv), kOutThreads<kSplit>, kOutSmem<kT, kSplit>, s>>>(
       x.qn, x.kn, x.qn_lo, x.kn_lo, x.gcum, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo, g.tokens, g.table, g.nc, g.nk, g.nv,
       out);
   STAVE_CUDA_LAUNCHED();
