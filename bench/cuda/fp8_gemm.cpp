@@ -15,7 +15,8 @@
 // cluster shape, custom option, CTA swizzle, split-K; see search_shape), each configuration that
 // cublasLtMatmulAlgoCheck accepts timed (median of 5 products), at most STAVE_BENCH_SEARCH_SECONDS
 // (default 20) per shape and row count; it prints the heuristic's choice and the five fastest
-// (STAVE_BENCH_SHAPES=name[,name…] narrows the shapes).
+// (STAVE_BENCH_SHAPES=name[,name…] narrows the shapes; STAVE_BENCH_SEARCH_STEPS=step[,step…] the
+// steps, of tiles, cluster, custom, swizzle, splitk).
 #include <benchmark/benchmark.h>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -305,12 +306,15 @@ void search_shape(const Shape& s, int64_t M) {
     found.emplace_back(ms, c);
     if (ms < best_ms) best_ms = ms, best = c;
   };
+  const char* steps_env = std::getenv("STAVE_BENCH_SEARCH_STEPS");
+  const std::string steps = std::string(",") + (steps_env ? steps_env : "tiles,cluster,custom,swizzle,splitk") + ",";
+  const auto step = [&](const char* name) { return steps.find(std::string(",") + name + ",") != std::string::npos; };
   std::vector<uint32_t> tiles = cap_list<uint32_t>(base, CUBLASLT_ALGO_CAP_TILE_IDS);
   std::vector<uint32_t> stages = cap_list<uint32_t>(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
   if (tiles.empty()) tiles.push_back(start.tile);
   if (stages.empty()) stages.push_back(start.stages);
   const Config from_tiles = best;
-  for (const uint32_t t : tiles)
+  for (const uint32_t t : step("tiles") ? tiles : std::vector<uint32_t>{})
     for (const uint32_t st : stages) {
       Config c = from_tiles;
       c.tile = t, c.stages = st;
@@ -318,6 +322,7 @@ void search_shape(const Shape& s, int64_t M) {
     }
   const Config from_cluster = best;
   for (const uint16_t cl : {0, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+    if (!step("cluster")) break;
     Config c = from_cluster;
     c.cluster = cl;
     if (cl != from_cluster.cluster) consider(c);
@@ -325,18 +330,19 @@ void search_shape(const Shape& s, int64_t M) {
   const Config from_custom = best;
   const int32_t custom_max = cap_value<int32_t>(base, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX);
   for (int32_t o = 0; o <= std::min(custom_max, 15); ++o) {
+    if (!step("custom")) break;
     Config c = from_custom;
     c.custom = static_cast<uint32_t>(o);
     if (c.custom != from_custom.custom) consider(c);
   }
   const Config from_swizzle = best;
-  if (cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT)) {
+  if (step("swizzle") && cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT)) {
     Config c = from_swizzle;
     c.swizzle = 1 - c.swizzle;
     consider(c);
   }
   const Config from_split = best;
-  if (cap_value<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT)) {
+  if (step("splitk") && cap_value<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT)) {
     const uint32_t mask = cap_value<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
     for (int32_t k = 2; k <= 4; ++k)
       for (const uint32_t red : {1u, 2u, 4u})
@@ -351,7 +357,7 @@ void search_shape(const Shape& s, int64_t M) {
               "(%.0f TFLOP/s, %.3f× the heuristic's)\n",
               s.name, static_cast<long long>(M), tiles.size(), stages.size(), custom_max, timed,
               stopped ? " (stopped at the time limit)" : "", best_ms, tflops(best_ms), base_ms / best_ms);
-  for (size_t i = 0; i < std::min<size_t>(5, found.size()); ++i)
+  for (size_t i = 0; i < std::min<size_t>(found.size() <= 12 ? found.size() : 5, found.size()); ++i)
     std::printf("  %.4f ms (%.0f TFLOP/s) %s\n", found[i].first, tflops(found[i].first),
                 describe(found[i].second).c_str());
   std::fflush(stdout);

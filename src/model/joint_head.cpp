@@ -109,12 +109,6 @@ LayerNormView view_of(const HeadLayerNorm& n) {
 }
 
 // LayerNorm(hidden rows [begin, end)) averaged over the rows (ref::mean_rows on the normed rows).
-void mean_of_normed_rows(const HeadMemory& memory, int64_t H, const Span& s, std::vector<float>& rows, float* out) {
-  rows.resize(static_cast<size_t>((s.second - s.first) * H));
-  memory.normed_hidden_rows(s.first, s.second, rows.data());
-  ref::mean_rows(rows.data(), H, 0, s.second - s.first, out);
-}
-
 float capped_scale(float log_scale) {
   // exp(min(param, ln 100)): the reference clamps in the parameter's fp32 before exp.
   return std::exp(std::min(log_scale, static_cast<float>(std::log(100.0))));
@@ -166,33 +160,43 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
 
   StageTimer stages("STAVE_HEAD_STAGES");  // profiling aid, see util/stage_timer.h
 
-  // 1. LayerNorm over the backbone states, the memory over all tokens (both held by the
-  //    backend's head memory), the global vector (the last normed row).
+  // 1. LayerNorm over the backbone states and the memory over all tokens (both held by the
+  //    backend's head memory).
   stages.enter("memory");
   const std::unique_ptr<HeadMemory> memory = backend_->head_memory(memory_spec(), hidden, L);
-  std::vector<float> global_row(static_cast<size_t>(H));
-  memory->normed_hidden_rows(L - 1, L, global_row.data());
-  const float* global = global_row.data();
 
-  // 2-4. Question vectors, option context and lexical vectors (span means).
+  // 2-4. The global vector (the last normed row), question vectors, option context and lexical
+  //      vectors (span means), from the rows of every span brought in at once.
   stages.enter("span means");
-  std::vector<float> span_rows;
-  Matrix question_vectors = zeros(Q, H);
+  std::vector<Span> spans{{L - 1, L}};
   std::vector<int64_t> first_option(static_cast<size_t>(Q) + 1, 0);  // option rows of question i
   for (int64_t i = 0; i < Q; ++i) {
     const HeadQuestion& q = questions[i];
-    mean_of_normed_rows(*memory, H, q.question_span, span_rows, question_vectors.data() + i * H);
+    spans.push_back(q.question_span);
+    spans.insert(spans.end(), q.option_spans.begin(), q.option_spans.end());
     first_option[i + 1] = first_option[i] + static_cast<int64_t>(q.option_spans.size());
   }
+  int64_t span_row_count = 0;
+  for (const Span& s : spans) span_row_count += s.second - s.first;
+  std::vector<float> span_rows(static_cast<size_t>(span_row_count * H));
+  memory->normed_hidden_spans(spans, span_rows.data());
+  const float* next_rows = span_rows.data();
+  const auto mean_of_next_span = [&](const Span& s, float* out) {
+    ref::mean_rows(next_rows, H, 0, s.second - s.first, out);
+    next_rows += (s.second - s.first) * H;
+  };
+  const float* global = next_rows;
+  next_rows += H;
   const int64_t N = first_option[Q];
+  Matrix question_vectors = zeros(Q, H), context = zeros(N, H), lexical = zeros(N, H);
   std::vector<int64_t> question_of(static_cast<size_t>(N));
-  Matrix context = zeros(N, H), lexical = zeros(N, H);
   for (int64_t i = 0; i < Q; ++i) {
+    mean_of_next_span(questions[i].question_span, question_vectors.data() + i * H);
     for (size_t j = 0; j < questions[i].option_spans.size(); ++j) {
       const Span& s = questions[i].option_spans[j];
       const int64_t n = first_option[i] + static_cast<int64_t>(j);
       question_of[n] = i;
-      mean_of_normed_rows(*memory, H, s, span_rows, context.data() + n * H);
+      mean_of_next_span(s, context.data() + n * H);
       output_embedding_.mean_rows(input_ids.data() + s.first, s.second - s.first, lexical.data() + n * H);
     }
   }

@@ -28,6 +28,13 @@ ref::ProjectedKeyValues project_key_values(const Backend& backend, const ref::Mu
   return kv;
 }
 
+void HeadMemory::normed_hidden_spans(std::span<const Span> spans, float* out) const {
+  for (const Span& s : spans) {
+    normed_hidden_rows(s.first, s.second, out);
+    out += (s.second - s.first) * hidden_size();
+  }
+}
+
 namespace {
 
 class HostHeadMemory final : public HeadMemory {
@@ -40,6 +47,8 @@ class HostHeadMemory final : public HeadMemory {
     memory_.resize(static_cast<size_t>(L * W));
     backend.matmul_nt(seq_.data(), L, H, spec.memory_projection, W, nullptr, memory_.data());
   }
+
+  int64_t hidden_size() const override { return spec_.hidden_size; }
 
   void normed_hidden_rows(int64_t begin, int64_t end, float* out) const override {
     const int64_t H = spec_.hidden_size;

@@ -10,9 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "ops/multihead_attention.h"
+#include "util/token_span.h"
 
 namespace stave {
 
@@ -61,8 +63,13 @@ struct HiddenRows {
 class HeadMemory {
  public:
   virtual ~HeadMemory() = default;
+  virtual int64_t hidden_size() const = 0;
   // out[end − begin, hidden_size] = LayerNorm(hidden rows [begin, end)); 0 <= begin < end <= L.
   virtual void normed_hidden_rows(int64_t begin, int64_t end, float* out) const = 0;
+  // The rows of several spans (each 0 <= begin < end <= L) one span after another: out holds
+  // Σ (end − begin) rows of hidden_size, each the same as normed_hidden_rows gives. A backend
+  // whose rows live elsewhere brings them in one transfer; this default asks span by span.
+  virtual void normed_hidden_spans(std::span<const Span> spans, float* out) const;
   // out[rows, width] = MHA_a(query, memory_a): attention `a` of the spec with its keys and values
   // projected from the (normalised) memory; `query` rows are already normalised by the caller.
   // Each attention is computed when asked; asking twice recomputes it.

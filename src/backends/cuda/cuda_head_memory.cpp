@@ -9,6 +9,7 @@
 // rows the head averages come down, the [L, hidden] rows make no round trip through the host.
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -50,23 +51,55 @@ class CudaHeadMemory final : public HeadMemory {
     // `rows` goes back to the stream's pool here, ordered after the kernels that read it.
   }
 
+  int64_t hidden_size() const override { return spec_.hidden_size; }
+
   // The few span rows the head averages: normalised on the host (the reference LayerNorm), from
   // the host rows, or from those rows brought down from the device.
   void normed_hidden_rows(int64_t begin, int64_t end, float* out) const override {
+    const Span one{begin, end};
+    normed_hidden_spans(std::span(&one, 1), out);
+  }
+
+  // All spans' rows in one transfer: gathered on the device (stream-ordered copies), brought down
+  // at once, then normalised together (ref::layer_norm is row by row, so the bits are the same).
+  void normed_hidden_spans(std::span<const Span> spans, float* out) const override {
     const int64_t H = spec_.hidden_size;
-    const float* rows = hidden_.host ? hidden_.host + begin * H : nullptr;
-    std::vector<float> fetched;
-    if (!rows) {
-      fetched.resize(static_cast<size_t>((end - begin) * H));
+    int64_t rows = 0;
+    for (const Span& s : spans) rows += s.second - s.first;
+    if (rows <= 0) return;
+    std::vector<float> gathered;
+    const float* source = nullptr;
+    if (hidden_.host && spans.size() == 1) {
+      source = hidden_.host + spans[0].first * H;
+    } else if (hidden_.host) {
+      gathered.resize(static_cast<size_t>(rows * H));
+      float* at = gathered.data();
+      for (const Span& s : spans) at = std::copy(hidden_.host + s.first * H, hidden_.host + s.second * H, at);
+      source = gathered.data();
+    } else {
+      gathered.resize(static_cast<size_t>(rows * H));
       std::lock_guard lock(b_.mutex_);
       GpuContext& ctx = *b_.ctx_;
-      STAVE_CUDA_CHECK(cudaMemcpyAsync(fetched.data(), hidden_.device + begin * H, fetched.size() * sizeof(float),
-                                       cudaMemcpyDeviceToHost, ctx.stream()));
+      const size_t row_bytes = static_cast<size_t>(H) * sizeof(float);
+      if (spans.size() == 1) {
+        STAVE_CUDA_CHECK(cudaMemcpyAsync(gathered.data(), hidden_.device + spans[0].first * H, rows * row_bytes,
+                                         cudaMemcpyDeviceToHost, ctx.stream()));
+      } else {
+        const Tensor staged = b_.empty({rows, H});
+        float* at = staged.data<float>();
+        for (const Span& s : spans) {
+          const int64_t n = s.second - s.first;
+          STAVE_CUDA_CHECK(cudaMemcpyAsync(at, hidden_.device + s.first * H, n * row_bytes, cudaMemcpyDeviceToDevice,
+                                           ctx.stream()));
+          at += n * H;
+        }
+        STAVE_CUDA_CHECK(cudaMemcpyAsync(gathered.data(), staged.data<float>(), rows * row_bytes,
+                                         cudaMemcpyDeviceToHost, ctx.stream()));
+      }
       ctx.synchronize();
-      rows = fetched.data();
+      source = gathered.data();
     }
-    ref::layer_norm(rows, end - begin, H, spec_.hidden_norm.weight, spec_.hidden_norm.bias, spec_.hidden_norm.eps,
-                    out);
+    ref::layer_norm(source, rows, H, spec_.hidden_norm.weight, spec_.hidden_norm.bias, spec_.hidden_norm.eps, out);
   }
 
   void attend(size_t a, const float* in_query, int64_t rows, float* out) const override {

@@ -154,12 +154,24 @@ Fp8Accum fp8_accum_from_env() {
 // process, so the same input gives the same bits run after run.
 static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 0); }
 
+// STAVE_CUDA_FP8_CLUSTER: unset or "pairs" → the heuristic's algorithm with thread-block clusters
+// of 1 × 2 × 1 where it asks for 1 × 1 × 1, the product has N ≥ kPairsFromN outputs and
+// cublasLtMatmulAlgoCheck accepts it; "heuristic" → the heuristic's own configuration.
+// bench_cuda_fp8_gemm's search (STAVE_BENCH_SEARCH, an H100, 2026-12-06): every 27B product of N ≥
+// 5120 at 2048 rows 8.6–12.8 % faster, MLP down at 512 rows 29 %; attention k / v (N = 1024)
+// gained nothing. The tile and the order of each output's sums are the heuristic's.
+static bool cluster_pairs_from_env() {
+  return env_choice<bool>("STAVE_CUDA_FP8_CLUSTER", {{"pairs", true}, {"heuristic", false}});
+}
+constexpr int64_t kPairsFromN = 2048;
+
 struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
   Fp8Accum accum = fp8_accum_from_env();
   dev::FusedKernel fused_kernel = dev::fused_kernel_from_env();  // with LinearPath::kFp8Fused
   int algo_index = algo_index_from_env();
+  bool cluster_pairs = cluster_pairs_from_env();
   int sm_target = gemm_sm_target_from_env();  // 0: all SMs
   // STAVE_CUDA_FP8_ROWS=padded: every product over the padded Mp rows through scratch and a copy,
   // as before 2026-12-06 (for A/B runs); unset or "exact": straight into the output.
@@ -243,9 +255,29 @@ struct Fp8Gemm {
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       return scaled ? why_unscaled(Mp, N, K, "the heuristic offers no algorithm", st) : false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
+    if (cluster_pairs && N >= kPairsFromN) prefer_cluster_pairs(p);
     p.in_gemm = scaled;
     p.cols = Mp;
     return true;
+  }
+
+  // The plan's algorithm with 1 × 2 × 1 clusters (STAVE_CUDA_FP8_CLUSTER) where the heuristic chose
+  // 1 × 1 × 1 and cuBLASLt accepts the change; otherwise unchanged.
+  void prefer_cluster_pairs(Fp8Plan& p) const {
+    uint16_t cluster = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster),
+                                             &written) != CUBLAS_STATUS_SUCCESS ||
+        cluster != CUBLASLT_CLUSTER_SHAPE_1x1x1)
+      return;
+    cublasLtMatmulAlgo_t paired = p.algo;
+    const uint16_t pairs = CUBLASLT_CLUSTER_SHAPE_1x2x1;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoConfigSetAttribute(&paired, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &pairs, sizeof(pairs)) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoCheck(lt, p.desc, p.a, p.b, p.d, p.d, &paired, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= kWorkspaceBytes)
+      p.algo = paired;
   }
 
   // Says once per process on stderr why a product's row scales go into a kernel after the GEMM
