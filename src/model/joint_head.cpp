@@ -108,7 +108,6 @@ LayerNormView view_of(const HeadLayerNorm& n) {
   return LayerNormView{n.weight.data(), n.bias.data(), n.dim(), HeadLayerNorm::kEps};
 }
 
-// LayerNorm(hidden rows [begin, end)) averaged over the rows (ref::mean_rows on the normed rows).
 float capped_scale(float log_scale) {
   // exp(min(param, ln 100)): the reference clamps in the parameter's fp32 before exp.
   return std::exp(std::min(log_scale, static_cast<float>(std::log(100.0))));
