@@ -166,7 +166,7 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
 
   // 2-4. The global vector (the last normed row), question vectors, option context and lexical
   //      vectors (span means), from the rows of every span brought in at once.
-  stages.enter("span means");
+  stages.enter("span rows");
   std::vector<Span> spans{{L - 1, L}};
   std::vector<int64_t> first_option(static_cast<size_t>(Q) + 1, 0);  // option rows of question i
   for (int64_t i = 0; i < Q; ++i) {
@@ -179,6 +179,7 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
   for (const Span& s : spans) span_row_count += s.second - s.first;
   std::vector<float> span_rows(static_cast<size_t>(span_row_count * H));
   memory->normed_hidden_spans(spans, span_rows.data());
+  stages.enter("span means");
   const float* next_rows = span_rows.data();
   const auto mean_of_next_span = [&](const Span& s, float* out) {
     ref::mean_rows(next_rows, H, 0, s.second - s.first, out);
@@ -201,6 +202,7 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
   }
 
   // 5. Option queries R = W_oc·c + W_ol·ℓ + W_oq·q (all questions' options stacked).
+  stages.enter("option queries");
   Matrix routed = zeros(N, W), lexical_projected = zeros(N, W), question_part = zeros(Q, W);
   apply_linear(*backend_, w.option_context_projection, context.data(), N, routed.data());
   apply_linear(*backend_, w.option_lexical_projection, lexical.data(), N, lexical_projected.data());
