@@ -157,9 +157,12 @@ static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 
 // STAVE_CUDA_FP8_CLUSTER: unset or "pairs" → the heuristic's algorithm with thread-block clusters
 // of 1 × 2 × 1 where it asks for 1 × 1 × 1, the product has N ≥ kPairsFromN outputs and
 // cublasLtMatmulAlgoCheck accepts it; "heuristic" → the heuristic's own configuration.
-// bench_cuda_fp8_gemm's search (STAVE_BENCH_SEARCH, an H100, 2026-12-06): every 27B product of N ≥
-// 5120 at 2048 rows 8.6–12.8 % faster, MLP down at 512 rows 29 %; attention k / v (N = 1024)
-// gained nothing. The tile and the order of each output's sums are the heuristic's.
+// bench_cuda_fp8_gemm's search (STAVE_BENCH_SEARCH, an H100, 2026-12-06): 1 × 2 × 1 was the
+// fastest cluster shape at 1024–8192 rows for the 27B's products of N ≥ 5120 (1.03–1.20× the
+// heuristic's; attention k / v, N = 1024, gained nothing); at 512 rows taller clusters are
+// faster still for most of them (not taken). On the 27B: 12 / 52 ms off the backbone at 2048 /
+// 8192 tokens, < 1 ms at 512. The tile and the stages are the heuristic's; the fixture decisions'
+// worst differences did not change.
 static bool cluster_pairs_from_env() {
   return env_choice<bool>("STAVE_CUDA_FP8_CLUSTER", {{"pairs", true}, {"heuristic", false}});
 }
