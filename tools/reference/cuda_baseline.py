@@ -77,8 +77,10 @@ def main():
     if profile_tokens > 0:
         ids = torch.randint(0, vocab, (1, profile_tokens), device="cuda")
         with torch.inference_mode():
-            line = fla_peer.stage_profile(lambda: lm(input_ids=ids, use_cache=False))
+            line, fla_line = fla_peer.stage_profile(lambda: lm(input_ids=ids, use_cache=False))
         print(f"{line} at {profile_tokens} tokens", flush=True)
+        if fla_line:
+            print(f"{fla_line} at {profile_tokens} tokens", flush=True)
     print(f"peak GPU memory allocated: {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB", flush=True)
 
 

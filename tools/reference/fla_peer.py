@@ -65,8 +65,11 @@ def stage_profile(fn):
     """Runs fn() once under torch.profiler (CUDA activity) and sums the GPU time of its kernels by
     class, in ms: fla's delta rule, attention, GEMMs and everything else (norms, element-wise,
     the conv, copies). One line, comparable with stave's STAVE_STAGES=1 profile (which
-    synchronises after every op, so its sums run a little higher)."""
+    synchronises after every op, so its sums run a little higher); and, where fla ran, a line with
+    each of its kernels (ms and calls) to set beside bench_gated_delta's split by kernel (else
+    None)."""
     sums = {"fla delta rule": 0.0, "attention": 0.0, "GEMM": 0.0, "other": 0.0}
+    fla_kernels = {}  # name: [us, calls], to set beside stave's kernels of the chunked delta rule
     for e in _gpu_kernels(fn):
         us = getattr(e, "device_time_total", None)
         if us is None:
@@ -74,6 +77,9 @@ def stage_profile(fn):
         name = e.key.lower()
         if any(m in name for m in _FLA_KERNEL_MARKS):
             sums["fla delta rule"] += us
+            k = fla_kernels.setdefault(e.key, [0.0, 0])
+            k[0] += us
+            k[1] += getattr(e, "count", 0)
         elif any(m in name for m in _ATTENTION_MARKS):
             sums["attention"] += us
         elif any(m in name for m in _GEMM_MARKS):
@@ -81,6 +87,9 @@ def stage_profile(fn):
         else:
             sums["other"] += us
     total = sum(sums.values())
-    return "PyTorch stage profile (ms): " + ", ".join(f"{k} {v / 1000:.2f}" for k, v in sums.items()) + \
+    line = "PyTorch stage profile (ms): " + ", ".join(f"{k} {v / 1000:.2f}" for k, v in sums.items()) + \
         f", total {total / 1000:.2f}"
+    fla_line = "fla kernels (ms in all, calls): " + ", ".join(
+        f"{k} {v[0] / 1000:.2f} ({v[1]})" for k, v in sorted(fla_kernels.items(), key=lambda kv: -kv[1][0]))
+    return line, (fla_line if fla_kernels else None)
 
