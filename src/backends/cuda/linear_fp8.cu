@@ -155,8 +155,10 @@ Fp8Accum fp8_accum_from_env() {
 static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 0); }
 
 // STAVE_CUDA_FP8_CLUSTER: unset or "pairs" → the heuristic's algorithm with thread-block clusters
-// of 1 × 2 × 1 where it asks for 1 × 1 × 1, the product has N ≥ kPairsFromN outputs and
-// cublasLtMatmulAlgoCheck accepts it; "heuristic" → the heuristic's own configuration.
+// of 1 × 2 × 1 where it asks for 1 × 1 × 1, the product has N ≥ kPairsFromN outputs and at least
+// kPairsFromRows (padded) rows, and cublasLtMatmulAlgoCheck accepts it; "heuristic" → the
+// heuristic's own configuration. Fewer rows (batched decode steps: one or two row tiles) keep the
+// heuristic's: not measured there.
 // bench_cuda_fp8_gemm's search (STAVE_BENCH_SEARCH, an H100, 2026-12-06): 1 × 2 × 1 was the
 // fastest cluster shape at 1024–8192 rows for the 27B's products of N ≥ 5120 (1.03–1.20× the
 // heuristic's; attention k / v, N = 1024, gained nothing); at 512 rows taller clusters are
@@ -166,7 +168,7 @@ static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 
 static bool cluster_pairs_from_env() {
   return env_choice<bool>("STAVE_CUDA_FP8_CLUSTER", {{"pairs", true}, {"heuristic", false}});
 }
-constexpr int64_t kPairsFromN = 2048;
+constexpr int64_t kPairsFromN = 2048, kPairsFromRows = 512;
 
 struct Fp8Gemm {
   cublasLtHandle_t lt = nullptr;
@@ -258,7 +260,7 @@ struct Fp8Gemm {
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       return scaled ? why_unscaled(Mp, N, K, "the heuristic offers no algorithm", st) : false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
-    if (cluster_pairs && N >= kPairsFromN) prefer_cluster_pairs(p);
+    if (cluster_pairs && N >= kPairsFromN && Mp >= kPairsFromRows) prefer_cluster_pairs(p);
     p.in_gemm = scaled;
     p.cols = Mp;
     return true;
