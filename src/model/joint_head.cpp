@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 
 #include "ops/head_memory.h"
@@ -180,26 +181,47 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
   std::vector<float> span_rows(static_cast<size_t>(span_row_count * H));
   memory->normed_hidden_spans(spans, span_rows.data());
   stages.enter("span means");
-  const float* next_rows = span_rows.data();
-  const auto mean_of_next_span = [&](const Span& s, float* out) {
-    ref::mean_rows(next_rows, H, 0, s.second - s.first, out);
-    next_rows += (s.second - s.first) * H;
-  };
-  const float* global = next_rows;
-  next_rows += H;
+  const float* global = span_rows.data();
   const int64_t N = first_option[Q];
   Matrix question_vectors = zeros(Q, H), context = zeros(N, H), lexical = zeros(N, H);
   std::vector<int64_t> question_of(static_cast<size_t>(N));
+  // One mean per span after the global row, in the order of `spans`: its first row in span_rows,
+  // where its mean goes and (an option) where its output-embedding mean goes.
+  struct SpanMean {
+    Span span;
+    int64_t row;
+    float* mean;
+    float* lexical;
+  };
+  std::vector<SpanMean> means;
+  int64_t row = 1;
   for (int64_t i = 0; i < Q; ++i) {
-    mean_of_next_span(questions[i].question_span, question_vectors.data() + i * H);
+    const Span& qs = questions[i].question_span;
+    means.push_back({qs, row, question_vectors.data() + i * H, nullptr});
+    row += qs.second - qs.first;
     for (size_t j = 0; j < questions[i].option_spans.size(); ++j) {
       const Span& s = questions[i].option_spans[j];
       const int64_t n = first_option[i] + static_cast<int64_t>(j);
       question_of[n] = i;
-      mean_of_next_span(s, context.data() + n * H);
-      output_embedding_.mean_rows(input_ids.data() + s.first, s.second - s.first, lexical.data() + n * H);
+      means.push_back({s, row, context.data() + n * H, lexical.data() + n * H});
+      row += s.second - s.first;
     }
   }
+  // Each mean writes its own rows, so threads change no value.
+  std::exception_ptr failed;
+#pragma omp parallel for schedule(dynamic) if (means.size() > 4)
+  for (size_t t = 0; t < means.size(); ++t) {
+    try {
+      const SpanMean& m = means[t];
+      const int64_t count = m.span.second - m.span.first;
+      ref::mean_rows(span_rows.data() + m.row * H, H, 0, count, m.mean);
+      if (m.lexical) output_embedding_.mean_rows(input_ids.data() + m.span.first, count, m.lexical);
+    } catch (...) {
+#pragma omp critical(joint_head_span_means)
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
 
   // 5. Option queries R = W_oc·c + W_ol·ℓ + W_oq·q (all questions' options stacked).
   stages.enter("option queries");
