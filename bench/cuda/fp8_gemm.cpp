@@ -203,7 +203,7 @@ Config config_of(const cublasLtMatmulAlgo_t& algo) {
   return c;
 }
 
-// `base` (the heuristic's algorithm) with c's attributes; false if an attribute is refused.
+// Sets c's attributes on algo (a copy of the heuristic's); false if one is refused.
 bool apply(cublasLtMatmulAlgo_t& algo, const Config& c) {
   return cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile, sizeof(c.tile)) ==
              CUBLAS_STATUS_SUCCESS &&

@@ -168,45 +168,41 @@ std::vector<std::vector<float>> JointHead::forward(HiddenRows hidden, int64_t L,
   // 2-4. The global vector (the last normed row), question vectors, option context and lexical
   //      vectors (span means), from the rows of every span brought in at once.
   stages.enter("span rows");
-  std::vector<Span> spans{{L - 1, L}};
   std::vector<int64_t> first_option(static_cast<size_t>(Q) + 1, 0);  // option rows of question i
-  for (int64_t i = 0; i < Q; ++i) {
-    const HeadQuestion& q = questions[i];
-    spans.push_back(q.question_span);
-    spans.insert(spans.end(), q.option_spans.begin(), q.option_spans.end());
-    first_option[i + 1] = first_option[i] + static_cast<int64_t>(q.option_spans.size());
-  }
-  int64_t span_row_count = 0;
-  for (const Span& s : spans) span_row_count += s.second - s.first;
-  std::vector<float> span_rows(static_cast<size_t>(span_row_count * H));
-  memory->normed_hidden_spans(spans, span_rows.data());
-  stages.enter("span means");
-  const float* global = span_rows.data();
+  for (int64_t i = 0; i < Q; ++i)
+    first_option[i + 1] = first_option[i] + static_cast<int64_t>(questions[i].option_spans.size());
   const int64_t N = first_option[Q];
   Matrix question_vectors = zeros(Q, H), context = zeros(N, H), lexical = zeros(N, H);
   std::vector<int64_t> question_of(static_cast<size_t>(N));
-  // One mean per span after the global row, in the order of `spans`: its first row in span_rows,
-  // where its mean goes and (an option) where its output-embedding mean goes.
+  // The spans whose rows come in: the global row, then each question's span and its options'.
+  // Every span but the global row has a mean: its first row in span_rows, where the mean goes and
+  // (an option) where its output-embedding mean goes.
   struct SpanMean {
     Span span;
     int64_t row;
     float* mean;
     float* lexical;
   };
+  std::vector<Span> spans{{L - 1, L}};
   std::vector<SpanMean> means;
-  int64_t row = 1;
+  int64_t span_row_count = 1;
+  const auto add_span = [&](const Span& s, float* mean, float* lexical_mean) {
+    spans.push_back(s);
+    means.push_back({s, span_row_count, mean, lexical_mean});
+    span_row_count += s.second - s.first;
+  };
   for (int64_t i = 0; i < Q; ++i) {
-    const Span& qs = questions[i].question_span;
-    means.push_back({qs, row, question_vectors.data() + i * H, nullptr});
-    row += qs.second - qs.first;
+    add_span(questions[i].question_span, question_vectors.data() + i * H, nullptr);
     for (size_t j = 0; j < questions[i].option_spans.size(); ++j) {
-      const Span& s = questions[i].option_spans[j];
       const int64_t n = first_option[i] + static_cast<int64_t>(j);
       question_of[n] = i;
-      means.push_back({s, row, context.data() + n * H, lexical.data() + n * H});
-      row += s.second - s.first;
+      add_span(questions[i].option_spans[j], context.data() + n * H, lexical.data() + n * H);
     }
   }
+  std::vector<float> span_rows(static_cast<size_t>(span_row_count * H));
+  memory->normed_hidden_spans(spans, span_rows.data());
+  stages.enter("span means");
+  const float* global = span_rows.data();
   // Each mean writes its own rows, so threads change no value.
   std::exception_ptr failed;
 #pragma omp parallel for schedule(dynamic) if (means.size() > 4)
