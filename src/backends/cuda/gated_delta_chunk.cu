@@ -138,6 +138,22 @@ DeltaChoice delta_choice_from_env() {
                                                       {"recurrent", DeltaChoice::kRecurrent}});
 }
 
+// STAVE_CUDA_DELTA_STATE: how the register pass (3b) is run (delta_chunk::StatePass): "whole"
+// (the default: one warp per 16 state columns, all of d_k, Uᵀ read from global memory),
+// "whole-prefetch" (the same, the next chunk's Uᵀ copied ahead into shared memory) or "halves"
+// (two warps per 16 columns, each with half of d_k; the two halves of v_new's sum meet in shared
+// memory; Uᵀ copied ahead).
+delta_chunk::StatePass state_pass_from_env() {
+  using delta_chunk::StatePass;
+  return env_choice<StatePass>("STAVE_CUDA_DELTA_STATE", {{"whole", StatePass::kWhole},
+                                                          {"whole-prefetch", StatePass::kWholePrefetch},
+                                                          {"halves", StatePass::kHalves}});
+}
+
+// STAVE_CUDA_DELTA_WU: the transform's (step 2) block, "narrow" (the default: 4 warps) or "wide"
+// (8 warps in the same shared memory).
+bool wu_wide_from_env() { return env_choice<bool>("STAVE_CUDA_DELTA_WU", {{"narrow", false}, {"wide", true}}); }
+
 }  // namespace
 
 bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
@@ -210,10 +226,10 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   g_profiler.mark(0, s);
   delta_chunk::launch_qk_norm(in, grid, x, s);
   g_profiler.mark(1, s);
-  delta_chunk::launch_transform(in, grid, x, registers, split, s);
+  delta_chunk::launch_transform(in, grid, x, registers, split, wu_wide_from_env(), s);
   g_profiler.mark(2, s);
   if (registers)
-    delta_chunk::launch_state_registers(grid, x, split, states, s);
+    delta_chunk::launch_state_registers(grid, x, split, state_pass_from_env(), states, s);
   else
     delta_chunk::launch_state_shared(grid, x, states, s);
   g_profiler.mark(3, s);

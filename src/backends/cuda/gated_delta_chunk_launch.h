@@ -30,13 +30,19 @@ struct ChunkGrid {
 
 // 1. q̂, k̂ (and their lo halves where x has them).
 void launch_qk_norm(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, cudaStream_t s);
-// 2. G, W and U (U transposed for the register pass; split operands need it so).
+// 2. G, W and U (U transposed for the register pass; split operands need it so); wide: 8 warps
+// per block instead of 4.
 void launch_transform(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, bool u_transposed,
-                      bool split, cudaStream_t s);
+                      bool split, bool wide, cudaStream_t s);
 // 3a. The sequential pass with the state in shared memory (plain BF16 operands).
 void launch_state_shared(const ChunkGrid& g, const ChunkScratch& x, float* states, cudaStream_t s);
+// How the register pass (3b) is run: one warp per 16 state columns with Uᵀ read from global
+// memory (kWhole) or copied ahead through shared memory (kWholePrefetch), or two warps per 16
+// columns, each with half of d_k, Uᵀ copied ahead (kHalves).
+enum class StatePass { kWhole, kWholePrefetch, kHalves };
 // 3b. The sequential pass with the state in registers, with or without split operands.
-void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, cudaStream_t s);
+void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, StatePass pass, float* states,
+                            cudaStream_t s);
 // 4. The outputs (S_c and v_new transposed after the register pass; split operands need it so).
 void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, float* out,
                    cudaStream_t s);

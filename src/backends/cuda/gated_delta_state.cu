@@ -172,14 +172,28 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
 // in BF16 as Sᵀ (S_cᵀ [d_v][d_k]) and v_new as v_newᵀ [d_v][64] for the output kernel; U comes
 // in as Uᵀ [d_v][64] (the transform writes it so). The decay of the update is applied to
 // v_new's columns (k̂ᵀ diag(exp(G_last − G)) v_new), so k̂ is copied as stored.
-constexpr int kRegWarps = 2;  // 2: 192 blocks for the 27B's 48 heads (4: 96, fewer than the SMs)
-constexpr int kRegThreads = 32 * kRegWarps;
-constexpr int kRegCols = 16 * kRegWarps;  // state columns per block
+// kHalves = 2 (STAVE_CUDA_DELTA_STATE=halves) splits d_k between two warps per 16 columns: each
+// keeps S's 64 rows of its half, forms its half of Sᵀ Wᵀ (v_newᵀ's sum over d_k), and the two
+// halves meet through shared memory (over the chunk's W buffer, read by then) before both run
+// the update of their rows. Twice the warps, each with half the chain of products per chunk.
+constexpr int kRegCols = 32;  // state columns per block: 192 blocks for the 27B's 48 heads
+template <int kHalves>
+constexpr int kRegThreads = 2 * 32 * kHalves;
 // Split operands: k̂'s lo half comes double-buffered beside it (two more buffers); the A
 // operands (−Sᵀ, the scaled v_newᵀ) split straight from the accumulators; S_cᵀ and v_newᵀ go out
 // as hi and lo arrays.
-template <bool kSplit>
-constexpr size_t kRegSmem = (kSplit ? 6 : 4) * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float);
+// Uᵀ comes through shared memory too: each warp copies its own 16 columns of the next chunk
+// (cp.async, one buffer: the copy starts once the warp holds the current chunk's in registers),
+// so the chunk's first products do not wait on a global load. Rows of kLdU floats: a half warp's
+// float2 reads (columns g, rows 2t) fall on 32 different banks.
+constexpr int kLdU = kC + 8;
+constexpr size_t kRegUBytes = kRegCols * kLdU * sizeof(float);
+template <bool kSplit, bool kPrefetchU>
+constexpr size_t kRegSmem =
+    (kSplit ? 6 : 4) * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float) + (kPrefetchU ? kRegUBytes : 0);
+// Two blocks per SM (228 KiB, 1 KiB of it reserved per block): 192 blocks for the 27B's 48 heads
+// then run in one wave on 132 SMs.
+static_assert(2 * (kRegSmem<true, true> + 1024) <= 228 * 1024, "the split register pass must fit two blocks per SM");
 
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -193,6 +207,18 @@ __device__ inline void pack_bf16_split(float lo, float hi, uint32_t& h, uint32_t
   split_bf16x2(lo, hi, bh, bl);
   h = *reinterpret_cast<const uint32_t*>(&bh);
   l = *reinterpret_cast<const uint32_t*>(&bl);
+}
+
+// Starts this warp's 16 columns of chunk slot's Uᵀ (fp32 [d_v][64]) into Ub ([16][kLdU]) and
+// commits them.
+__device__ inline void fetch_u_warp(const float* Ut, int64_t slot, int col0, float* Ub, int lane) {
+  const float* u = Ut + slot * kD * kC + static_cast<int64_t>(col0) * kC;
+#pragma unroll
+  for (int e = lane; e < 16 * kC / 4; e += 32) {
+    const int r = e / (kC / 4), c = e % (kC / 4);
+    copy16(Ub + r * kLdU + 4 * c, u + r * kC + 4 * c);
+  }
+  __pipeline_commit();
 }
 
 __device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -239,25 +265,27 @@ __device__ inline void accumulators_as_a_split(uint32_t (&a)[4], uint32_t (&al)[
 
 // Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len; with kn_lo its lo half into Kl
 // too) and G into one buffer set.
+template <int kThreads>
 __device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const bf16* kn_lo, const float* gcum,
                                        int64_t slot, int64_t t0, int len, int n_k, int kh, bf16* Wb, bf16* Kb,
                                        bf16* Kl, float* gc, int tid) {
   const bf16* w = W + slot * kC * kD;
-  for (int e = tid; e < kC * kD / 8; e += kRegThreads) {
+  for (int e = tid; e < kC * kD / 8; e += kThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
     copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
   }
-  if (kn_lo) fetch_rows<kRegThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
-  fetch_kg<kRegThreads>(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);  // commits W's copy with them
+  if (kn_lo) fetch_rows<kThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
+  fetch_kg<kThreads>(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);  // commits W's copy with them
 }
 
-template <bool kSplit>
-__global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16* kn, const bf16* kn_lo,
-                                                                      const float* gcum, const bf16* W,
-                                                                      const float* Ut, int64_t tokens,
-                                                                      const int* table, int nc, int n_k, int n_v,
-                                                                      float* states, bf16* Sct, bf16* Sct_lo,
-                                                                      bf16* vnt, bf16* vnt_lo) {
+template <bool kSplit, int kHalves, bool kPrefetchU>
+__global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
+    const bf16* kn, const bf16* kn_lo, const float* gcum, const bf16* W, const float* Ut, int64_t tokens,
+    const int* table, int nc, int n_k, int n_v, float* states, bf16* Sct, bf16* Sct_lo, bf16* vnt, bf16* vnt_lo) {
+  static_assert(kHalves == 1 || kHalves == 2, "d_k whole or in two halves");
+  constexpr int kThreads = kRegThreads<kHalves>;
+  constexpr int kKTiles = kD / 8 / kHalves;  // this warp's n8 tiles of Sᵀ over d_k
+  constexpr int kKSteps = kD / 16 / kHalves; // its k16 steps of Sᵀ Wᵀ
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kKBufs = kSplit ? 4 : 2;
   bf16* Wbuf = reinterpret_cast<bf16*>(smem);                   // 2 × [64][kLdW] W (chunk parity)
@@ -266,28 +294,34 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
   float* gbuf = reinterpret_cast<float*>(Kbuf + kKBufs * kC * kLdW); // 2 × [64] G
   const int h = blockIdx.x, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;                          // the mma fragments' row group and column pair
-  const int col0 = blockIdx.y * kRegCols + warp * 16;           // this warp's first state column
+  const int cw = warp % 2, half_k = kHalves == 1 ? 0 : warp / 2; // column group; d_k half
+  const int col0 = blockIdx.y * kRegCols + cw * 16;             // this warp's first state column
+  const int k0 = half_k * (kD / kHalves);                        // its first row of d_k
+  const bool owns_u = kHalves == 1 || half_k == 0;              // starts v_newᵀ from Uᵀ (the other half from 0)
+  float* Ub = gbuf + 2 * kC + cw * 16 * kLdU;                   // [16][kLdU] this column group's Uᵀ
   const int kh = h / (n_v / n_k);
   const bf16* klo = kSplit ? kn_lo : nullptr;
   float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;  // [d_k][d_v]
-  // Sᵀ: 16 n8 tiles over d_k; element i of tile j is (column col0 + g + 8·(i / 2), row 8j + 2t + i % 2).
-  float s[kD / 8][4];
+  // Sᵀ: kKTiles n8 tiles over this warp's d_k rows; element i of tile j is (column col0 + g + 8·(i / 2),
+  // row k0 + 8j + 2t + i % 2).
+  float s[kKTiles][4];
 #pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
+  for (int j = 0; j < kKTiles; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) s[j][i] = st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)];
+    for (int i = 0; i < 4; ++i) s[j][i] = st[(k0 + 8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)];
   const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
   if (c_begin < c_end) {
     int64_t t0;
     int len;
     chunk_rows(table, nc, tokens, c_begin, t0, len);
-    fetch_chunk_wkg(W, kn, klo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, Wbuf, Kbuf, Klbuf,
-                    gbuf, tid);
+    fetch_chunk_wkg<kThreads>(W, kn, klo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, Wbuf,
+                              Kbuf, Klbuf, gbuf, tid);
+    if (kPrefetchU && owns_u) fetch_u_warp(Ut, static_cast<int64_t>(c_begin) * n_v + h, col0, Ub, lane);
   }
   for (int ci = c_begin; ci < c_end; ++ci) {
     const int64_t slot = static_cast<int64_t>(ci) * n_v + h;
     const int parity = (ci - c_begin) & 1;
-    const bf16* Wb = Wbuf + parity * kC * kLdW;
+    bf16* Wb = Wbuf + parity * kC * kLdW;
     const bf16* Kb = Kbuf + parity * kC * kLdW;
     const bf16* Kl = Klbuf + parity * kC * kLdW;
     const float* gc = gbuf + parity * kC;
@@ -295,32 +329,34 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
     int len;
     chunk_rows(table, nc, tokens, ci, t0, len);
     __pipeline_wait_prior(0);
-    __syncthreads();  // chunk ci's W, k̂ and G are in place; every warp is done with chunk ci − 1's buffers
+    __syncthreads();  // chunk ci's W, k̂, G and Uᵀ are in place; every warp is done with chunk ci − 1's buffers
     if (ci + 1 < c_end) {
       int64_t next_t0;
       int next_len;
       chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
-      fetch_chunk_wkg(W, kn, klo, gcum, slot + n_v, next_t0, next_len, n_k, kh, Wbuf + (parity ^ 1) * kC * kLdW,
-                      Kbuf + (parity ^ 1) * kC * kLdW, Klbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC,
-                      tid);
+      fetch_chunk_wkg<kThreads>(W, kn, klo, gcum, slot + n_v, next_t0, next_len, n_k, kh,
+                                Wbuf + (parity ^ 1) * kC * kLdW, Kbuf + (parity ^ 1) * kC * kLdW,
+                                Klbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC, tid);
     }
-    // v_newᵀ starts as Uᵀ: 8 n8 tiles over the chunk's 64 rows; element i of tile n is
-    // (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
+    // v_newᵀ starts as Uᵀ (or 0 for the second d_k half): 8 n8 tiles over the chunk's 64 rows;
+    // element i of tile n is (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
     float v[kC / 8][4];
-    const float* u = Ut + slot * kD * kC;
 #pragma unroll
     for (int n = 0; n < kC / 8; ++n)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float2 x = *reinterpret_cast<const float2*>(u + (col0 + g + 8 * half) * kC + 8 * n + 2 * t);
+        float2 x = make_float2(0.0f, 0.0f);
+        if (owns_u)
+          x = kPrefetchU ? *reinterpret_cast<const float2*>(Ub + (g + 8 * half) * kLdU + 8 * n + 2 * t)
+                         : *reinterpret_cast<const float2*>(Ut + slot * kD * kC + (col0 + g + 8 * half) * kC + 8 * n + 2 * t);
         v[n][2 * half] = x.x;
         v[n][2 * half + 1] = x.y;
       }
-    // S_cᵀ out (BF16), and v_newᵀ −= Sᵀ Wᵀ over d_k in k16 steps.
+    // S_cᵀ out (BF16), and v_newᵀ −= Sᵀ Wᵀ over this warp's d_k rows in k16 steps.
     bf16* sct = Sct + slot * kD * kD;
     bf16* sct_lo = kSplit ? Sct_lo + slot * kD * kD : nullptr;
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
+    for (int kk = 0; kk < kKSteps; ++kk) {
       uint32_t a[4], al[4];
       if constexpr (kSplit)
         accumulators_as_a_split(a, al, s[2 * kk], s[2 * kk + 1], -1.0f);
@@ -330,7 +366,7 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int64_t at = (col0 + g + 8 * half) * kD + 16 * kk + 8 * jj + 2 * t;
+          const int64_t at = (col0 + g + 8 * half) * kD + k0 + 16 * kk + 8 * jj + 2 * t;
           const float x0 = s[2 * kk + jj][2 * half], x1 = s[2 * kk + jj][2 * half + 1];
           if constexpr (kSplit)
             pack_bf16_split(x0, x1, *reinterpret_cast<uint32_t*>(sct + at), *reinterpret_cast<uint32_t*>(sct_lo + at));
@@ -343,7 +379,8 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       const int m = lane / 8, r = lane % 8;
       uint32_t bw[kC / 16][4];
 #pragma unroll
-      for (int p = 0; p < kC / 16; ++p) ldmatrix_x4(bw[p], Wb + (16 * p + 8 * (m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2));
+      for (int p = 0; p < kC / 16; ++p)
+        ldmatrix_x4(bw[p], Wb + (16 * p + 8 * (m / 2) + r) * kLdW + k0 + 16 * kk + 8 * (m % 2));
 #pragma unroll
       for (int p = 0; p < kC / 16; ++p) {
         if constexpr (kSplit) {
@@ -354,29 +391,55 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
         mma_bf16(v[2 * p + 1], a, bw[p][2], bw[p][3]);
       }
     }
-    // v_newᵀ out (BF16), then its columns scaled by exp(G_last − G) for the update.
+    if constexpr (kHalves == 2) {
+      // The two halves of the sum meet over this chunk's W buffer, which every warp has read once
+      // all are past the first barrier: each writes its partial sums in fragment order, then adds
+      // the other's. first + second in that order on both warps, so both hold the same v_newᵀ.
+      float* X = reinterpret_cast<float*>(Wb);  // [4 warps][8 · 4 · 32] fp32, 16 KiB of the 17 KiB buffer
+      static_assert(4 * (kC / 8) * 4 * 32 * sizeof(float) <= kC * kLdW * sizeof(bf16), "partials fit in W's buffer");
+      __syncthreads();
+#pragma unroll
+      for (int n = 0; n < kC / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) X[(warp * (kC / 8) * 4 + n * 4 + i) * 32 + lane] = v[n][i];
+      __syncthreads();
+      const float* other = X + (warp ^ 2) * (kC / 8) * 4 * 32;
+#pragma unroll
+      for (int n = 0; n < kC / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[n][i] += other[(n * 4 + i) * 32 + lane];
+    }
+    if (kPrefetchU && owns_u) {
+      __syncwarp();  // every lane has read its part of Uᵀ: the next chunk's may come into Ub
+      if (ci + 1 < c_end) fetch_u_warp(Ut, slot + n_v, col0, Ub, lane);
+    }
+    // v_newᵀ out (BF16; with two halves each warp writes its half of the rows), then its columns
+    // scaled by exp(G_last − G) for the update.
     const float g_last = gc[len - 1];
     bf16* vt = vnt + slot * kD * kC;
     bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
 #pragma unroll
     for (int n = 0; n < kC / 8; ++n) {
       const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
+      const bool mine = kHalves == 1 || n / (kC / 8 / kHalves) == half_k;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
-        uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
-        if constexpr (kSplit)
-          pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
-        else
-          *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+        if (mine) {
+          const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
+          uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
+          if constexpr (kSplit)
+            pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
+          else
+            *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+        }
         v[n][2 * half] *= d0;
         v[n][2 * half + 1] *= d1;
       }
     }
-    // Sᵀ ← exp(G_last) Sᵀ + (scaled v_new)ᵀ k̂ over the chunk's rows in k16 steps.
+    // Sᵀ ← exp(G_last) Sᵀ + (scaled v_new)ᵀ k̂ over the chunk's rows in k16 steps (this warp's d_k rows).
     const float decay = __expf(g_last);
 #pragma unroll
-    for (int j = 0; j < kD / 8; ++j)
+    for (int j = 0; j < kKTiles; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[j][i] *= decay;
 #pragma unroll
@@ -392,11 +455,11 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
       const int m = lane / 8, r = lane % 8;
       constexpr int kGroup = kSplit ? 2 : 4;
 #pragma unroll
-      for (int q = 0; q < 8 / kGroup; ++q) {
+      for (int q = 0; q < kKTiles / 2 / kGroup; ++q) {
         uint32_t bk[kGroup][4], bl[kGroup][4];
 #pragma unroll
         for (int p = 0; p < kGroup; ++p) {
-          const int at = (16 * kt + 8 * (m % 2) + r) * kLdW + 8 * (2 * (kGroup * q + p) + m / 2);
+          const int at = (16 * kt + 8 * (m % 2) + r) * kLdW + k0 + 8 * (2 * (kGroup * q + p) + m / 2);
           ldmatrix_x4_trans(bk[p], Kb + at);
           if constexpr (kSplit) ldmatrix_x4_trans(bl[p], Kl + at);
         }
@@ -416,9 +479,9 @@ __global__ void __launch_bounds__(kRegThreads) state_registers_kernel(const bf16
     }
   }
 #pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
+  for (int j = 0; j < kKTiles; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)] = s[j][i];
+    for (int i = 0; i < 4; ++i) st[(k0 + 8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)] = s[j][i];
 }
 
 }  // namespace
@@ -431,21 +494,35 @@ void launch_state_shared(const ChunkGrid& g, const ChunkScratch& x, float* state
 }
 
 namespace {
-template <bool kSplit>
+template <bool kSplit, int kHalves, bool kPrefetchU>
 void launch_registers(const ChunkGrid& g, const ChunkScratch& x, float* states, cudaStream_t s) {
-  allow_smem(state_registers_kernel<kSplit>, kRegSmem<kSplit>);
-  state_registers_kernel<kSplit><<<dim3(g.nv, kD / kRegCols, static_cast<unsigned>(g.n_seq)), kRegThreads,
-                                   kRegSmem<kSplit>, s>>>(x.kn, x.kn_lo, x.gcum, x.W, x.U, g.tokens, g.table, g.nc,
-                                                          g.nk, g.nv, states, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo);
+  constexpr size_t smem = kRegSmem<kSplit, kPrefetchU>;
+  allow_smem(state_registers_kernel<kSplit, kHalves, kPrefetchU>, smem);
+  state_registers_kernel<kSplit, kHalves, kPrefetchU>
+      <<<dim3(g.nv, kD / kRegCols, static_cast<unsigned>(g.n_seq)), kRegThreads<kHalves>, smem, s>>>(
+          x.kn, x.kn_lo, x.gcum, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.Sc, x.Sc_lo, x.vnew,
+          x.vnew_lo);
   STAVE_CUDA_LAUNCHED();
+}
+template <bool kSplit>
+void launch_registers(const ChunkGrid& g, const ChunkScratch& x, StatePass pass, float* states, cudaStream_t s) {
+  switch (pass) {
+    case StatePass::kWhole:
+      return launch_registers<kSplit, 1, false>(g, x, states, s);
+    case StatePass::kWholePrefetch:
+      return launch_registers<kSplit, 1, true>(g, x, states, s);
+    case StatePass::kHalves:
+      return launch_registers<kSplit, 2, true>(g, x, states, s);
+  }
 }
 }  // namespace
 
-void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, cudaStream_t s) {
+void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, StatePass pass, float* states,
+                            cudaStream_t s) {
   if (split)
-    launch_registers<true>(g, x, states, s);
+    launch_registers<true>(g, x, pass, states, s);
   else
-    launch_registers<false>(g, x, states, s);
+    launch_registers<false>(g, x, pass, states, s);
 }
 
 }  // namespace stave::cuda::dev::delta_chunk

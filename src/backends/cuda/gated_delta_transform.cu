@@ -57,6 +57,7 @@ __global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, i
 //      (the T_kj all nearer the diagonal), through X in `scratch` (≥ 3 · 256 floats).
 // Blocks above the diagonal are set to 0. Tf [64][64]. Ends with the block synchronized.
 constexpr int kTb = 16;  // block of the inverse
+template <int kThreads>
 __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, int tid) {
   constexpr int kN = kC / kTb;  // 4 blocks per side
   if (tid < kC) {
@@ -72,14 +73,14 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
 #pragma unroll
     for (int i = 0; i < kTb; ++i) Tf[(o + i) * kC + o + c] = t[i];
   }
-  for (int e = tid; e < kC * kC; e += kWuThreads) {
+  for (int e = tid; e < kC * kC; e += kThreads) {
     const int r = e / kC, c = e % kC;
     if (c / kTb > r / kTb) Tf[e] = 0.0f;
   }
   __syncthreads();
   for (int dist = 1; dist < kN; ++dist) {
     const int blocks = kN - dist;  // (i, j) = (b + dist, b)
-    for (int e = tid; e < blocks * kTb * kTb; e += kWuThreads) {
+    for (int e = tid; e < blocks * kTb * kTb; e += kThreads) {
       const int b = e / (kTb * kTb), r = (e / kTb) % kTb, c = e % kTb, i = b + dist, j = b;
       float x = 0.0f;
       for (int k = j; k < i; ++k) {
@@ -91,7 +92,7 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
       scratch[e] = x;
     }
     __syncthreads();
-    for (int e = tid; e < blocks * kTb * kTb; e += kWuThreads) {
+    for (int e = tid; e < blocks * kTb * kTb; e += kThreads) {
       const int b = e / (kTb * kTb), r = (e / kTb) % kTb, c = e % kTb, i = b + dist, j = b;
       const float* tii = Tf + (i * kTb + r) * kC + i * kTb;
       const float* x = scratch + b * kTb * kTb + c;
@@ -115,12 +116,12 @@ template <bool kSplit>
 constexpr size_t kWuSmem = (kSplit ? 4 : 2) * kC * kLdB * sizeof(bf16) + kWuAfBytes<kSplit> + kC * kC * sizeof(float) +
                            3 * kTb * kTb * sizeof(float) + 3 * kC * sizeof(float);
 static_assert(kWuAfBytes<false> == kC * kLdA * sizeof(float), "Tb fits over Af");
-static_assert((kWuThreads / 32) * 16 * kLdWst * sizeof(float) <= kC * kC * sizeof(float), "W's staging fits over Tf");
+static_assert((kWuThreadsWide / 32) * 16 * kLdWst * sizeof(float) <= kC * kC * sizeof(float), "W's staging fits over Tf");
 
 // kUt: U goes out transposed, [d_v][64] per (chunk, head), for the register pass (3b).
 // kSplit: k̂ comes with its lo half (kn_lo); β v, T and β k̂ exp(G) are split in shared memory
 // and every product is three; W still goes out as one BF16 array.
-template <bool kUt, bool kSplit>
+template <bool kUt, bool kSplit, int kWuThreads>
 __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf16* kn_lo, const float* v,
                                                         int64_t stride, const float* g, const float* beta,
                                                         int64_t tokens, const int* table, int nc, int n_k, int n_v,
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
     Af[i * kLdA + j] = j < i ? bt[i] * Af[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
   }
   __syncthreads();
-  invert_unit_lower(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
+  invert_unit_lower<kWuThreads>(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
   for (int e = tid; e < kC * kC / 2; e += kWuThreads) {
     const float2 t = reinterpret_cast<const float2*>(Tf)[e];
     const int at = (2 * e / kC) * kLdT + 2 * e % kC;
@@ -281,25 +282,32 @@ void launch_qk_norm(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkSc
 }
 
 namespace {
-template <bool kUt, bool kSplit>
+template <bool kUt, bool kSplit, int kThreads>
 void launch_wu(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, cudaStream_t s) {
-  allow_smem(wu_kernel<kUt, kSplit>, kWuSmem<kSplit>);
-  wu_kernel<kUt, kSplit><<<dim3(g.nc, g.nv), kWuThreads, kWuSmem<kSplit>, s>>>(
+  allow_smem(wu_kernel<kUt, kSplit, kThreads>, kWuSmem<kSplit>);
+  wu_kernel<kUt, kSplit, kThreads><<<dim3(g.nc, g.nv), kThreads, kWuSmem<kSplit>, s>>>(
       x.kn, x.kn_lo, in.v, in.stride, in.g, in.beta, g.tokens, g.table, g.nc, g.nk, g.nv, x.gcum, x.W, x.U);
   STAVE_CUDA_LAUNCHED();
+}
+template <bool kUt, bool kSplit>
+void launch_wu(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, bool wide, cudaStream_t s) {
+  if (wide)
+    launch_wu<kUt, kSplit, kWuThreadsWide>(in, g, x, s);
+  else
+    launch_wu<kUt, kSplit, kWuThreads>(in, g, x, s);
 }
 }  // namespace
 
 void launch_transform(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, bool u_transposed,
-                      bool split, cudaStream_t s) {
+                      bool split, bool wide, cudaStream_t s) {
   if (split && !u_transposed)
     throw Error(ErrorKind::kInternal, "chunked gated delta rule: split operands come with U transposed");
   if (split)
-    launch_wu<true, true>(in, g, x, s);
+    launch_wu<true, true>(in, g, x, wide, s);
   else if (u_transposed)
-    launch_wu<true, false>(in, g, x, s);
+    launch_wu<true, false>(in, g, x, wide, s);
   else
-    launch_wu<false, false>(in, g, x, s);
+    launch_wu<false, false>(in, g, x, wide, s);
 }
 
 }  // namespace stave::cuda::dev::delta_chunk
