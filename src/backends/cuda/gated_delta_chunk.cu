@@ -38,6 +38,12 @@
 // the register pass (3b) 200 registers, 70,144 B, two warps per block. With split operands: wu
 // 66 registers, 108,288 B (two blocks per SM); the register pass 184 registers, 104,960 B; out
 // 78 registers, 177,408 B (one block per SM).
+// Experimental variants (off by default; 2026-12-06, compiled but not yet timed on a GPU):
+// STAVE_CUDA_DELTA_STATE=whole-prefetch copies the next chunk's Uᵀ into shared memory ahead of
+// the register pass's chunk (+9 KiB; 245 / 254 registers plain / split), =halves runs two warps
+// per 16 state columns, each with half of d_k (168 registers, the pass's chain of products per
+// chunk halved, one exchange through shared memory per chunk); STAVE_CUDA_DELTA_WU=wide runs the
+// transform with 8 warps per block in the same shared memory.
 // Files: this one holds the scratch, the switch and the order of the launches; step 1 and 2 are
 // in gated_delta_transform.cu, 3a and 3b in gated_delta_state.cu, 4 in gated_delta_output.cu,
 // what they share in gated_delta_chunk_device.cuh, their launches in gated_delta_chunk_launch.h.
