@@ -182,7 +182,9 @@ constexpr int kRegThreads = 2 * 32 * kHalves;
 // Split operands: k̂'s lo half comes double-buffered beside it (two more buffers); the A
 // operands (−Sᵀ, the scaled v_newᵀ) split straight from the accumulators; S_cᵀ and v_newᵀ go out
 // as hi and lo arrays.
-// Uᵀ comes through shared memory too: each warp copies its own 16 columns of the next chunk
+// With kPrefetchU (whole-prefetch, halves) Uᵀ comes through shared memory too, where the default
+// pass reads it from global memory as each chunk starts: each warp (of the first d_k half) copies
+// its own 16 columns of the next chunk
 // (cp.async, one buffer: the copy starts once the warp holds the current chunk's in registers),
 // so the chunk's first products do not wait on a global load. Rows of kLdU floats: a half warp's
 // float2 reads (columns g, rows 2t) fall on 32 different banks.
