@@ -49,7 +49,7 @@ __global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, i
 }
 
 // T = (I + A)⁻¹ for the strictly lower A [64][kLdA] (fp32), by 16 × 16 blocks so that all
-// kWuThreads threads work and the longest chain is short (one thread per column of the whole
+// kThreads threads work and the longest chain is short (one thread per column of the whole
 // matrix was a chain of 2,016 dependent FMAs on half the threads):
 //   1. the diagonal blocks T_dd = (I + A_dd)⁻¹, thread (d, c) column c of block d by forward
 //      substitution (rows above c come out 0);
@@ -105,7 +105,8 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
   }
 }
 
-// 2. W and U per (chunk = blockIdx.x, v head = blockIdx.y); 128 threads. Also writes G.
+// 2. W and U per (chunk = blockIdx.x, v head = blockIdx.y); kThreads threads (128, or 256 with
+// STAVE_CUDA_DELTA_WU=wide). Also writes G.
 // Shared memory (three blocks per SM; two with split operands): Ks, Vs (and their lo halves),
 // Af, Tf, the inverse's scratch X, G and β; T's BF16 copy (hi and lo) goes over Af once the
 // inverse is done, W's fp32 tiles through a per-warp staging over Tf once T is copied.
@@ -121,8 +122,8 @@ static_assert((kWuThreadsWide / 32) * 16 * kLdWst * sizeof(float) <= kC * kC * s
 // kUt: U goes out transposed, [d_v][64] per (chunk, head), for the register pass (3b).
 // kSplit: k̂ comes with its lo half (kn_lo); β v, T and β k̂ exp(G) are split in shared memory
 // and every product is three; W still goes out as one BF16 array.
-template <bool kUt, bool kSplit, int kWuThreads>
-__global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf16* kn_lo, const float* v,
+template <bool kUt, bool kSplit, int kThreads>
+__global__ void __launch_bounds__(kThreads) wu_kernel(const bf16* kn, const bf16* kn_lo, const float* v,
                                                         int64_t stride, const float* g, const float* beta,
                                                         int64_t tokens, const int* table, int nc, int n_k, int n_v,
                                                         float* gcum, bf16* W, float* U) {
@@ -147,8 +148,8 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
   chunk_rows(table, nc, tokens, ci, t0, len);
   const int64_t slot = static_cast<int64_t>(ci) * n_v + h;  // this (chunk, head)'s scratch
 
-  fetch_rows<kWuThreads>(kn, t0, len, n_k, kh, Ks, tid);
-  if constexpr (kSplit) fetch_rows<kWuThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
+  fetch_rows<kThreads>(kn, t0, len, n_k, kh, Ks, tid);
+  if constexpr (kSplit) fetch_rows<kThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
   __pipeline_commit();
   if (tid < kC) {
     bt[tid] = tid < len ? beta[(t0 + tid) * n_v + h] : 0.0f;
@@ -171,7 +172,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
   }
   // β v in BF16: four values per step where the rows are 16-byte aligned (the packed projection's).
   if (aligned16(v, stride)) {
-    for (int e = tid; e < kC * kD / 4; e += kWuThreads) {
+    for (int e = tid; e < kC * kD / 4; e += kThreads) {
       const int r = e / (kD / 4), a = 4 * (e % (kD / 4));
       float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (r < len) {
@@ -183,7 +184,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
       if constexpr (kSplit) store_bf16x4(Vl + r * kLdB + a, bf16_residue4(x));
     }
   } else {
-    for (int e = tid; e < kC * kD; e += kWuThreads) {
+    for (int e = tid; e < kC * kD; e += kThreads) {
       const int r = e / kD, a = e % kD;
       const float x = r < len ? v[(t0 + r) * stride + static_cast<int64_t>(h) * kD + a] * bt[r] : 0.0f;
       Vs[r * kLdB + a] = __float2bfloat16(x);
@@ -194,15 +195,15 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
   __syncthreads();
   if (tid < kC) gcum[slot * kC + tid] = gc[tid];
   // k̂ k̂ᵀ, the tiles on and below the diagonal.
-  lower_tiles_xyt<kWuThreads, kSplit>(Ks, Kl, Ks, Kl, Af, warp);
+  lower_tiles_xyt<kThreads, kSplit>(Ks, Kl, Ks, Kl, Af, warp);
   __syncthreads();
-  for (int e = tid; e < kC * kC; e += kWuThreads) {
+  for (int e = tid; e < kC * kC; e += kThreads) {
     const int i = e / kC, j = e % kC;
     Af[i * kLdA + j] = j < i ? bt[i] * Af[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
   }
   __syncthreads();
-  invert_unit_lower<kWuThreads>(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
-  for (int e = tid; e < kC * kC / 2; e += kWuThreads) {
+  invert_unit_lower<kThreads>(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
+  for (int e = tid; e < kC * kC / 2; e += kThreads) {
     const float2 t = reinterpret_cast<const float2*>(Tf)[e];
     const int at = (2 * e / kC) * kLdT + 2 * e % kC;
     if constexpr (kSplit) {
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
       *reinterpret_cast<__nv_bfloat162*>(Tb + at) = __floats2bfloat162_rn(t.x, t.y);
     }
   }
-  for (int e = tid; e < kC * kD / 2; e += kWuThreads) {
+  for (int e = tid; e < kC * kD / 2; e += kThreads) {
     const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
     __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Ks + r * kLdB + a);
     float2 k = __bfloat1622float2(*x);
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(kWuThreads) wu_kernel(const bf16* kn, const bf
   float* Uc = U + slot * kC * kD;
   bf16* Wc = W + slot * kC * kD;
   const int lane = tid % 32;
-  for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kWuThreads / 32) {
+  for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kThreads / 32) {
     const int ti = tile / (kD / 16), tn = tile % (kD / 16);
     FragC w, u;
     wmma::fill_fragment(w, 0.0f);
