@@ -34,16 +34,23 @@
 // the 4-layer 9B-shape MXFP4 synth the decisions' error against exact precision (mean over
 // requests of the max |Δp|) falls from 0.0236 to 0.0097 (docs/eval.md).
 // Resources (ptxas, sm_90a; no spills): qk_norm 24 registers; wu 56 registers, 72,448 B shared
-// (three blocks per SM); state 62 registers, 104,960 B; out 64 registers, 96,512 B (two each);
+// (three blocks per SM); state 62 registers, 104,960 B; out 80 registers, 96,512 B (two each);
 // the register pass (3b) 200 registers, 70,144 B, two warps per block. With split operands: wu
 // 66 registers, 108,288 B (two blocks per SM); the register pass 184 registers, 104,960 B; out
-// 78 registers, 177,408 B (one block per SM).
+// 128 registers, 177,408 B (one block per SM).
 // Experimental variants (off by default; 2026-12-06, compiled but not yet timed on a GPU):
 // STAVE_CUDA_DELTA_STATE=whole-prefetch copies the next chunk's Uᵀ into shared memory ahead of
 // the register pass's chunk (+9 KiB; 245 / 254 registers plain / split), =halves runs two warps
 // per 16 state columns, each with half of d_k (168 registers, the pass's chain of products per
 // chunk halved, one exchange through shared memory per chunk); STAVE_CUDA_DELTA_WU=wide runs the
-// transform with 8 warps per block in the same shared memory.
+// transform with 8 warps per block in the same shared memory. STAVE_CUDA_DELTA_STATE=whole-out
+// (2026-12-06, 23:50 UTC; compiled, not yet timed) moves step 4's inter-chunk product into the register
+// pass: each warp forms (q̂ exp(G)) S_c for its 16 columns from the state it holds (the A
+// fragments of Sᵀ Wᵀ again, q̂ double-buffered beside W and k̂, 64 columns per block to fit) and
+// writes it into the output; S_c never goes to scratch (~96 MiB per 27B layer at 2048 tokens
+// with split operands, written and read once each), and the output kernel only adds P v_new
+// (two blocks of 8 warps per SM, without S_c's buffers). 255 registers with split operands
+// (8 bytes spilled).
 // Files: this one holds the scratch, the switch and the order of the launches; step 1 and 2 are
 // in gated_delta_transform.cu, 3a and 3b in gated_delta_state.cu, 4 in gated_delta_output.cu,
 // what they share in gated_delta_chunk_device.cuh, their launches in gated_delta_chunk_launch.h.
@@ -148,12 +155,15 @@ DeltaChoice delta_choice_from_env() {
 // (the default: one warp per 16 state columns, all of d_k, Uᵀ read from global memory),
 // "whole-prefetch" (the same, the next chunk's Uᵀ copied ahead into shared memory) or "halves"
 // (two warps per 16 columns, each with half of d_k; the two halves of v_new's sum meet in shared
-// memory; Uᵀ copied ahead).
+// memory; Uᵀ copied ahead) or "whole-out" (as whole-prefetch with 64 state columns per block,
+// and the pass forms the inter-chunk output (q̂ exp(G)) S_c into the output itself: S_c never
+// goes to scratch, the output kernel adds only the intra-chunk part).
 delta_chunk::StatePass state_pass_from_env() {
   using delta_chunk::StatePass;
   return env_choice<StatePass>("STAVE_CUDA_DELTA_STATE", {{"whole", StatePass::kWhole},
                                                           {"whole-prefetch", StatePass::kWholePrefetch},
-                                                          {"halves", StatePass::kHalves}});
+                                                          {"halves", StatePass::kHalves},
+                                                          {"whole-out", StatePass::kWholeOut}});
 }
 
 // STAVE_CUDA_DELTA_WU: the transform's (step 2) block, "narrow" (the default: 4 warps) or "wide"
@@ -193,13 +203,17 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   const int nc = static_cast<int>(t0s.size());
   const DeltaChoice choice = delta_choice_from_env();
   const bool split = choice == DeltaChoice::kSplit;
+  const bool registers = choice != DeltaChoice::kChunkShared;  // the register pass (3b); split operands need it
+  const delta_chunk::StatePass pass = state_pass_from_env();
+  const bool inter_in_pass = registers && pass == delta_chunk::StatePass::kWholeOut;  // no S_c scratch
   const size_t halves = split ? 2 : 1;
+  const size_t sc_halves = inter_in_pass ? 0 : halves;
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
   const size_t qk = static_cast<size_t>(T) * nk * kD;
   Scratch scratch(2 * halves * Scratch::round_up(qk * sizeof(bf16)) + Scratch::round_up(per_chunk * kC * sizeof(float)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
-                      halves * Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
+                      sc_halves * Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
                       halves * Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up((2 * nc + n_seq + 1) * sizeof(int)),
                   s);
@@ -209,12 +223,12 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   x.gcum = scratch.take<float>(per_chunk * kC);
   x.W = scratch.take<bf16>(per_chunk * kC * kD);
   x.U = scratch.take<float>(per_chunk * kC * kD);
-  x.Sc = scratch.take<bf16>(per_chunk * kD * kD);
+  if (!inter_in_pass) x.Sc = scratch.take<bf16>(per_chunk * kD * kD);
   x.vnew = scratch.take<bf16>(per_chunk * kC * kD);
   if (split) {
     x.qn_lo = scratch.take<bf16>(qk);
     x.kn_lo = scratch.take<bf16>(qk);
-    x.Sc_lo = scratch.take<bf16>(per_chunk * kD * kD);
+    if (!inter_in_pass) x.Sc_lo = scratch.take<bf16>(per_chunk * kD * kD);
     x.vnew_lo = scratch.take<bf16>(per_chunk * kC * kD);
   }
   int* table = nullptr;
@@ -228,18 +242,17 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   }
 
   const ChunkGrid grid{T, table, nc, nk, nv, static_cast<int>(n_seq)};
-  const bool registers = choice != DeltaChoice::kChunkShared;  // the register pass (3b); split operands need it
   g_profiler.mark(0, s);
   delta_chunk::launch_qk_norm(in, grid, x, s);
   g_profiler.mark(1, s);
   delta_chunk::launch_transform(in, grid, x, registers, split, wu_wide_from_env(), s);
   g_profiler.mark(2, s);
   if (registers)
-    delta_chunk::launch_state_registers(grid, x, split, state_pass_from_env(), states, s);
+    delta_chunk::launch_state_registers(grid, x, split, pass, states, out, s);
   else
     delta_chunk::launch_state_shared(grid, x, states, s);
   g_profiler.mark(3, s);
-  delta_chunk::launch_output(grid, x, registers, split, out, s);
+  delta_chunk::launch_output(grid, x, registers, split, inter_in_pass, out, s);
   g_profiler.mark(4, s);
   g_profiler.collect();
 }

@@ -17,7 +17,7 @@ struct ChunkScratch {
   float* gcum;
   __nv_bfloat16* W;
   float* U;
-  __nv_bfloat16 *Sc, *vnew, *Sc_lo = nullptr, *vnew_lo = nullptr;
+  __nv_bfloat16 *Sc = nullptr, *vnew = nullptr, *Sc_lo = nullptr, *vnew_lo = nullptr;
 };
 
 // The call's shape: tokens, the chunk table (device; null for one sequence), chunks, k and v
@@ -38,13 +38,17 @@ void launch_transform(const GatedDeltaInput& in, const ChunkGrid& g, const Chunk
 void launch_state_shared(const ChunkGrid& g, const ChunkScratch& x, float* states, cudaStream_t s);
 // How the register pass (3b) is run: one warp per 16 state columns with Uᵀ read from global
 // memory (kWhole) or copied ahead through shared memory (kWholePrefetch), or two warps per 16
-// columns, each with half of d_k, Uᵀ copied ahead (kHalves).
-enum class StatePass { kWhole, kWholePrefetch, kHalves };
-// 3b. The sequential pass with the state in registers, with or without split operands.
+// columns, each with half of d_k, Uᵀ copied ahead (kHalves); kWholeOut: as kWholePrefetch, and
+// the pass writes the inter-chunk output (q̂ exp(G)) S_c into out instead of S_c into scratch.
+enum class StatePass { kWhole, kWholePrefetch, kHalves, kWholeOut };
+// 3b. The sequential pass with the state in registers, with or without split operands; out is
+// written only with kWholeOut (x.Sc is then not needed).
 void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, StatePass pass, float* states,
-                            cudaStream_t s);
+                            float* out, cudaStream_t s);
 // 4. The outputs (S_c and v_new transposed after the register pass; split operands need it so).
-void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, float* out,
+// inter_done: out already holds the inter-chunk part (StatePass::kWholeOut); the kernel adds the
+// intra-chunk part to it.
+void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, bool inter_done, float* out,
                    cudaStream_t s);
 
 }  // namespace stave::cuda::dev::delta_chunk

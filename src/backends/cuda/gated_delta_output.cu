@@ -21,27 +21,32 @@ namespace {
 // and q̂ exp(G) are split in shared memory, every product is three. Shared memory grows from
 // ~94 to ~173 KiB: one block per SM, so the split form runs 16 warps per block (8 plain) to keep
 // more loads and products in flight.
-template <bool kSplit>
-constexpr int kOutThreads = kSplit ? 512 : 256;
+// kInterDone (after the register pass's kWholeOut): out already holds (q̂ exp(G)) S_c, so the
+// kernel neither loads S_c nor forms that product; it adds P v_new to out. Without S_c's buffers
+// the split form fits two blocks of 8 warps per SM.
+template <bool kSplit, bool kInterDone = false>
+constexpr int kOutThreads = kSplit && !kInterDone ? 512 : 256;
 constexpr int kLdVt = kC + 8;  // v_newᵀ: BF16 [128][72]
 template <bool kT>
 constexpr int kKvElems = kT && kD * kLdVt > kC * kLdB ? kD * kLdVt : kC * kLdB;  // k̂, then v_new(ᵀ)
 // The layout (in BF16 elements): Qs [64][kLdB], KV, QK (fp32), P [64][kLdT], Ss [128][kLdB],
 // G; with kSplit each BF16 array has its lo half right after it.
-template <bool kT, bool kSplit>
+template <bool kT, bool kSplit, bool kInterDone = false>
 struct OutLayout {
   static constexpr int kHalves = kSplit ? 2 : 1;
+  static constexpr int kSsHalves = kInterDone ? 0 : kHalves;
   static constexpr size_t kv = static_cast<size_t>(kHalves) * kC * kLdB;
   static constexpr size_t qk = kv + static_cast<size_t>(kHalves) * kKvElems<kT>;
   static constexpr size_t p = qk + kC * kLdA * sizeof(float) / sizeof(bf16);
   static constexpr size_t ss = p + static_cast<size_t>(kHalves) * kC * kLdT;
-  static constexpr size_t g = ss + static_cast<size_t>(kHalves) * kD * kLdB;
+  static constexpr size_t g = ss + static_cast<size_t>(kSsHalves) * kD * kLdB;
   static constexpr size_t bytes = g * sizeof(bf16) + kC * sizeof(float);
 };
-template <bool kT, bool kSplit>
-constexpr size_t kOutSmem = OutLayout<kT, kSplit>::bytes;
+template <bool kT, bool kSplit, bool kInterDone = false>
+constexpr size_t kOutSmem = OutLayout<kT, kSplit, kInterDone>::bytes;
 static_assert(kC * kLdO * sizeof(float) <= 2 * kC * kLdB * sizeof(bf16), "O's staging fits over Qs and KV");
 static_assert(kOutSmem<true, true> <= 227 * 1024, "the split output kernel fits one SM's shared memory");
+static_assert(2 * (kOutSmem<true, true, true> + 1024) <= 228 * 1024, "without S_c, two split blocks per SM");
 
 // acc += a · B's 16 × 16 block with split operands: a (hi) and al (lo), B and its lo half Bl.
 template <bool kT>
@@ -61,15 +66,16 @@ __device__ __forceinline__ void mma3_b_block(FragC& acc, const FragA& a, const F
   }
 }
 
-template <bool kT, bool kSplit>
-__global__ void __launch_bounds__(kOutThreads<kSplit>) out_kernel(const bf16* qn, const bf16* kn, const bf16* qn_lo,
+template <bool kT, bool kSplit, bool kInterDone>
+__global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(const bf16* qn, const bf16* kn, const bf16* qn_lo,
                                                           const bf16* kn_lo, const float* gcum, const bf16* Sc,
                                                           const bf16* Sc_lo, const bf16* vnew, const bf16* vnew_lo,
                                                           int64_t tokens, const int* table, int nc, int n_k, int n_v,
                                                           float* out) {
   static_assert(!kSplit || kT, "split operands come with the register pass's transposed layout");
-  using L = OutLayout<kT, kSplit>;
-  constexpr int kThreads = kOutThreads<kSplit>;
+  static_assert(!kInterDone || kT, "the inter-chunk part comes from the register pass");
+  using L = OutLayout<kT, kSplit, kInterDone>;
+  constexpr int kThreads = kOutThreads<kSplit, kInterDone>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* base = reinterpret_cast<bf16*>(smem);
   bf16* Qs = base;                                        // [64][kLdB] q̂, then q̂ exp(G)
@@ -95,7 +101,7 @@ __global__ void __launch_bounds__(kOutThreads<kSplit>) out_kernel(const bf16* qn
     fetch_rows<kThreads>(qn_lo, t0, len, n_k, kh, Ql, tid);
     fetch_rows<kThreads>(kn_lo, t0, len, n_k, kh, KVl, tid);
   }
-  for (int e = tid; e < kD * kD / 8; e += kThreads) {
+  for (int e = tid; e < (kInterDone ? 0 : kD * kD / 8); e += kThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
     copy16(Ss + r * kLdB + 8 * c, Sc + slot * kD * kD + r * kD + 8 * c);
     if constexpr (kSplit) copy16(Sl + r * kLdB + 8 * c, Sc_lo + slot * kD * kD + r * kD + 8 * c);
@@ -126,7 +132,7 @@ __global__ void __launch_bounds__(kOutThreads<kSplit>) out_kernel(const bf16* qn
     P[i * kLdT + j] = __float2bfloat16(x);
     if constexpr (kSplit) Pl[i * kLdT + j] = __float2bfloat16(x - __bfloat162float(P[i * kLdT + j]));
   }
-  for (int e = tid; e < kC * kD / 2; e += kThreads) {
+  for (int e = tid; e < (kInterDone ? 0 : kC * kD / 2); e += kThreads) {
     const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
     __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Qs + r * kLdB + a);
     const float2 q = __bfloat1622float2(*x);
@@ -168,7 +174,8 @@ __global__ void __launch_bounds__(kOutThreads<kSplit>) out_kernel(const bf16* qn
     const int ti = row_block(j);
     wmma::fill_fragment(acc[j], 0.0f);
     // kT: S_cᵀ and v_newᵀ, i.e. S_c and v_new column-major.
-    for (int kk = 0; kk < kD / 16; ++kk) block_product(acc[j], Qs, Ql, kLdB, Ss, Sl, kLdB, ti, kk, tn);
+    if constexpr (!kInterDone)
+      for (int kk = 0; kk < kD / 16; ++kk) block_product(acc[j], Qs, Ql, kLdB, Ss, Sl, kLdB, ti, kk, tn);
     for (int kk = 0; kk <= ti; ++kk) block_product(acc[j], P, Pl, kLdT, KV, KVl, kT ? kLdVt : kLdB, ti, kk, tn);
   }
   __syncthreads();  // O overwrites Qs and KV
@@ -182,33 +189,46 @@ __global__ void __launch_bounds__(kOutThreads<kSplit>) out_kernel(const bf16* qn
   if (aligned16(out, row_stride)) {
     for (int e = tid; e < len * kD / 4; e += kThreads) {
       const int r = e / (kD / 4), c = 4 * (e % (kD / 4));
-      *reinterpret_cast<float4*>(out + (t0 + r) * row_stride + static_cast<int64_t>(h) * kD + c) =
-          *reinterpret_cast<const float4*>(O + r * kLdO + c);
+      float4* dst = reinterpret_cast<float4*>(out + (t0 + r) * row_stride + static_cast<int64_t>(h) * kD + c);
+      float4 o = *reinterpret_cast<const float4*>(O + r * kLdO + c);
+      if constexpr (kInterDone) {
+        const float4 inter = *dst;
+        o = make_float4(inter.x + o.x, inter.y + o.y, inter.z + o.z, inter.w + o.w);
+      }
+      *dst = o;
     }
   } else {
-    for (int e = tid; e < len * kD; e += kThreads)
-      out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD] = O[(e / kD) * kLdO + e % kD];
+    for (int e = tid; e < len * kD; e += kThreads) {
+      float& dst = out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD];
+      dst = (kInterDone ? dst : 0.0f) + O[(e / kD) * kLdO + e % kD];
+    }
   }
 }
 
 }  // namespace
 
 namespace {
-template <bool kT, bool kSplit>
+template <bool kT, bool kSplit, bool kInterDone = false>
 void launch_out(const ChunkGrid& g, const ChunkScratch& x, float* out, cudaStream_t s) {
-  allow_smem(out_kernel<kT, kSplit>, kOutSmem<kT, kSplit>);
-  out_kernel<kT, kSplit><<<dim3(g.nc, g.nv), kOutThreads<kSplit>, kOutSmem<kT, kSplit>, s>>>(
+  constexpr size_t smem = kOutSmem<kT, kSplit, kInterDone>;
+  allow_smem(out_kernel<kT, kSplit, kInterDone>, smem);
+  out_kernel<kT, kSplit, kInterDone><<<dim3(g.nc, g.nv), kOutThreads<kSplit, kInterDone>, smem, s>>>(
       x.qn, x.kn, x.qn_lo, x.kn_lo, x.gcum, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo, g.tokens, g.table, g.nc, g.nk, g.nv,
       out);
   STAVE_CUDA_LAUNCHED();
 }
 }  // namespace
 
-void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, float* out,
-                   cudaStream_t s) {
-  if (split && !transposed)
-    throw Error(ErrorKind::kInternal, "chunked gated delta rule: split operands come with S_c and v_new transposed");
-  if (split)
+void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, bool inter_done,
+                   float* out, cudaStream_t s) {
+  if ((split || inter_done) && !transposed)
+    throw Error(ErrorKind::kInternal, "chunked gated delta rule: split operands and the register pass's inter-chunk "
+                                      "output come with v_new transposed");
+  if (inter_done && split)
+    launch_out<true, true, true>(g, x, out, s);
+  else if (inter_done)
+    launch_out<true, false, true>(g, x, out, s);
+  else if (split)
     launch_out<true, true>(g, x, out, s);
   else if (transposed)
     launch_out<true, false>(g, x, out, s);

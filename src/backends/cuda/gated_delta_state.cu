@@ -176,9 +176,18 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
 // keeps S's 64 rows of its half, forms its half of Sᵀ Wᵀ (v_newᵀ's sum over d_k), and the two
 // halves meet through shared memory (over the chunk's W buffer, read by then) before both run
 // the update of their rows. Twice the warps, each with half the chain of products per chunk.
-constexpr int kRegCols = 32;  // state columns per block: 192 blocks for the 27B's 48 heads
-template <int kHalves>
-constexpr int kRegThreads = 2 * 32 * kHalves;
+// kOut (STAVE_CUDA_DELTA_STATE=whole-out) also forms the chunk's inter-chunk output
+// O_interᵀ = S_cᵀ (q̂ exp(G))ᵀ from the state it holds (the same A fragments as Sᵀ Wᵀ, q̂ copied
+// like W) and writes it into the caller's output rows, so S_c never goes out and the output
+// kernel adds only the intra-chunk part. Its q̂ buffers need the shared memory of a whole SM, so
+// each block takes 64 state columns (four warps; 96 blocks for the 27B's 48 heads, as many SMs
+// as two blocks of 32 columns per SM fill) and reads each chunk's W, k̂ and q̂ once per four warps.
+template <bool kOut>
+constexpr int kColGroups = kOut ? 4 : 2;  // warps (16 state columns each) per d_k half
+template <bool kOut>
+constexpr int kRegCols = 16 * kColGroups<kOut>;  // 32: 192 blocks for the 27B's 48 heads; 64: 96
+template <int kHalves, bool kOut = false>
+constexpr int kRegThreads = 32 * kColGroups<kOut> * kHalves;
 // Split operands: k̂'s lo half comes double-buffered beside it (two more buffers); the A
 // operands (−Sᵀ, the scaled v_newᵀ) split straight from the accumulators; S_cᵀ and v_newᵀ go out
 // as hi and lo arrays.
@@ -189,13 +198,19 @@ constexpr int kRegThreads = 2 * 32 * kHalves;
 // so the chunk's first products do not wait on a global load. Rows of kLdU floats: a half warp's
 // float2 reads (columns g, rows 2t) fall on 32 different banks.
 constexpr int kLdU = kC + 8;
-constexpr size_t kRegUBytes = kRegCols * kLdU * sizeof(float);
-template <bool kSplit, bool kPrefetchU>
-constexpr size_t kRegSmem =
-    (kSplit ? 6 : 4) * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float) + (kPrefetchU ? kRegUBytes : 0);
+template <bool kOut>
+constexpr size_t kRegUBytes = kRegCols<kOut> * kLdU * sizeof(float);
+// Buffers of [64][kLdW] BF16: W and k̂ double-buffered (and k̂'s lo half), with kOut q̂ (and its
+// lo half) too.
+template <bool kSplit, bool kOut>
+constexpr int kRegBufs = (kSplit ? 3 : 2) * 2 + (kOut ? (kSplit ? 4 : 2) : 0);
+template <bool kSplit, bool kPrefetchU, bool kOut = false>
+constexpr size_t kRegSmem = kRegBufs<kSplit, kOut> * kC * kLdW * sizeof(bf16) + 2 * kC * sizeof(float) +
+                            (kPrefetchU ? kRegUBytes<kOut> : 0);
 // Two blocks per SM (228 KiB, 1 KiB of it reserved per block): 192 blocks for the 27B's 48 heads
-// then run in one wave on 132 SMs.
+// then run in one wave on 132 SMs. With kOut one block of 64 columns per SM.
 static_assert(2 * (kRegSmem<true, true> + 1024) <= 228 * 1024, "the split register pass must fit two blocks per SM");
+static_assert(kRegSmem<true, true, true> + 1024 <= 228 * 1024, "the split pass with the output must fit one SM");
 
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -267,25 +282,84 @@ __device__ inline void accumulators_as_a_split(uint32_t (&a)[4], uint32_t (&al)[
 
 // Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len; with kn_lo its lo half into Kl
 // too) and G into one buffer set.
+// With qn, q̂'s rows into Qb (and with qn_lo its lo half into Ql).
 template <int kThreads>
 __device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const bf16* kn_lo, const float* gcum,
                                        int64_t slot, int64_t t0, int len, int n_k, int kh, bf16* Wb, bf16* Kb,
-                                       bf16* Kl, float* gc, int tid) {
+                                       bf16* Kl, float* gc, int tid, const bf16* qn = nullptr,
+                                       const bf16* qn_lo = nullptr, bf16* Qb = nullptr, bf16* Ql = nullptr) {
   const bf16* w = W + slot * kC * kD;
   for (int e = tid; e < kC * kD / 8; e += kThreads) {
     const int r = e / (kD / 8), c = e % (kD / 8);
     copy16(Wb + r * kLdW + 8 * c, w + r * kD + 8 * c);
   }
+  if (qn) fetch_rows<kThreads>(qn, t0, len, n_k, kh, Qb, tid);
+  if (qn_lo) fetch_rows<kThreads>(qn_lo, t0, len, n_k, kh, Ql, tid);
   if (kn_lo) fetch_rows<kThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
   fetch_kg<kThreads>(kn, gcum, slot, t0, len, n_k, kh, Kb, gc, tid);  // commits W's copy with them
 }
 
-template <bool kSplit, int kHalves, bool kPrefetchU>
-__global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
+// kOut: this warp's 16 columns of the chunk's inter-chunk output, O_interᵀ = Sᵀ q̂ᵀ (s: Sᵀ at the
+// chunk's start over all of d_k, kD / 8 accumulator tiles), each row then scaled by exp(G) and
+// written to out (the caller's output at this head and the warp's first column, rows row_stride
+// floats apart) for the chunk's len rows. The A fragments come from the accumulators as in
+// Sᵀ Wᵀ, the B fragments from q̂'s rows in Qb as W's come from Wb; with kSplit three products
+// each (q̂'s lo half in Ql). exp(G) scales the fp32 sums, where the output kernel splits
+// q̂ exp(G) again.
+template <bool kSplit>
+__device__ inline void inter_output(const float (&s)[kD / 8][4], const bf16* Qb, const bf16* Ql, const float* gc,
+                                    int64_t t0, int len, float* out, int64_t row_stride, int lane) {
+  const int g = lane / 4, t = lane % 4, m = lane / 8, r = lane % 8;
+  float o[kC / 8][4];
+#pragma unroll
+  for (int n = 0; n < kC / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[n][i] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t a[4], al[4];
+    if constexpr (kSplit)
+      accumulators_as_a_split(a, al, s[2 * kk], s[2 * kk + 1], 1.0f);
+    else
+      accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], 1.0f);
+    uint32_t bq[kC / 16][4], bl[kC / 16][4];
+#pragma unroll
+    for (int p = 0; p < kC / 16; ++p) {
+      const int at = (16 * p + 8 * (m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2);
+      ldmatrix_x4(bq[p], Qb + at);
+      if constexpr (kSplit) ldmatrix_x4(bl[p], Ql + at);
+    }
+#pragma unroll
+    for (int p = 0; p < kC / 16; ++p) {
+      if constexpr (kSplit) {
+        mma_bf16(o[2 * p], al, bq[p][0], bq[p][1]);
+        mma_bf16(o[2 * p + 1], al, bq[p][2], bq[p][3]);
+        mma_bf16(o[2 * p], a, bl[p][0], bl[p][1]);
+        mma_bf16(o[2 * p + 1], a, bl[p][2], bl[p][3]);
+      }
+      mma_bf16(o[2 * p], a, bq[p][0], bq[p][1]);
+      mma_bf16(o[2 * p + 1], a, bq[p][2], bq[p][3]);
+    }
+  }
+  // Element i of tile n is (column g + 8·(i / 2), row 8n + 2t + i % 2).
+#pragma unroll
+  for (int n = 0; n < kC / 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = 8 * n + 2 * t + i % 2;
+      if (row < len) out[(t0 + row) * row_stride + g + 8 * (i / 2)] = o[n][i] * __expf(gc[row]);
+    }
+}
+
+template <bool kSplit, int kHalves, bool kPrefetchU, bool kOut>
+__global__ void __launch_bounds__(kRegThreads<kHalves, kOut>) state_registers_kernel(
     const bf16* kn, const bf16* kn_lo, const float* gcum, const bf16* W, const float* Ut, int64_t tokens,
-    const int* table, int nc, int n_k, int n_v, float* states, bf16* Sct, bf16* Sct_lo, bf16* vnt, bf16* vnt_lo) {
+    const int* table, int nc, int n_k, int n_v, float* states, bf16* Sct, bf16* Sct_lo, bf16* vnt, bf16* vnt_lo,
+    const bf16* qn, const bf16* qn_lo, float* out) {
   static_assert(kHalves == 1 || kHalves == 2, "d_k whole or in two halves");
-  constexpr int kThreads = kRegThreads<kHalves>;
+  static_assert(kHalves == 1 || !kOut, "the output product is formed with d_k whole");
+  static_assert(kHalves == 1 || kColGroups<kOut> == 2, "the halves' exchange pairs warp w with w ^ 2");
+  constexpr int kThreads = kRegThreads<kHalves, kOut>;
   constexpr int kKTiles = kD / 8 / kHalves;  // this warp's n8 tiles of Sᵀ over d_k
   constexpr int kKSteps = kD / 16 / kHalves; // its k16 steps of Sᵀ Wᵀ
   extern __shared__ __align__(128) unsigned char smem[];
@@ -293,16 +367,21 @@ __global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
   bf16* Wbuf = reinterpret_cast<bf16*>(smem);                   // 2 × [64][kLdW] W (chunk parity)
   bf16* Kbuf = Wbuf + 2 * kC * kLdW;                            // 2 × [64][kLdW] k̂
   bf16* Klbuf = Kbuf + 2 * kC * kLdW;                           // 2 × [64][kLdW] k̂'s lo half (split)
-  float* gbuf = reinterpret_cast<float*>(Kbuf + kKBufs * kC * kLdW); // 2 × [64] G
+  bf16* Qbuf = Kbuf + kKBufs * kC * kLdW;                       // 2 × [64][kLdW] q̂ (kOut)
+  bf16* Qlbuf = Qbuf + 2 * kC * kLdW;                           // 2 × [64][kLdW] q̂'s lo half (kOut, split)
+  float* gbuf = reinterpret_cast<float*>(Wbuf + kRegBufs<kSplit, kOut> * kC * kLdW);  // 2 × [64] G
   const int h = blockIdx.x, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;                          // the mma fragments' row group and column pair
-  const int cw = warp % 2, half_k = kHalves == 1 ? 0 : warp / 2; // column group; d_k half
-  const int col0 = blockIdx.y * kRegCols + cw * 16;             // this warp's first state column
+  const int cw = warp % kColGroups<kOut>;                        // column group
+  const int half_k = kHalves == 1 ? 0 : warp / kColGroups<kOut>; // d_k half
+  const int col0 = blockIdx.y * kRegCols<kOut> + cw * 16;       // this warp's first state column
   const int k0 = half_k * (kD / kHalves);                        // its first row of d_k
   const bool owns_u = kHalves == 1 || half_k == 0;              // starts v_newᵀ from Uᵀ (the other half from 0)
   float* Ub = gbuf + 2 * kC + cw * 16 * kLdU;                   // [16][kLdU] this column group's Uᵀ
   const int kh = h / (n_v / n_k);
   const bf16* klo = kSplit ? kn_lo : nullptr;
+  const bf16* qhi = kOut ? qn : nullptr;
+  const bf16* qlo = kOut && kSplit ? qn_lo : nullptr;
   float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;  // [d_k][d_v]
   // Sᵀ: kKTiles n8 tiles over this warp's d_k rows; element i of tile j is (column col0 + g + 8·(i / 2),
   // row k0 + 8j + 2t + i % 2).
@@ -317,7 +396,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
     int len;
     chunk_rows(table, nc, tokens, c_begin, t0, len);
     fetch_chunk_wkg<kThreads>(W, kn, klo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, Wbuf,
-                              Kbuf, Klbuf, gbuf, tid);
+                              Kbuf, Klbuf, gbuf, tid, qhi, qlo, Qbuf, Qlbuf);
     if (kPrefetchU && owns_u) fetch_u_warp(Ut, static_cast<int64_t>(c_begin) * n_v + h, col0, Ub, lane);
   }
   for (int ci = c_begin; ci < c_end; ++ci) {
@@ -338,7 +417,8 @@ __global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
       chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
       fetch_chunk_wkg<kThreads>(W, kn, klo, gcum, slot + n_v, next_t0, next_len, n_k, kh,
                                 Wbuf + (parity ^ 1) * kC * kLdW, Kbuf + (parity ^ 1) * kC * kLdW,
-                                Klbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC, tid);
+                                Klbuf + (parity ^ 1) * kC * kLdW, gbuf + (parity ^ 1) * kC, tid, qhi, qlo,
+                                Qbuf + (parity ^ 1) * kC * kLdW, Qlbuf + (parity ^ 1) * kC * kLdW);
     }
     // v_newᵀ starts as Uᵀ (or 0 for the second d_k half): 8 n8 tiles over the chunk's 64 rows;
     // element i of tile n is (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
@@ -354,9 +434,9 @@ __global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
         v[n][2 * half] = x.x;
         v[n][2 * half + 1] = x.y;
       }
-    // S_cᵀ out (BF16), and v_newᵀ −= Sᵀ Wᵀ over this warp's d_k rows in k16 steps.
-    bf16* sct = Sct + slot * kD * kD;
-    bf16* sct_lo = kSplit ? Sct_lo + slot * kD * kD : nullptr;
+    // S_cᵀ out (BF16; not with kOut), and v_newᵀ −= Sᵀ Wᵀ over this warp's d_k rows in k16 steps.
+    bf16* sct = kOut ? nullptr : Sct + slot * kD * kD;
+    bf16* sct_lo = kSplit && !kOut ? Sct_lo + slot * kD * kD : nullptr;
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
       uint32_t a[4], al[4];
@@ -365,7 +445,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
       else
         accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], -1.0f);
 #pragma unroll
-      for (int jj = 0; jj < 2; ++jj)
+      for (int jj = 0; jj < (kOut ? 0 : 2); ++jj)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int64_t at = (col0 + g + 8 * half) * kD + k0 + 16 * kk + 8 * jj + 2 * t;
@@ -393,6 +473,9 @@ __global__ void __launch_bounds__(kRegThreads<kHalves>) state_registers_kernel(
         mma_bf16(v[2 * p + 1], a, bw[p][2], bw[p][3]);
       }
     }
+    if constexpr (kOut) inter_output<kSplit>(s, Qbuf + parity * kC * kLdW, Qlbuf + parity * kC * kLdW, gc, t0, len,
+                                             out + static_cast<int64_t>(h) * kD + col0, static_cast<int64_t>(n_v) * kD,
+                                             lane);
     if constexpr (kHalves == 2) {
       // The two halves of the sum meet over this chunk's W buffer, which every warp has read once
       // all are past the first barrier: each writes its partial sums in fragment order, then adds
@@ -496,35 +579,38 @@ void launch_state_shared(const ChunkGrid& g, const ChunkScratch& x, float* state
 }
 
 namespace {
-template <bool kSplit, int kHalves, bool kPrefetchU>
-void launch_registers(const ChunkGrid& g, const ChunkScratch& x, float* states, cudaStream_t s) {
-  constexpr size_t smem = kRegSmem<kSplit, kPrefetchU>;
-  allow_smem(state_registers_kernel<kSplit, kHalves, kPrefetchU>, smem);
-  state_registers_kernel<kSplit, kHalves, kPrefetchU>
-      <<<dim3(g.nv, kD / kRegCols, static_cast<unsigned>(g.n_seq)), kRegThreads<kHalves>, smem, s>>>(
+template <bool kSplit, int kHalves, bool kPrefetchU, bool kOut>
+void launch_registers(const ChunkGrid& g, const ChunkScratch& x, float* states, float* out, cudaStream_t s) {
+  constexpr size_t smem = kRegSmem<kSplit, kPrefetchU, kOut>;
+  allow_smem(state_registers_kernel<kSplit, kHalves, kPrefetchU, kOut>, smem);
+  state_registers_kernel<kSplit, kHalves, kPrefetchU, kOut>
+      <<<dim3(g.nv, kD / kRegCols<kOut>, static_cast<unsigned>(g.n_seq)), kRegThreads<kHalves, kOut>, smem, s>>>(
           x.kn, x.kn_lo, x.gcum, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.Sc, x.Sc_lo, x.vnew,
-          x.vnew_lo);
+          x.vnew_lo, x.qn, x.qn_lo, out);
   STAVE_CUDA_LAUNCHED();
 }
 template <bool kSplit>
-void launch_registers(const ChunkGrid& g, const ChunkScratch& x, StatePass pass, float* states, cudaStream_t s) {
+void launch_registers(const ChunkGrid& g, const ChunkScratch& x, StatePass pass, float* states, float* out,
+                      cudaStream_t s) {
   switch (pass) {
     case StatePass::kWhole:
-      return launch_registers<kSplit, 1, false>(g, x, states, s);
+      return launch_registers<kSplit, 1, false, false>(g, x, states, out, s);
     case StatePass::kWholePrefetch:
-      return launch_registers<kSplit, 1, true>(g, x, states, s);
+      return launch_registers<kSplit, 1, true, false>(g, x, states, out, s);
     case StatePass::kHalves:
-      return launch_registers<kSplit, 2, true>(g, x, states, s);
+      return launch_registers<kSplit, 2, true, false>(g, x, states, out, s);
+    case StatePass::kWholeOut:
+      return launch_registers<kSplit, 1, true, true>(g, x, states, out, s);
   }
 }
 }  // namespace
 
 void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, StatePass pass, float* states,
-                            cudaStream_t s) {
+                            float* out, cudaStream_t s) {
   if (split)
-    launch_registers<true>(g, x, pass, states, s);
+    launch_registers<true>(g, x, pass, states, out, s);
   else
-    launch_registers<false>(g, x, pass, states, s);
+    launch_registers<false>(g, x, pass, states, out, s);
 }
 
 }  // namespace stave::cuda::dev::delta_chunk
