@@ -200,7 +200,10 @@ __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(co
   } else {
     for (int e = tid; e < len * kD; e += kThreads) {
       float& dst = out[(t0 + e / kD) * row_stride + static_cast<int64_t>(h) * kD + e % kD];
-      dst = (kInterDone ? dst : 0.0f) + O[(e / kD) * kLdO + e % kD];
+      if constexpr (kInterDone)
+        dst += O[(e / kD) * kLdO + e % kD];
+      else
+        dst = O[(e / kD) * kLdO + e % kD];
     }
   }
 }
