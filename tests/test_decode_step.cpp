@@ -247,7 +247,7 @@ TEST_P(DecodeStepOn, PrefillBatchEqualsEachSequenceAlone) {
   }
   const std::vector<float> last = bb().prefill_batch(prompts, t.batched_pointers());
   ASSERT_EQ(last.size(), parts.size() * H);
-  double worst_row = 0, worst_state = 0, worst_logit = 0, worst_decode = 0;
+  double worst_row = 0, worst_state = 0, worst_logit = 0, worst_decode = 0, largest_logit = 0;
   std::vector<float> la(static_cast<size_t>(V)), lp(static_cast<size_t>(V));
   for (size_t b = 0; b < parts.size(); ++b) {
     worst_row = std::max(worst_row, max_diff(last.data() + b * H, alone_last[b].data(), H));
@@ -255,6 +255,7 @@ TEST_P(DecodeStepOn, PrefillBatchEqualsEachSequenceAlone) {
     head.logits(head_be, alone_last[b].data(), 1, la.data());
     head.logits(head_be, last.data() + b * H, 1, lp.data());
     worst_logit = std::max(worst_logit, max_diff(la.data(), lp.data(), la.size()));
+    for (const float x : la) largest_logit = std::max(largest_logit, static_cast<double>(std::fabs(x)));
     EXPECT_EQ(std::max_element(la.begin(), la.end()) - la.begin(), std::max_element(lp.begin(), lp.end()) - lp.begin())
         << "sequence " << b;
   }
@@ -263,10 +264,16 @@ TEST_P(DecodeStepOn, PrefillBatchEqualsEachSequenceAlone) {
   for (const Part& p : parts) ends.push_back(p.from + p.seen + p.n);
   ASSERT_NO_FATAL_FAILURE(decode_both_ways(bb(), ids, ends, 3, t, worst_decode));
   std::cout << "[ prefill batch " << label() << " ] max |Δ| vs alone: last rows " << worst_row << ", states "
-            << worst_state << ", logits " << worst_logit << ", decode after " << worst_decode << "\n";
+            << worst_state << ", logits " << worst_logit << " (largest |logit| " << largest_logit << "), decode after "
+            << worst_decode << "\n";
   EXPECT_LE(worst_row, tol());
   EXPECT_LE(worst_state, tol());
-  EXPECT_LE(worst_logit, tol());
+  // Fast precision: the logits, a product of the rows with the untied lm_head (up to ~30 in size
+  // on these fixtures), are held to tol relative to the largest, since the fast kernels block the
+  // packed rows differently from one sequence's (an AMX host: rows 1.9e-4 apart, logits 1.2e-3 at
+  // 28.5). Exact precision keeps the absolute bound.
+  const double logit_tol = GetParam().precision == Precision::kFast ? tol() * std::max(1.0, largest_logit) : tol();
+  EXPECT_LE(worst_logit, logit_tol);
   EXPECT_LE(worst_decode, tol());
 
   // Refused batches leave every state as it was.
