@@ -28,7 +28,8 @@
 #   block sums, STAVE_CUDA_FP8_ACCUM=block; …cpu: against the CPU's exact answers).
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
 #   form (split operands) and with STAVE_CUDA_DELTA=chunk-bf16 (plain BF16), alternated twice
-#   (DELTA_FORMS: other STAVE_CUDA_DELTA values).
+#   (DELTA_FORMS: other STAVE_CUDA_DELTA values; DELTA_SETTINGS: any settings, as AB_SETTINGS,
+#   e.g. the register pass's STAVE_CUDA_DELTA_STATE forms), each after its op cases.
 #   "fused": the fast norms (bench_elementwise) and bench_decide on the synth release with
 #   STAVE_CUDA_FUSED_INPUT off and on (the norms and gates formed inside the FP8 input
 #   quantization; decisions alternated twice), then the stage profile at STAGE_TOKENS (default
@@ -221,11 +222,28 @@ if [[ " $steps " == *" fidelity "* ]]; then
   done
 fi
 if [[ " $steps " == *" delta "* ]]; then
+  # DELTA_SETTINGS: entries as AB_SETTINGS's (VAR=VALUE[,VAR=VALUE…] or - for the defaults), e.g.
+  # "- STAVE_CUDA_DELTA_STATE=whole-out STAVE_CUDA_DELTA_STATE=halves,STAVE_CUDA_DELTA_WU=wide";
+  # without it, one entry per DELTA_FORMS value of STAVE_CUDA_DELTA. The op suite's delta-rule
+  # cases run once per entry before the timings.
+  settings="${DELTA_SETTINGS:-}"
+  if [ -z "$settings" ]; then
+    for pass in ${DELTA_FORMS:-auto chunk-bf16}; do settings+=" STAVE_CUDA_DELTA=$pass"; done
+  fi
+  for setting in $settings; do
+    vars="${setting//,/ }"
+    [ "$setting" = - ] && vars=""
+    echo "== op cases, ${vars:-the defaults}: $(env $vars timeout 60 "$bin/stave_tests" \
+      --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' 2>&1 | grep -E 'PASSED|FAILED' | tr '\n' ' ')" |
+      tee -a "$OUT/bench_delta.txt"
+  done
   for round in 1 2; do
-    for pass in ${DELTA_FORMS:-auto chunk-bf16}; do
-      echo "== round $round, STAVE_CUDA_DELTA=$pass" | tee -a "$OUT/bench_delta.txt"
-      STAVE_CUDA_DELTA=$pass timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=_chunk/ \
-        --benchmark_min_time=0.2 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
+    for setting in $settings; do
+      vars="${setting//,/ }"
+      [ "$setting" = - ] && vars=""
+      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_delta.txt"
+      env $vars timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=_chunk/ \
+        --benchmark_min_time=0.2 --benchmark_counters_tabular=true 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
     done
   done
 fi
