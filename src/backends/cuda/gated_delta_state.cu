@@ -280,6 +280,48 @@ __device__ inline void accumulators_as_a_split(uint32_t (&a)[4], uint32_t (&al)[
   pack_bf16_split(sign * hi[2], sign * hi[3], a[3], al[3]);
 }
 
+// accumulators_as_a_split with kSplit, else accumulators_as_a (al untouched).
+template <bool kSplit>
+__device__ inline void accumulators_as_a_pair(uint32_t (&a)[4], uint32_t (&al)[4], const float (&lo)[4],
+                                              const float (&hi)[4], float sign) {
+  if constexpr (kSplit)
+    accumulators_as_a_split(a, al, lo, hi, sign);
+  else
+    accumulators_as_a(a, lo, hi, sign);
+}
+
+// acc (kC / 8 n8 tiles over a chunk's 64 rows) += A · Bᵀ for one k16 step: B's rows in Bs
+// (BF16 [64][kLdW]) at columns col … col + 15, as W's rows give Sᵀ Wᵀ and q̂'s give Sᵀ q̂ᵀ. For
+// each pair of row tiles n, n + 1 the matrices (rows 8n…, col…), (8n…, col + 8…), (8n + 8…,
+// col…), (8n + 8…, col + 8…); all loads issued before the products, so their latencies overlap.
+// With kSplit al · B too, and with kLoB A · B's lo half (Bl, same layout) as well; small terms
+// first.
+template <bool kSplit, bool kLoB>
+__device__ inline void rows_product(float (&acc)[kC / 8][4], const uint32_t (&a)[4], const uint32_t (&al)[4],
+                                    const bf16* Bs, const bf16* Bl, int col, int lane) {
+  const int m = lane / 8, r = lane % 8;
+  uint32_t b[kC / 16][4], bl[kC / 16][4];
+#pragma unroll
+  for (int p = 0; p < kC / 16; ++p) {
+    const int at = (16 * p + 8 * (m / 2) + r) * kLdW + col + 8 * (m % 2);
+    ldmatrix_x4(b[p], Bs + at);
+    if constexpr (kLoB) ldmatrix_x4(bl[p], Bl + at);
+  }
+#pragma unroll
+  for (int p = 0; p < kC / 16; ++p) {
+    if constexpr (kSplit) {
+      mma_bf16(acc[2 * p], al, b[p][0], b[p][1]);
+      mma_bf16(acc[2 * p + 1], al, b[p][2], b[p][3]);
+      if constexpr (kLoB) {
+        mma_bf16(acc[2 * p], a, bl[p][0], bl[p][1]);
+        mma_bf16(acc[2 * p + 1], a, bl[p][2], bl[p][3]);
+      }
+    }
+    mma_bf16(acc[2 * p], a, b[p][0], b[p][1]);
+    mma_bf16(acc[2 * p + 1], a, b[p][2], b[p][3]);
+  }
+}
+
 // Starts chunk ci's W (BF16 [64][128]), k̂ rows (zero past len; with kn_lo its lo half into Kl
 // too) and G into one buffer set.
 // With qn, q̂'s rows into Qb (and with qn_lo its lo half into Ql).
@@ -309,7 +351,7 @@ __device__ inline void fetch_chunk_wkg(const bf16* W, const bf16* kn, const bf16
 template <bool kSplit>
 __device__ inline void inter_output(const float (&s)[kD / 8][4], const bf16* Qb, const bf16* Ql, const float* gc,
                                     int64_t t0, int len, float* out, int64_t row_stride, int lane) {
-  const int g = lane / 4, t = lane % 4, m = lane / 8, r = lane % 8;
+  const int g = lane / 4, t = lane % 4;
   float o[kC / 8][4];
 #pragma unroll
   for (int n = 0; n < kC / 8; ++n)
@@ -318,28 +360,8 @@ __device__ inline void inter_output(const float (&s)[kD / 8][4], const bf16* Qb,
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     uint32_t a[4], al[4];
-    if constexpr (kSplit)
-      accumulators_as_a_split(a, al, s[2 * kk], s[2 * kk + 1], 1.0f);
-    else
-      accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], 1.0f);
-    uint32_t bq[kC / 16][4], bl[kC / 16][4];
-#pragma unroll
-    for (int p = 0; p < kC / 16; ++p) {
-      const int at = (16 * p + 8 * (m / 2) + r) * kLdW + 16 * kk + 8 * (m % 2);
-      ldmatrix_x4(bq[p], Qb + at);
-      if constexpr (kSplit) ldmatrix_x4(bl[p], Ql + at);
-    }
-#pragma unroll
-    for (int p = 0; p < kC / 16; ++p) {
-      if constexpr (kSplit) {
-        mma_bf16(o[2 * p], al, bq[p][0], bq[p][1]);
-        mma_bf16(o[2 * p + 1], al, bq[p][2], bq[p][3]);
-        mma_bf16(o[2 * p], a, bl[p][0], bl[p][1]);
-        mma_bf16(o[2 * p + 1], a, bl[p][2], bl[p][3]);
-      }
-      mma_bf16(o[2 * p], a, bq[p][0], bq[p][1]);
-      mma_bf16(o[2 * p + 1], a, bq[p][2], bq[p][3]);
-    }
+    accumulators_as_a_pair<kSplit>(a, al, s[2 * kk], s[2 * kk + 1], 1.0f);
+    rows_product<kSplit, kSplit>(o, a, al, Qb, Ql, 16 * kk, lane);
   }
   // Element i of tile n is (column g + 8·(i / 2), row 8n + 2t + i % 2).
 #pragma unroll
@@ -440,10 +462,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves, kOut>) state_registers_ke
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
       uint32_t a[4], al[4];
-      if constexpr (kSplit)
-        accumulators_as_a_split(a, al, s[2 * kk], s[2 * kk + 1], -1.0f);
-      else
-        accumulators_as_a(a, s[2 * kk], s[2 * kk + 1], -1.0f);
+      accumulators_as_a_pair<kSplit>(a, al, s[2 * kk], s[2 * kk + 1], -1.0f);
 #pragma unroll
       for (int jj = 0; jj < (kOut ? 0 : 2); ++jj)
 #pragma unroll
@@ -455,23 +474,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves, kOut>) state_registers_ke
           else
             *reinterpret_cast<uint32_t*>(sct + at) = pack_bf16(x0, x1);
         }
-      // B = Wᵀ: for each pair of row tiles n, n + 1 the matrices (rows 8n…, d_k 16kk…),
-      // (8n…, 16kk + 8…), (8n + 8…, 16kk…), (8n + 8…, 16kk + 8…); all four loads issued before
-      // the products, so their latencies overlap.
-      const int m = lane / 8, r = lane % 8;
-      uint32_t bw[kC / 16][4];
-#pragma unroll
-      for (int p = 0; p < kC / 16; ++p)
-        ldmatrix_x4(bw[p], Wb + (16 * p + 8 * (m / 2) + r) * kLdW + k0 + 16 * kk + 8 * (m % 2));
-#pragma unroll
-      for (int p = 0; p < kC / 16; ++p) {
-        if constexpr (kSplit) {
-          mma_bf16(v[2 * p], al, bw[p][0], bw[p][1]);
-          mma_bf16(v[2 * p + 1], al, bw[p][2], bw[p][3]);
-        }
-        mma_bf16(v[2 * p], a, bw[p][0], bw[p][1]);
-        mma_bf16(v[2 * p + 1], a, bw[p][2], bw[p][3]);
-      }
+      rows_product<kSplit, false>(v, a, al, Wb, nullptr, k0 + 16 * kk, lane);  // B = Wᵀ (W stays one array)
     }
     if constexpr (kOut) inter_output<kSplit>(s, Qbuf + parity * kC * kLdW, Qlbuf + parity * kC * kLdW, gc, t0, len,
                                              out + static_cast<int64_t>(h) * kD + col0, static_cast<int64_t>(n_v) * kD,
@@ -530,10 +533,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves, kOut>) state_registers_ke
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) {
       uint32_t a[4], al[4];
-      if constexpr (kSplit)
-        accumulators_as_a_split(a, al, v[2 * kt], v[2 * kt + 1], 1.0f);
-      else
-        accumulators_as_a(a, v[2 * kt], v[2 * kt + 1], 1.0f);
+      accumulators_as_a_pair<kSplit>(a, al, v[2 * kt], v[2 * kt + 1], 1.0f);
       // B = k̂ (rows × d_k), transposed by ldmatrix: for each pair of d_k tiles j, j + 1 the
       // matrices (rows 16kt…, d_k 8j…), (16kt + 8…, 8j…), (16kt…, 8j + 8…), (16kt + 8…, 8j + 8…);
       // loads first, in groups of four (two with split operands: their lo halves come too).
