@@ -65,6 +65,9 @@ else
   pack_results() { :; }
 fi
 steps="${STEPS:-tests bench torch}"
+# A setting of AB_SETTINGS or DELTA_SETTINGS (VAR=VALUE[,VAR=VALUE…], or - for the defaults) as
+# the words `env` takes.
+setting_vars() { if [ "$1" = - ]; then echo ""; else echo "${1//,/ }"; fi; }
 layers="${LAYERS:-64}"
 cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
 export LD_LIBRARY_PATH="$payload/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -231,16 +234,14 @@ if [[ " $steps " == *" delta "* ]]; then
     for pass in ${DELTA_FORMS:-auto chunk-bf16}; do settings+=" STAVE_CUDA_DELTA=$pass"; done
   fi
   for setting in $settings; do
-    vars="${setting//,/ }"
-    [ "$setting" = - ] && vars=""
+    vars="$(setting_vars "$setting")"
     echo "== op cases, ${vars:-the defaults}: $(env $vars timeout 60 "$bin/stave_tests" \
       --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' 2>&1 | grep -E 'PASSED|FAILED' | tr '\n' ' ')" |
       tee -a "$OUT/bench_delta.txt"
   done
   for round in 1 2; do
     for setting in $settings; do
-      vars="${setting//,/ }"
-      [ "$setting" = - ] && vars=""
+      vars="$(setting_vars "$setting")"
       echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_delta.txt"
       env $vars timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=_chunk/ \
         --benchmark_min_time=0.2 --benchmark_counters_tabular=true 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
@@ -255,8 +256,7 @@ decide_alternated() {
   synth_release
   for round in 1 2; do
     for setting in "$@"; do
-      vars="${setting//,/ }"
-      [ "$setting" = - ] && vars=""
+      vars="$(setting_vars "$setting")"
       echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/$file"
       env $vars STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
         timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter="$filter" \
