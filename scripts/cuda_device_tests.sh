@@ -42,18 +42,18 @@ for delta in chunk-bf16 chunk-shared; do
   STAVE_CUDA_DELTA=$delta "${suite:-$bin}/stave_tests" \
     --gtest_filter='Devices/BackendOps.GatedDelta*cuda_fast*:Devices/*cuda_fast*' || status=1
 done
-# The register pass's other forms (STAVE_CUDA_DELTA_STATE, off by default until measured) with
-# split and with plain BF16 operands, and the transform at 8 warps (STAVE_CUDA_DELTA_WU=wide),
-# under the op suite's delta-rule cases.
-for state in whole-prefetch halves whole-out; do
+# The register pass's other forms (STAVE_CUDA_DELTA_STATE; whole-out is the default) with split
+# and with plain BF16 operands, and the transform at 4 warps (STAVE_CUDA_DELTA_WU=narrow; wide is
+# the default), under the op suite's delta-rule cases.
+for state in whole whole-prefetch halves; do
   for delta in auto chunk-bf16; do
     echo "== again with STAVE_CUDA_DELTA_STATE=$state STAVE_CUDA_DELTA=$delta"
     STAVE_CUDA_DELTA_STATE=$state STAVE_CUDA_DELTA=$delta "${suite:-$bin}/stave_tests" \
       --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' || status=1
   done
 done
-echo "== again with STAVE_CUDA_DELTA_WU=wide"
-STAVE_CUDA_DELTA_WU=wide "${suite:-$bin}/stave_tests" --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' || status=1
+echo "== again with STAVE_CUDA_DELTA_WU=narrow"
+STAVE_CUDA_DELTA_WU=narrow "${suite:-$bin}/stave_tests" --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' || status=1
 # The norms and gates composed instead of formed inside the FP8 input quantization
 # (STAVE_CUDA_FUSED_INPUT=off) under the op suite and the fast-precision model suites.
 echo "== again with STAVE_CUDA_FUSED_INPUT=off"

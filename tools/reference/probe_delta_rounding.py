@@ -105,7 +105,7 @@ def main():
         print(f"  only {p:5s} in BF16 {err({p}):.2e}   all but {p:5s} {err(set(POINTS) - {p}):.2e}")
     print(f"  every point in FP16          {err(set(POINTS), fp16):.2e}")
     print(f"  every point a BF16 hi + lo   {err(set(POINTS), bf16_pair):.2e}")
-    # STAVE_CUDA_DELTA_STATE=whole-out: the register pass multiplies the split q̂ by the split
+    # STAVE_CUDA_DELTA_STATE=whole-out (the default since 2026-12-07): the register pass multiplies the split q̂ by the split
     # state and scales the fp32 sums by exp(G), so q̂ exp(G) is never rounded (no "qg" point).
     print(f"  the same, exp(G) after the inter-chunk product (whole-out) "
           f"{err(set(POINTS) - {'qg'}, bf16_pair):.2e}")

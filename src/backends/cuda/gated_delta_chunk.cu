@@ -9,13 +9,15 @@
 //   2. wu:       per (chunk, head): A = strictly-lower (β k̂) k̂ᵀ ⊙ exp(Gᵢ − Gⱼ),
 //                T = (I + A)⁻¹ (fp32, by 16 × 16 blocks: invert_unit_lower),
 //                W = T (β k̂ ⊙ exp(G)) (BF16), U = T (β v) (fp32) → scratch [chunk, n_v, 64, 128].
-//   3. state:    per (sequence, head, 32 state columns), the chunks in order:
+//   3. state:    per (sequence, head, 32 or 64 state columns), the chunks in order:
 //                S_c = S (BF16 scratch); v_new = U − W S;  S ← exp(G_last) S + (k̂ ⊙ exp(G_last − G))ᵀ v_new.
 //                The final S goes back to the caller's state. 3b (the default since 2026-12-06,
 //                measured faster on an H100) is this pass with the state in registers, U, S_c and
 //                v_new transposed in scratch; 3a (STAVE_CUDA_DELTA=chunk-shared) keeps it in shared
-//                memory.)
-//   4. out:      per (chunk, head): O = (q̂ ⊙ exp(G)) S_c + (q̂ k̂ᵀ ⊙ causal(incl. diagonal) ⊙ exp(Gᵢ − Gⱼ)) v_new.
+//                memory. By default (since 2026-12-07, below) 3b also forms step 4's first term
+//                from the state it holds and writes it into the output, and S_c is not stored.
+//   4. out:      per (chunk, head): O = (q̂ ⊙ exp(G)) S_c + (q̂ k̂ᵀ ⊙ causal(incl. diagonal) ⊙ exp(Gᵢ − Gⱼ)) v_new
+//                (by default only the second term, added to what 3b wrote).
 // Scratch is laid out per chunk with 64 rows whatever len is; rows ≥ len are zero (k̂, β, v
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
 // 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
@@ -37,20 +39,22 @@
 // (three blocks per SM); state 62 registers, 104,960 B; out 80 registers, 96,512 B (two each);
 // the register pass (3b) 200 registers, 70,144 B, two warps per block. With split operands: wu
 // 66 registers, 108,288 B (two blocks per SM); the register pass 184 registers, 104,960 B; out
-// 128 registers, 177,408 B (one block per SM).
-// Experimental variants (off by default; 2026-12-06, compiled but not yet timed on a GPU):
-// STAVE_CUDA_DELTA_STATE=whole-prefetch copies the next chunk's Uᵀ into shared memory ahead of
-// the register pass's chunk (+9 KiB; 245 / 254 registers plain / split), =halves runs two warps
-// per 16 state columns, each with half of d_k (168 registers, the pass's chain of products per
-// chunk halved, one exchange through shared memory per chunk); STAVE_CUDA_DELTA_WU=wide runs the
-// transform with 8 warps per block in the same shared memory. STAVE_CUDA_DELTA_STATE=whole-out
-// (2026-12-06, 23:50 UTC; compiled, not yet timed) moves step 4's inter-chunk product into the register
-// pass: each warp forms (q̂ exp(G)) S_c for its 16 columns from the state it holds (the A
-// fragments of Sᵀ Wᵀ again, q̂ double-buffered beside W and k̂, 64 columns per block to fit) and
-// writes it into the output; S_c never goes to scratch (~96 MiB per 27B layer at 2048 tokens
-// with split operands, written and read once each), and the output kernel only adds P v_new
-// (two blocks of 8 warps per SM, without S_c's buffers). 255 registers with split operands
-// (8 bytes spilled).
+// 128 registers, 177,408 B (one block per SM). (The defaults since 2026-12-07 differ: below.)
+// How the register pass and the transform run (measured on an H100, 2026-12-07, bench_gated_delta,
+// split operands, 27B shapes, ms per layer at 2048 / 8192 tokens):
+// the default since then, STAVE_CUDA_DELTA_STATE=whole-out with STAVE_CUDA_DELTA_WU=wide, 0.571 /
+// 2.15 against 0.680 / 2.58 for the earlier default (whole, narrow). whole-out has the pass form
+// step 4's inter-chunk product: each warp forms (q̂ exp(G)) S_c for its 16 columns from the state
+// it holds (the A fragments of Sᵀ Wᵀ again, q̂ double-buffered beside W and k̂, 64 columns per
+// block to fit) and writes it into the output; S_c never goes to scratch (~96 MiB per 27B layer at
+// 2048 tokens with split operands, written and read once each), and the output kernel only adds
+// P v_new (two blocks of 8 warps per SM, without S_c's buffers): the output kernel 0.183 → 0.102
+// ms, the pass 0.249 → 0.262. wide runs the transform with 8 warps per block in the same shared
+// memory: 0.214 → 0.172 ms. Kept for A/B runs: STAVE_CUDA_DELTA_STATE=whole (S_c through scratch,
+// 32 columns per block), =whole-prefetch (the same, the next chunk's Uᵀ copied into shared memory
+// ahead; no faster: 0.251), =halves (two warps per 16 state columns, each with half of d_k, one
+// exchange through shared memory per chunk; no faster: 0.252), STAVE_CUDA_DELTA_WU=narrow (4 warps).
+// whole-out takes 255 registers with split operands (8 bytes spilled).
 // Files: this one holds the scratch, the switch and the order of the launches; step 1 and 2 are
 // in gated_delta_transform.cu, 3a and 3b in gated_delta_state.cu, 4 in gated_delta_output.cu,
 // what they share in gated_delta_chunk_device.cuh, their launches in gated_delta_chunk_launch.h.
@@ -151,24 +155,25 @@ DeltaChoice delta_choice_from_env() {
                                                       {"recurrent", DeltaChoice::kRecurrent}});
 }
 
-// STAVE_CUDA_DELTA_STATE: how the register pass (3b) is run (delta_chunk::StatePass): "whole"
-// (the default: one warp per 16 state columns, all of d_k, Uᵀ read from global memory),
-// "whole-prefetch" (the same, the next chunk's Uᵀ copied ahead into shared memory) or "halves"
-// (two warps per 16 columns, each with half of d_k; the two halves of v_new's sum meet in shared
-// memory; Uᵀ copied ahead) or "whole-out" (as whole-prefetch with 64 state columns per block,
-// and the pass forms the inter-chunk output (q̂ exp(G)) S_c into the output itself: S_c never
-// goes to scratch, the output kernel adds only the intra-chunk part).
+// STAVE_CUDA_DELTA_STATE: how the register pass (3b) is run (delta_chunk::StatePass): "whole-out"
+// (the default since 2026-12-07: one warp per 16 state columns, all of d_k, 64 columns per block,
+// Uᵀ copied ahead into shared memory, and the pass forms the inter-chunk output (q̂ exp(G)) S_c
+// into the output itself: S_c never goes to scratch, the output kernel adds only the intra-chunk
+// part), "whole" (32 columns per block, Uᵀ read from global memory, S_c through scratch),
+// "whole-prefetch" (the same, the next chunk's Uᵀ copied ahead) or "halves" (two warps per 16
+// columns, each with half of d_k; the two halves of v_new's sum meet in shared memory; Uᵀ copied
+// ahead).
 delta_chunk::StatePass state_pass_from_env() {
   using delta_chunk::StatePass;
-  return env_choice<StatePass>("STAVE_CUDA_DELTA_STATE", {{"whole", StatePass::kWhole},
+  return env_choice<StatePass>("STAVE_CUDA_DELTA_STATE", {{"whole-out", StatePass::kWholeOut},
+                                                          {"whole", StatePass::kWhole},
                                                           {"whole-prefetch", StatePass::kWholePrefetch},
-                                                          {"halves", StatePass::kHalves},
-                                                          {"whole-out", StatePass::kWholeOut}});
+                                                          {"halves", StatePass::kHalves}});
 }
 
-// STAVE_CUDA_DELTA_WU: the transform's (step 2) block, "narrow" (the default: 4 warps) or "wide"
-// (8 warps in the same shared memory).
-bool wu_wide_from_env() { return env_choice<bool>("STAVE_CUDA_DELTA_WU", {{"narrow", false}, {"wide", true}}); }
+// STAVE_CUDA_DELTA_WU: the transform's (step 2) block, "wide" (the default since 2026-12-07: 8 warps)
+// or "narrow" (4 warps in the same shared memory).
+bool wu_wide_from_env() { return env_choice<bool>("STAVE_CUDA_DELTA_WU", {{"wide", true}, {"narrow", false}}); }
 
 }  // namespace
 

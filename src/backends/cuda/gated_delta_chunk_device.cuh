@@ -19,8 +19,8 @@ namespace wmma = nvcuda::wmma;
 constexpr int kC = 64;    // chunk
 constexpr int kD = 128;   // d_k = d_v
 constexpr int kBV = 32;   // state columns per block of the sequential pass
-constexpr int kWuThreads = 128;
-constexpr int kWuThreadsWide = 256;  // STAVE_CUDA_DELTA_WU=wide: twice the warps in the same shared memory
+constexpr int kWuThreads = 128;      // STAVE_CUDA_DELTA_WU=narrow
+constexpr int kWuThreadsWide = 256;  // the default (wide): twice the warps in the same shared memory
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const bf16* kn, co
 // keeps S's 64 rows of its half, forms its half of Sᵀ Wᵀ (v_newᵀ's sum over d_k), and the two
 // halves meet through shared memory (over the chunk's W buffer, read by then) before both run
 // the update of their rows. Twice the warps, each with half the chain of products per chunk.
-// kOut (STAVE_CUDA_DELTA_STATE=whole-out) also forms the chunk's inter-chunk output
+// kOut (STAVE_CUDA_DELTA_STATE=whole-out, the default since 2026-12-07) also forms the chunk's inter-chunk output
 // O_interᵀ = S_cᵀ (q̂ exp(G))ᵀ from the state it holds (the same A fragments as Sᵀ Wᵀ, q̂ copied
 // like W) and writes it into the caller's output rows, so S_c never goes out and the output
 // kernel adds only the intra-chunk part. Its q̂ buffers need the shared memory of a whole SM, so
@@ -191,8 +191,8 @@ constexpr int kRegThreads = 32 * kColGroups<kOut> * kHalves;
 // Split operands: k̂'s lo half comes double-buffered beside it (two more buffers); the A
 // operands (−Sᵀ, the scaled v_newᵀ) split straight from the accumulators; S_cᵀ and v_newᵀ go out
 // as hi and lo arrays.
-// With kPrefetchU (whole-prefetch, halves) Uᵀ comes through shared memory too, where the default
-// pass reads it from global memory as each chunk starts: each warp (of the first d_k half) copies
+// With kPrefetchU (whole-out, whole-prefetch, halves) Uᵀ comes through shared memory too, where
+// the pass without it (whole) reads it from global memory as each chunk starts: each warp (of the first d_k half) copies
 // its own 16 columns of the next chunk
 // (cp.async, one buffer: the copy starts once the warp holds the current chunk's in registers),
 // so the chunk's first products do not wait on a global load. Rows of kLdU floats: a half warp's
