@@ -162,12 +162,19 @@ static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 
 // bench_cuda_fp8_gemm's search (STAVE_BENCH_SEARCH, an H100, 2026-12-06): 1 × 2 × 1 was the
 // fastest cluster shape at 1024–8192 rows for the 27B's products of N ≥ 5120 (1.03–1.20× the
 // heuristic's; attention k / v, N = 1024, gained nothing); at 512 rows taller clusters are
-// faster still for most of them (not taken). On the 27B: 12 / 52 ms off the backbone at 2048 /
-// 8192 tokens, < 1 ms at 512. The tile and the stages are the heuristic's; the fixture decisions'
-// worst differences did not change.
-static bool cluster_pairs_from_env() {
-  return env_choice<bool>("STAVE_CUDA_FP8_CLUSTER", {{"pairs", true}, {"heuristic", false}});
+// faster still for most of them. On the 27B: 12 / 52 ms off the backbone at 2048 / 8192 tokens,
+// < 1 ms at 512. The tile and the stages are the heuristic's; the fixture decisions' worst
+// differences did not change. "tall" (an experiment, not yet timed end to end): 1 × 4 × 1 for
+// products of fewer than kTallBelowRows padded rows (the search's best shape at 512 rows for MLP up
+// / down and GDN qkv / out, 1.03–1.14× the heuristic's), 1 × 2 × 1 from there on; a shape cuBLASLt
+// refuses falls back to 1 × 2 × 1, then to the heuristic's.
+enum class ClusterRule { kPairs, kHeuristic, kTall };
+static ClusterRule cluster_rule_from_env() {
+  return env_choice<ClusterRule>("STAVE_CUDA_FP8_CLUSTER", {{"pairs", ClusterRule::kPairs},
+                                                            {"heuristic", ClusterRule::kHeuristic},
+                                                            {"tall", ClusterRule::kTall}});
 }
+constexpr int64_t kTallBelowRows = 1024;
 constexpr int64_t kPairsFromN = 2048, kPairsFromRows = 512;
 
 struct Fp8Gemm {
@@ -176,7 +183,7 @@ struct Fp8Gemm {
   Fp8Accum accum = fp8_accum_from_env();
   dev::FusedKernel fused_kernel = dev::fused_kernel_from_env();  // with LinearPath::kFp8Fused
   int algo_index = algo_index_from_env();
-  bool cluster_pairs = cluster_pairs_from_env();
+  ClusterRule cluster_rule = cluster_rule_from_env();
   int sm_target = gemm_sm_target_from_env();  // 0: all SMs
   // STAVE_CUDA_FP8_ROWS=padded: every product over the padded Mp rows through scratch and a copy,
   // as before 2026-12-06 (for A/B runs); unset or "exact": straight into the output.
@@ -260,29 +267,35 @@ struct Fp8Gemm {
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       return scaled ? why_unscaled(Mp, N, K, "the heuristic offers no algorithm", st) : false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
-    if (cluster_pairs && N >= kPairsFromN && Mp >= kPairsFromRows) prefer_cluster_pairs(p);
+    if (cluster_rule != ClusterRule::kHeuristic && N >= kPairsFromN && Mp >= kPairsFromRows)
+      prefer_clusters(p, cluster_rule == ClusterRule::kTall && Mp < kTallBelowRows);
     p.in_gemm = scaled;
     p.cols = Mp;
     return true;
   }
 
-  // The plan's algorithm with 1 × 2 × 1 clusters (STAVE_CUDA_FP8_CLUSTER) where the heuristic chose
-  // 1 × 1 × 1 and cuBLASLt accepts the change; otherwise unchanged.
-  void prefer_cluster_pairs(Fp8Plan& p) const {
+  // The plan's algorithm with 1 × 4 × 1 clusters (`tall`) or 1 × 2 × 1 (STAVE_CUDA_FP8_CLUSTER)
+  // where the heuristic chose 1 × 1 × 1: the first shape cuBLASLt accepts; otherwise unchanged.
+  void prefer_clusters(Fp8Plan& p, bool tall) const {
     uint16_t cluster = 0;
     size_t written = 0;
     if (cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster),
                                              &written) != CUBLAS_STATUS_SUCCESS ||
         cluster != CUBLASLT_CLUSTER_SHAPE_1x1x1)
       return;
-    cublasLtMatmulAlgo_t paired = p.algo;
-    const uint16_t pairs = CUBLASLT_CLUSTER_SHAPE_1x2x1;
+    if (tall && try_cluster(p, CUBLASLT_CLUSTER_SHAPE_1x4x1)) return;
+    try_cluster(p, CUBLASLT_CLUSTER_SHAPE_1x2x1);
+  }
+  bool try_cluster(Fp8Plan& p, uint16_t shape) const {
+    cublasLtMatmulAlgo_t changed = p.algo;
     cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatmulAlgoConfigSetAttribute(&paired, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &pairs, sizeof(pairs)) ==
-            CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulAlgoCheck(lt, p.desc, p.a, p.b, p.d, p.d, &paired, &check) == CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= kWorkspaceBytes)
-      p.algo = paired;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&changed, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof(shape)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoCheck(lt, p.desc, p.a, p.b, p.d, p.d, &changed, &check) != CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > kWorkspaceBytes)
+      return false;
+    p.algo = changed;
+    return true;
   }
 
   // Says once per process on stderr why a product's row scales go into a kernel after the GEMM
