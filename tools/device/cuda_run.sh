@@ -29,7 +29,7 @@
 #   "delta": the chunked delta rule's kernels (bench_gated_delta, split by kernel) with the default
 #   form (split operands) and with STAVE_CUDA_DELTA=chunk-bf16 (plain BF16), alternated twice
 #   (DELTA_FORMS: other STAVE_CUDA_DELTA values; DELTA_SETTINGS: any settings, as AB_SETTINGS,
-#   e.g. the register pass's STAVE_CUDA_DELTA_STATE forms), each after its op cases.
+#   e.g. the register pass's STAVE_CUDA_DELTA_STATE forms; whole-out is the default), each after its op cases.
 #   "fused": the fast norms (bench_elementwise) and bench_decide on the synth release with
 #   STAVE_CUDA_FUSED_INPUT off and on (the norms and gates formed inside the FP8 input
 #   quantization; decisions alternated twice), then the stage profile at STAGE_TOKENS (default
@@ -226,7 +226,7 @@ if [[ " $steps " == *" fidelity "* ]]; then
 fi
 if [[ " $steps " == *" delta "* ]]; then
   # DELTA_SETTINGS: entries as AB_SETTINGS's (VAR=VALUE[,VAR=VALUE…] or - for the defaults), e.g.
-  # "- STAVE_CUDA_DELTA_STATE=whole-out STAVE_CUDA_DELTA_STATE=halves,STAVE_CUDA_DELTA_WU=wide";
+  # "- STAVE_CUDA_DELTA_STATE=whole STAVE_CUDA_DELTA_STATE=halves,STAVE_CUDA_DELTA_WU=narrow";
   # without it, one entry per DELTA_FORMS value of STAVE_CUDA_DELTA. The op suite's delta-rule
   # cases run once per entry before the timings.
   settings="${DELTA_SETTINGS:-}"

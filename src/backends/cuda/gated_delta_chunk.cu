@@ -160,15 +160,17 @@ DeltaChoice delta_choice_from_env() {
 // Uᵀ copied ahead into shared memory, and the pass forms the inter-chunk output (q̂ exp(G)) S_c
 // into the output itself: S_c never goes to scratch, the output kernel adds only the intra-chunk
 // part), "whole" (32 columns per block, Uᵀ read from global memory, S_c through scratch),
-// "whole-prefetch" (the same, the next chunk's Uᵀ copied ahead) or "halves" (two warps per 16
+// "whole-prefetch" (the same, the next chunk's Uᵀ copied ahead), "halves" (two warps per 16
 // columns, each with half of d_k; the two halves of v_new's sum meet in shared memory; Uᵀ copied
-// ahead).
+// ahead) or "wgmma" (whole-out's work on Hopper's warp-group MMA, gated_delta_state_wgmma.cu; an
+// experiment, not yet run on a GPU).
 delta_chunk::StatePass state_pass_from_env() {
   using delta_chunk::StatePass;
   return env_choice<StatePass>("STAVE_CUDA_DELTA_STATE", {{"whole-out", StatePass::kWholeOut},
                                                           {"whole", StatePass::kWhole},
                                                           {"whole-prefetch", StatePass::kWholePrefetch},
-                                                          {"halves", StatePass::kHalves}});
+                                                          {"halves", StatePass::kHalves},
+                                                          {"wgmma", StatePass::kWgmma}});
 }
 
 // STAVE_CUDA_DELTA_WU: the transform's (step 2) block, "wide" (the default since 2026-12-07: 8 warps)
@@ -210,7 +212,8 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   const bool split = choice == DeltaChoice::kSplit;
   const bool registers = choice != DeltaChoice::kChunkShared;  // the register pass (3b); split operands need it
   const delta_chunk::StatePass pass = state_pass_from_env();
-  const bool inter_in_pass = registers && pass == delta_chunk::StatePass::kWholeOut;  // no S_c scratch
+  const bool inter_in_pass = registers && (pass == delta_chunk::StatePass::kWholeOut ||
+                                           pass == delta_chunk::StatePass::kWgmma);  // no S_c scratch
   const size_t halves = split ? 2 : 1;
   const size_t sc_halves = inter_in_pass ? 0 : halves;
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
@@ -252,7 +255,9 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   g_profiler.mark(1, s);
   delta_chunk::launch_transform(in, grid, x, registers, split, wu_wide_from_env(), s);
   g_profiler.mark(2, s);
-  if (registers)
+  if (registers && pass == delta_chunk::StatePass::kWgmma)
+    delta_chunk::launch_state_wgmma(grid, x, split, states, out, s);
+  else if (registers)
     delta_chunk::launch_state_registers(grid, x, split, pass, states, out, s);
   else
     delta_chunk::launch_state_shared(grid, x, states, s);

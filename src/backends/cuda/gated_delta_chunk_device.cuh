@@ -145,6 +145,66 @@ __device__ inline void lower_tiles_xyt(const bf16* X, const bf16* Xl, const bf16
   }
 }
 
+
+// --- the register passes' (gated_delta_state*.cu) fragment helpers ---
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// split_bf16x2's two halves (above) as packed pairs: h as pack_bf16
+// gives it, l the residues.
+__device__ inline void pack_bf16_split(float lo, float hi, uint32_t& h, uint32_t& l) {
+  __nv_bfloat162 bh, bl;
+  split_bf16x2(lo, hi, bh, bl);
+  h = *reinterpret_cast<const uint32_t*>(&bh);
+  l = *reinterpret_cast<const uint32_t*>(&bl);
+}
+
+// Two n8 accumulator tiles (columns 0–7 and 8–15 of a 16 × 16 block) as one k16 A fragment in
+// BF16, times `sign` (±1, exact): the m16n8 accumulator layout is the A layout's half.
+__device__ inline void accumulators_as_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4], float sign) {
+  a[0] = pack_bf16(sign * lo[0], sign * lo[1]);
+  a[1] = pack_bf16(sign * lo[2], sign * lo[3]);
+  a[2] = pack_bf16(sign * hi[0], sign * hi[1]);
+  a[3] = pack_bf16(sign * hi[2], sign * hi[3]);
+}
+
+// The same fragment split: a as accumulators_as_a gives it, al each value's residue after its
+// BF16 rounding.
+__device__ inline void accumulators_as_a_split(uint32_t (&a)[4], uint32_t (&al)[4], const float (&lo)[4],
+                                               const float (&hi)[4], float sign) {
+  pack_bf16_split(sign * lo[0], sign * lo[1], a[0], al[0]);
+  pack_bf16_split(sign * lo[2], sign * lo[3], a[1], al[1]);
+  pack_bf16_split(sign * hi[0], sign * hi[1], a[2], al[2]);
+  pack_bf16_split(sign * hi[2], sign * hi[3], a[3], al[3]);
+}
+
+// accumulators_as_a_split with kSplit, else accumulators_as_a (al untouched).
+template <bool kSplit>
+__device__ inline void accumulators_as_a_pair(uint32_t (&a)[4], uint32_t (&al)[4], const float (&lo)[4],
+                                              const float (&hi)[4], float sign) {
+  if constexpr (kSplit)
+    accumulators_as_a_split(a, al, lo, hi, sign);
+  else
+    accumulators_as_a(a, lo, hi, sign);
+}
+
+constexpr int kLdU = kC + 8;  // fp32 [16][72]: a warp's Uᵀ columns in shared memory
+
+// Starts this warp's 16 columns of chunk slot's Uᵀ (fp32 [d_v][64]) into Ub ([16][kLdU]) and
+// commits them.
+__device__ inline void fetch_u_warp(const float* Ut, int64_t slot, int col0, float* Ub, int lane) {
+  const float* u = Ut + slot * kD * kC + static_cast<int64_t>(col0) * kC;
+#pragma unroll
+  for (int e = lane; e < 16 * kC / 4; e += 32) {
+    const int r = e / (kC / 4), c = e % (kC / 4);
+    copy16(Ub + r * kLdU + 4 * c, u + r * kC + 4 * c);
+  }
+  __pipeline_commit();
+}
+
 // Lets kernel k use `bytes` of dynamic shared memory (over the 48 KiB default).
 template <class Kernel>
 void allow_smem(Kernel k, size_t bytes) {

@@ -196,8 +196,7 @@ constexpr int kRegThreads = 32 * kColGroups<kOut> * kHalves;
 // its own 16 columns of the next chunk
 // (cp.async, one buffer: the copy starts once the warp holds the current chunk's in registers),
 // so the chunk's first products do not wait on a global load. Rows of kLdU floats: a half warp's
-// float2 reads (columns g, rows 2t) fall on 32 different banks.
-constexpr int kLdU = kC + 8;
+// float2 reads (columns g, rows 2t) fall on 32 different banks (kLdU, gated_delta_chunk_device.cuh).
 template <bool kOut>
 constexpr size_t kRegUBytes = kRegCols<kOut> * kLdU * sizeof(float);
 // Buffers of [64][kLdW] BF16: W and k̂ double-buffered (and k̂'s lo half), with kOut q̂ (and its
@@ -211,32 +210,6 @@ constexpr size_t kRegSmem = kRegBufs<kSplit, kOut> * kC * kLdW * sizeof(bf16) + 
 // then run in one wave on 132 SMs. With kOut one block of 64 columns per SM.
 static_assert(2 * (kRegSmem<true, true> + 1024) <= 228 * 1024, "the split register pass must fit two blocks per SM");
 static_assert(kRegSmem<true, true, true> + 1024 <= 228 * 1024, "the split pass with the output must fit one SM");
-
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// split_bf16x2's two halves (gated_delta_chunk_device.cuh) as packed pairs: h as pack_bf16
-// gives it, l the residues.
-__device__ inline void pack_bf16_split(float lo, float hi, uint32_t& h, uint32_t& l) {
-  __nv_bfloat162 bh, bl;
-  split_bf16x2(lo, hi, bh, bl);
-  h = *reinterpret_cast<const uint32_t*>(&bh);
-  l = *reinterpret_cast<const uint32_t*>(&bl);
-}
-
-// Starts this warp's 16 columns of chunk slot's Uᵀ (fp32 [d_v][64]) into Ub ([16][kLdU]) and
-// commits them.
-__device__ inline void fetch_u_warp(const float* Ut, int64_t slot, int col0, float* Ub, int lane) {
-  const float* u = Ut + slot * kD * kC + static_cast<int64_t>(col0) * kC;
-#pragma unroll
-  for (int e = lane; e < 16 * kC / 4; e += 32) {
-    const int r = e / (kC / 4), c = e % (kC / 4);
-    copy16(Ub + r * kLdU + 4 * c, u + r * kC + 4 * c);
-  }
-  __pipeline_commit();
-}
 
 __device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -259,35 +232,6 @@ __device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t 
       "{%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two n8 accumulator tiles (columns 0–7 and 8–15 of a 16 × 16 block) as one k16 A fragment in
-// BF16, times `sign` (±1, exact): the m16n8 accumulator layout is the A layout's half.
-__device__ inline void accumulators_as_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4], float sign) {
-  a[0] = pack_bf16(sign * lo[0], sign * lo[1]);
-  a[1] = pack_bf16(sign * lo[2], sign * lo[3]);
-  a[2] = pack_bf16(sign * hi[0], sign * hi[1]);
-  a[3] = pack_bf16(sign * hi[2], sign * hi[3]);
-}
-
-// The same fragment split: a as accumulators_as_a gives it, al each value's residue after its
-// BF16 rounding.
-__device__ inline void accumulators_as_a_split(uint32_t (&a)[4], uint32_t (&al)[4], const float (&lo)[4],
-                                               const float (&hi)[4], float sign) {
-  pack_bf16_split(sign * lo[0], sign * lo[1], a[0], al[0]);
-  pack_bf16_split(sign * lo[2], sign * lo[3], a[1], al[1]);
-  pack_bf16_split(sign * hi[0], sign * hi[1], a[2], al[2]);
-  pack_bf16_split(sign * hi[2], sign * hi[3], a[3], al[3]);
-}
-
-// accumulators_as_a_split with kSplit, else accumulators_as_a (al untouched).
-template <bool kSplit>
-__device__ inline void accumulators_as_a_pair(uint32_t (&a)[4], uint32_t (&al)[4], const float (&lo)[4],
-                                              const float (&hi)[4], float sign) {
-  if constexpr (kSplit)
-    accumulators_as_a_split(a, al, lo, hi, sign);
-  else
-    accumulators_as_a(a, lo, hi, sign);
 }
 
 // acc (kC / 8 n8 tiles over a chunk's 64 rows) += A · Bᵀ for one k16 step: B's rows in Bs
@@ -601,6 +545,8 @@ void launch_registers(const ChunkGrid& g, const ChunkScratch& x, StatePass pass,
       return launch_registers<kSplit, 2, true, false>(g, x, states, out, s);
     case StatePass::kWholeOut:
       return launch_registers<kSplit, 1, true, true>(g, x, states, out, s);
+    case StatePass::kWgmma:
+      throw Error(ErrorKind::kInternal, "gated delta rule: the wgmma pass has its own launch (launch_state_wgmma)");
   }
 }
 }  // namespace
