@@ -22,7 +22,8 @@
 // read as 0), so W, U and v_new rows ≥ len are 0 and never reach a valid row. It takes
 // 2·tokens·n_k·128 BF16 plus ~96 KiB per (chunk, v head): ~170 MB at 2048 tokens of the 27B's
 // 48 heads, ~670 MB at 8192, from the stream-ordered pool; with split operands (below) twice the
-// q̂, k̂ and ~144 KiB per (chunk, v head): ~255 MB at 2048, ~1.02 GB at 8192.
+// q̂, k̂ and ~144 KiB per (chunk, v head): ~255 MB at 2048, ~1.02 GB at 8192. Since 2026-12-07
+// S_c is not stored by default (whole-out): 32 KiB per (chunk, v head) less, 64 KiB split.
 // Split operands (the default since 2026-12-06; STAVE_CUDA_DELTA=chunk-bf16 for plain BF16
 // operands): every operand but W is held as a BF16 pair
 // hi + lo (lo = BF16(x − hi)) and each product runs as three (hi·hi' + hi·lo' + lo·hi'), which
@@ -56,7 +57,8 @@
 // exchange through shared memory per chunk; no faster: 0.252), STAVE_CUDA_DELTA_WU=narrow (4 warps).
 // whole-out takes 255 registers with split operands (8 bytes spilled).
 // Files: this one holds the scratch, the switch and the order of the launches; step 1 and 2 are
-// in gated_delta_transform.cu, 3a and 3b in gated_delta_state.cu, 4 in gated_delta_output.cu,
+// in gated_delta_transform.cu, 3a and 3b in gated_delta_state.cu (3b on warp-group MMA in
+// gated_delta_state_wgmma.cu), 4 in gated_delta_output.cu,
 // what they share in gated_delta_chunk_device.cuh, their launches in gated_delta_chunk_launch.h.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
