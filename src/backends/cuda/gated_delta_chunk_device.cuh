@@ -191,6 +191,51 @@ __device__ inline void accumulators_as_a_pair(uint32_t (&a)[4], uint32_t (&al)[4
     accumulators_as_a(a, lo, hi, sign);
 }
 
+// The state's columns col0 … col0 + 15 over the d_k rows k0 … k0 + 8 kTiles − 1, transposed,
+// as n8 accumulator tiles (the register passes' state fragment): element i of tile j is row
+// k0 + 8j + 2t + i % 2, column col0 + g + 8·(i / 2) of st (fp32 [d_k][d_v]).
+template <int kTiles>
+__device__ inline void load_state_fragment(float (&s)[kTiles][4], const float* st, int k0, int col0, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[j][i] = st[(k0 + 8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)];
+}
+template <int kTiles>
+__device__ inline void store_state_fragment(const float (&s)[kTiles][4], float* st, int k0, int col0, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) st[(k0 + 8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)] = s[j][i];
+}
+
+// v_newᵀ (8 n8 tiles over the chunk's rows; element i of tile n is column col0 + g + 8·(i / 2),
+// row 8n + 2t + i % 2) out as BF16 into vt ([d_v][64]; with kSplit the residues into vt_lo), then
+// scaled in place by exp(G_last − G) of its rows for the update. With kHalves = 2 this warp
+// writes only the rows of its d_k half (half_k); every warp scales all of its rows.
+template <bool kSplit, int kHalves = 1>
+__device__ inline void store_vnew_then_scale(float (&v)[kC / 8][4], const float* gc, float g_last, bf16* vt,
+                                             bf16* vt_lo, int col0, int g, int t, int half_k = 0) {
+#pragma unroll
+  for (int n = 0; n < kC / 8; ++n) {
+    const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
+    const bool mine = kHalves == 1 || n / (kC / 8 / kHalves) == half_k;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (mine) {
+        const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
+        uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
+        if constexpr (kSplit)
+          pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
+        else
+          *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
+      }
+      v[n][2 * half] *= d0;
+      v[n][2 * half + 1] *= d1;
+    }
+  }
+}
+
 constexpr int kLdU = kC + 8;  // fp32 [16][72]: a warp's Uᵀ columns in shared memory
 
 // Starts this warp's 16 columns of chunk slot's Uᵀ (fp32 [d_v][64]) into Ub ([16][kLdU]) and

@@ -352,10 +352,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves, kOut>) state_registers_ke
   // Sᵀ: kKTiles n8 tiles over this warp's d_k rows; element i of tile j is (column col0 + g + 8·(i / 2),
   // row k0 + 8j + 2t + i % 2).
   float s[kKTiles][4];
-#pragma unroll
-  for (int j = 0; j < kKTiles; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[j][i] = st[(k0 + 8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)];
+  load_state_fragment(s, st, k0, col0, g, t);
   const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
   if (c_begin < c_end) {
     int64_t t0;
@@ -450,24 +447,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves, kOut>) state_registers_ke
     const float g_last = gc[len - 1];
     bf16* vt = vnt + slot * kD * kC;
     bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
-#pragma unroll
-    for (int n = 0; n < kC / 8; ++n) {
-      const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
-      const bool mine = kHalves == 1 || n / (kC / 8 / kHalves) == half_k;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        if (mine) {
-          const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
-          uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
-          if constexpr (kSplit)
-            pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
-          else
-            *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
-        }
-        v[n][2 * half] *= d0;
-        v[n][2 * half + 1] *= d1;
-      }
-    }
+    store_vnew_then_scale<kSplit, kHalves>(v, gc, g_last, vt, vt_lo, col0, g, t, half_k);
     // Sᵀ ← exp(G_last) Sᵀ + (scaled v_new)ᵀ k̂ over the chunk's rows in k16 steps (this warp's d_k rows).
     const float decay = __expf(g_last);
 #pragma unroll
@@ -507,10 +487,7 @@ __global__ void __launch_bounds__(kRegThreads<kHalves, kOut>) state_registers_ke
       }
     }
   }
-#pragma unroll
-  for (int j = 0; j < kKTiles; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) st[(k0 + 8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)] = s[j][i];
+  store_state_fragment(s, st, k0, col0, g, t);
 }
 
 }  // namespace

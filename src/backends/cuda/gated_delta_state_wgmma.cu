@@ -148,17 +148,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&d)[kD / 8][4], co
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
-template <int kTilesN>
-__device__ inline void fence_all(float (&x)[kTilesN][4]) {
+// fence_operand over a fragment array (accumulators or A fragments).
+template <class T, int kN>
+__device__ inline void fence_all(T (&x)[kN][4]) {
 #pragma unroll
-  for (int j = 0; j < kTilesN; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) fence_operand(x[j][i]);
-}
-template <int kSteps>
-__device__ inline void fence_all(uint32_t (&x)[kSteps][4]) {
-#pragma unroll
-  for (int j = 0; j < kSteps; ++j)
+  for (int j = 0; j < kN; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) fence_operand(x[j][i]);
 }
@@ -184,10 +178,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
   float* st = states + (static_cast<int64_t>(b) * n_v + h) * kD * kD;  // [d_k][d_v]
   // Sᵀ: 16 n8 tiles over d_k; element i of tile j is (column col0 + g + 8·(i / 2), row 8j + 2t + i % 2).
   float s[kD / 8][4];
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[j][i] = st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)];
+  load_state_fragment(s, st, 0, col0, g, t);
   const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
   if (c_begin < c_end) {
     int64_t t0;
@@ -272,21 +263,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     const float g_last = gc[len - 1];
     bf16* vt = vnt + slot * kD * kC;
     bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
-#pragma unroll
-    for (int n = 0; n < kC / 8; ++n) {
-      const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
-        uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
-        if constexpr (kSplit)
-          pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
-        else
-          *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
-        v[n][2 * half] *= d0;
-        v[n][2 * half + 1] *= d1;
-      }
-    }
+    store_vnew_then_scale<kSplit>(v, gc, g_last, vt, vt_lo, col0, g, t);
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) accumulators_as_a_pair<kSplit>(va[kt], val[kt], v[2 * kt], v[2 * kt + 1], 1.0f);
     const float decay = __expf(g_last);
@@ -325,10 +302,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     fence_all(va);
     if constexpr (kSplit) fence_all(val);
   }
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) st[(8 * j + 2 * t + i % 2) * kD + col0 + g + 8 * (i / 2)] = s[j][i];
+  store_state_fragment(s, st, 0, col0, g, t);
 }
 
 template <bool kSplit>
