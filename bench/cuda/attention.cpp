@@ -2,7 +2,8 @@
 // in one run: the BF16 flash kernel (attention_flash_bf16.cu), the 3xTF32 flash kernel
 // (attention_flash.cu) and the chunked cuBLAS products (attention_gemm.cu), through
 // dev::attention_causal with the kernel pinned (the same dispatch the backend uses); and the BF16
-// kernel with 128 query rows per block (bf16_flash128_*, called directly) beside its default 64. Prefill from
+// kernel with 128 query rows per block (bf16_flash128_*, called directly) and on warp-group MMA
+// (bf16_wgmma_*, attention_flash_wgmma.cu) beside its default 64. Prefill from
 // position 0: 27B 24 query / 4 KV heads, 9B 16 / 4, head_dim 256, at 2048 and 8192 tokens.
 // Reports ms per call (CUDA events around one call, GPU time) and TFLOP/s of the causal work,
 // 4·d·heads·Σᵢ(i + 1) (two products, a multiply-add counted as 2). The 27B has 16 attention
@@ -34,8 +35,10 @@ std::vector<float> random_floats(int64_t n, float lo, float hi, uint32_t seed) {
   return v;
 }
 
-// block_rows 0: through dev::attention_causal with `kernel`; 64 or 128: the BF16 kernel directly.
-void BM_AttentionCausal(benchmark::State& state, AttentionKernel kernel, int64_t n_q_heads, int block_rows = 0) {
+// bf16 kDefault: through dev::attention_causal with `kernel`; otherwise the BF16 kernel directly in that form.
+using stave::cuda::dev::FlashBf16Kernel;
+void BM_AttentionCausal(benchmark::State& state, AttentionKernel kernel, int64_t n_q_heads,
+                        FlashBf16Kernel bf16 = FlashBf16Kernel::kDefault) {
   if (!stave::cuda::device_available()) {
     state.SkipWithError("no CUDA device");
     return;
@@ -50,9 +53,9 @@ void BM_AttentionCausal(benchmark::State& state, AttentionKernel kernel, int64_t
   out.reserve(static_cast<size_t>(qn) * sizeof(float));
   stave::cuda::GpuContext ctx(/*exact=*/false, kernel);
   auto call = [&] {
-    if (block_rows > 0)
+    if (bf16 != FlashBf16Kernel::kDefault)
       stave::cuda::dev::flash_attention_bf16(ctx.stream(), shape, q.as<float>(), tokens, 0, k.as<float>(),
-                                             v.as<float>(), out.as<float>(), block_rows);
+                                             v.as<float>(), out.as<float>(), bf16);
     else
       stave::cuda::dev::attention_causal(ctx, shape, q.as<float>(), tokens, 0, k.as<float>(), v.as<float>(),
                                          out.as<float>());
@@ -86,16 +89,20 @@ void BM_AttentionCausal(benchmark::State& state, AttentionKernel kernel, int64_t
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash_27b, AttentionKernel::kFlashBf16, 24)
+    ->Arg(512)->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash128_27b, AttentionKernel::kFlashBf16, 24, FlashBf16Kernel::kMma128)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash128_27b, AttentionKernel::kFlashBf16, 24, 128)
-    ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_wgmma_27b, AttentionKernel::kFlashBf16, 24, FlashBf16Kernel::kWgmma)
+    ->Arg(512)->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AttentionCausal, tf32_flash_27b, AttentionKernel::kFlash, 24)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AttentionCausal, cublas_27b, AttentionKernel::kGemm, 24)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash_9b, AttentionKernel::kFlashBf16, 16)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash128_9b, AttentionKernel::kFlashBf16, 16, 128)
+BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash128_9b, AttentionKernel::kFlashBf16, 16, FlashBf16Kernel::kMma128)
+    ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_wgmma_9b, AttentionKernel::kFlashBf16, 16, FlashBf16Kernel::kWgmma)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AttentionCausal, tf32_flash_9b, AttentionKernel::kFlash, 16)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);

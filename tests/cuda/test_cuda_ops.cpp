@@ -297,11 +297,25 @@ TEST(CudaOps, AttentionCausalFlashBf16) {
       dout.upload(poisoned(q.size()).data(), q.size() * sizeof(float));
       cuda::GpuContext ctx(/*exact=*/false);
       cuda::dev::flash_attention_bf16(ctx.stream(), s, dq.as<float>(), tokens, pos0, dk.as<float>(), dv.as<float>(),
-                                      dout.as<float>(), 128);
+                                      dout.as<float>(), cuda::dev::FlashBf16Kernel::kMma128);
       ctx.synchronize();
       std::vector<float> got128(q.size());
       dout.download(got128.data(), got128.size() * sizeof(float));
       EXPECT_EQ(got128, got) << "128-row blocks";
+      // The warp-group MMA kernel (head dims 128 and 256; 64 falls back to the 64-row blocks):
+      // the same roundings, the sums inside a 16-wide step in another order.
+      dout.upload(poisoned(q.size()).data(), q.size() * sizeof(float));
+      cuda::dev::flash_attention_bf16(ctx.stream(), s, dq.as<float>(), tokens, pos0, dk.as<float>(), dv.as<float>(),
+                                      dout.as<float>(), cuda::dev::FlashBf16Kernel::kWgmma);
+      ctx.synchronize();
+      std::vector<float> got_wg(q.size());
+      dout.download(got_wg.data(), got_wg.size() * sizeof(float));
+      const double err_wg = rel_error(got_wg, want);
+      EXPECT_LE(err_wg, 1e-2) << "wgmma";
+      EXPECT_GT(err_wg, 1e-5) << "wgmma";
+      if (s.head_dim == 64) {
+        EXPECT_EQ(got_wg, got) << "head dim 64 takes the 64-row blocks";
+      }
     }
 }
 

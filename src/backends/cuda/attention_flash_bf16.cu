@@ -37,8 +37,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cuda/attention_flash_wgmma.h"
 #include "backends/cuda/cuda_check.h"
 #include "stave/errors.h"
+#include "util/env_choice.h"
 
 namespace stave::cuda::dev {
 namespace {
@@ -307,6 +309,11 @@ void launch_dim(cudaStream_t stream, const AttentionShape& shape, const bf16* q,
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+FlashBf16Kernel kernel_from_env() {
+  return env_choice<FlashBf16Kernel>("STAVE_CUDA_FLASH_BF16",
+                                     {{"mma", FlashBf16Kernel::kMma64}, {"wgmma", FlashBf16Kernel::kWgmma}});
+}
+
 }  // namespace
 
 bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, const float* k, const float* v,
@@ -320,12 +327,12 @@ bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, 
 }
 
 void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, const float* q, int64_t tokens,
-                          int64_t q_pos0, const float* k, const float* v, float* out, int block_rows) {
+                          int64_t q_pos0, const float* k, const float* v, float* out, FlashBf16Kernel kernel) {
   if (tokens <= 0) return;
   const int64_t d = shape.head_dim, keys = q_pos0 + tokens;
   if (d != 64 && d != 128 && d != 256) throw Error(ErrorKind::kInternal, "bf16 flash attention: unsupported head_dim");
-  if (block_rows != 64 && block_rows != 128)
-    throw Error(ErrorKind::kInternal, "bf16 flash attention: block_rows must be 64 or 128");
+  if (kernel == FlashBf16Kernel::kDefault) kernel = kernel_from_env();
+  if (kernel == FlashBf16Kernel::kWgmma && !flash_wgmma_supports(d)) kernel = FlashBf16Kernel::kMma64;
   const int64_t nqd = tokens * shape.n_q_heads * d, nkd = keys * shape.n_kv_heads * d;
   // The bf16 copies live in a stream-ordered allocation from the device's pool (kept, not
   // returned to the driver: see CudaBackend's constructor), freed after the kernel in order.
@@ -337,10 +344,11 @@ void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, cons
   to_bf16(stream, q, nqd, qb);
   to_bf16(stream, k, nkd, kb);
   to_bf16(stream, v, nkd, vb);
-  if (block_rows == 64)
-    launch_dim<64>(stream, shape, qb, tokens, q_pos0, kb, vb, out);
-  else
-    launch_dim<128>(stream, shape, qb, tokens, q_pos0, kb, vb, out);
+  switch (kernel) {
+    case FlashBf16Kernel::kWgmma: flash_wgmma(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
+    case FlashBf16Kernel::kMma128: launch_dim<128>(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
+    default: launch_dim<64>(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
+  }
   STAVE_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }
 

@@ -20,10 +20,20 @@ constexpr int64_t kFlashBf16MinTokens = 16;
 bool flash_attention_bf16_supports(const AttentionShape& shape, const float* q, const float* k, const float* v,
                                    const float* out, int64_t keys);
 
+// Which kernel runs the products (the same algorithm and precision; the sums' order within a
+// 16-wide step differs between the mma.sync and wgmma forms):
+enum class FlashBf16Kernel {
+  kDefault,  // the backend's: STAVE_CUDA_FLASH_BF16, unset or "mma" → kMma64, "wgmma" → kWgmma
+  kMma64,    // mma.sync, 64 queries per block (4 warps)
+  kMma128,   // mma.sync, 128 queries per block (8 warps; the same bits as kMma64)
+  kWgmma,    // warp-group MMA, 128 queries per block (attention_flash_wgmma.cu); head_dim 128 or
+             // 256, other head dims take kMma64
+};
+
 // ref::attention_causal's contract: q [tokens, nq·d] at positions q_pos0 …, k and v
-// [≥ q_pos0 + tokens, nkv·d] from position 0, out [tokens, nq·d] fp32. block_rows: queries per
-// block, 64 (4 warps; what the backend runs) or 128 (8 warps; benchmarks and tests compare).
+// [≥ q_pos0 + tokens, nkv·d] from position 0, out [tokens, nq·d] fp32.
 void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, const float* q, int64_t tokens,
-                          int64_t q_pos0, const float* k, const float* v, float* out, int block_rows = 64);
+                          int64_t q_pos0, const float* k, const float* v, float* out,
+                          FlashBf16Kernel kernel = FlashBf16Kernel::kDefault);
 
 }  // namespace stave::cuda::dev

@@ -28,17 +28,20 @@
 #include "backends/cuda/gated_delta_chunk_device.cuh"
 #include "backends/cuda/gated_delta_chunk_launch.h"
 #include "backends/cuda/hopper.cuh"
+#include "backends/cuda/wgmma_bf16.cuh"
 
 namespace stave::cuda::dev::delta_chunk {
 namespace {
 
-using hopper::fence_operand;
+using hopper::fence_all;
 using hopper::fence_proxy_async;
 using hopper::sw128_desc;
 using hopper::sw128_offset;
 using hopper::wgmma_commit;
 using hopper::wgmma_fence;
 using hopper::wgmma_wait;
+using hopper::wgmma_bf16_m64n128k16_rs_mn;
+using hopper::wgmma_bf16_m64n64k16_rs;
 
 constexpr int kWgThreads = 128;           // one warp group
 constexpr int kWgCols = 64;               // state columns per block, 16 per warp
@@ -102,59 +105,7 @@ __device__ inline uint64_t k_major_desc(uint32_t tile, int kk) {
 // rows are two groups of 8 (1024 bytes apart: the stride byte offset); N's 128 columns are the two
 // atoms (kAtomBytes apart: the leading byte offset); 128-byte swizzle.
 __device__ inline uint64_t mn_major_desc(uint32_t tile, int kt) {
-  const uint32_t addr = tile + kt * 2 * 1024;
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((addr >> 4) & 0x3FFF);
-  d |= static_cast<uint64_t>(kAtomBytes >> 4) << 16;
-  d |= static_cast<uint64_t>(1024 >> 4) << 32;
-  d |= static_cast<uint64_t>(1) << 62;
-  return d;
-}
-
-// d[32] += A[64 × 16] · B[16 × 64], BF16, fp32 accumulators; A from registers (the mma.sync A
-// fragment per warp), B K-major in shared memory. The hardware reads a[] while the MMA runs.
-__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[kC / 8][4], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,"
-      "%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
-        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
-        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-// d[64] += A[64 × 16] · B[16 × 128], as above with B MN-major in shared memory (trans-b).
-__device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&d)[kD / 8][4], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,"
-      "%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,"
-      "%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
-        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
-        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
-        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
-        "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]),
-        "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-// fence_operand over a fragment array (accumulators or A fragments).
-template <class T, int kN>
-__device__ inline void fence_all(T (&x)[kN][4]) {
-#pragma unroll
-  for (int j = 0; j < kN; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) fence_operand(x[j][i]);
+  return hopper::sw128_mn_desc(tile + kt * 2 * 1024, kAtomBytes);
 }
 
 template <bool kSplit>
@@ -243,18 +194,18 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     // Group 1: v_newᵀ −= Sᵀ Wᵀ (W one BF16 array; −Sᵀ's lo half first).
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      if constexpr (kSplit) wgmma_m64n64k16_rs(v, al[kk], k_major_desc(w_tile, kk));
-      wgmma_m64n64k16_rs(v, a[kk], k_major_desc(w_tile, kk));
+      if constexpr (kSplit) wgmma_bf16_m64n64k16_rs(v, al[kk], k_major_desc(w_tile, kk));
+      wgmma_bf16_m64n64k16_rs(v, a[kk], k_major_desc(w_tile, kk));
     }
     wgmma_commit();
     // Group 2: −O_interᵀ = (−Sᵀ) q̂ᵀ (small terms first).
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       if constexpr (kSplit) {
-        wgmma_m64n64k16_rs(o, al[kk], k_major_desc(q_tile, kk));
-        wgmma_m64n64k16_rs(o, a[kk], k_major_desc(ql_tile, kk));
+        wgmma_bf16_m64n64k16_rs(o, al[kk], k_major_desc(q_tile, kk));
+        wgmma_bf16_m64n64k16_rs(o, a[kk], k_major_desc(ql_tile, kk));
       }
-      wgmma_m64n64k16_rs(o, a[kk], k_major_desc(q_tile, kk));
+      wgmma_bf16_m64n64k16_rs(o, a[kk], k_major_desc(q_tile, kk));
     }
     wgmma_commit();
     wgmma_wait<1>();  // group 1 done: v_newᵀ
@@ -276,10 +227,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) {
       if constexpr (kSplit) {
-        wgmma_m64n128k16_rs_mn(s, va[kt], mn_major_desc(kl_tile, kt));
-        wgmma_m64n128k16_rs_mn(s, val[kt], mn_major_desc(k_tile, kt));
+        wgmma_bf16_m64n128k16_rs_mn(s, va[kt], mn_major_desc(kl_tile, kt));
+        wgmma_bf16_m64n128k16_rs_mn(s, val[kt], mn_major_desc(k_tile, kt));
       }
-      wgmma_m64n128k16_rs_mn(s, va[kt], mn_major_desc(k_tile, kt));
+      wgmma_bf16_m64n128k16_rs_mn(s, va[kt], mn_major_desc(k_tile, kt));
     }
     wgmma_commit();
     wgmma_wait<1>();  // group 2 done: −O_interᵀ (its A fragments are free after this)

@@ -1,0 +1,279 @@
+// The BF16 flash attention of attention_flash_bf16.cu on Hopper's warp-group MMA
+// (FlashBf16Kernel::kWgmma; head_dim 128 or 256): the same algorithm, precision and contract,
+// with each tile's products as a few wgmma instructions where the mma.sync kernel issues hundreds,
+// and the next K and V tiles copied while this one's products and softmax run.
+//
+// A block is 128 queries of one head: two warp groups of 64 rows each, sharing the K and V tiles.
+// Per key tile of 64, each warp group
+//   S = Q Kᵀ      D / 16 × m64n64k16, Q and K K-major in shared memory (128-byte swizzle);
+//   softmax       online, in the accumulators' registers (the mma.sync kernel's code: each row's
+//                 64 scores lie in one quad of lanes, as in its m16n8 fragments);
+//   O += P V      4 × m64n{D}k16, P from registers (the scores rounded to BF16, mma.sync's A
+//                 fragment), V as an MN-major tile (its rows are the product's K).
+// O stays in registers (D / 2 fp32 per thread). P V runs on while the next tile's S is issued;
+// the wait for S covers it, before the softmax rescales O.
+//
+// Shared memory: Q [128][D] and two buffers of K [64][D] and V [64][D], BF16, each stored as
+// D / 64 atoms of 64-element (128-byte) rows in the 128-byte swizzle: 64 + 128 KB for D = 256.
+// One block per SM. Copies are cp.async (16 bytes a thread); K of tile j + 1 goes out once
+// every warp group's S of tile j − 1 is done, V of tile j + 1 once their P V of tile j − 1 is.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backends/cuda/attention_flash_wgmma.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/hopper.cuh"
+#include "backends/cuda/wgmma_bf16.cuh"
+
+namespace stave::cuda::dev {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using hopper::fence_all;
+using hopper::fence_proxy_async;
+using hopper::smem_u32;
+using hopper::sw128_desc;
+using hopper::sw128_mn_desc;
+using hopper::sw128_offset;
+using hopper::wgmma_commit;
+using hopper::wgmma_fence;
+using hopper::wgmma_wait;
+
+constexpr int kRows = 128;     // queries per block: two warp groups of 64
+constexpr int kKeys = 64;      // keys per tile
+constexpr int kThreads = 256;  // two warp groups
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Bytes of a [rows][D] BF16 tile: D / 64 atoms of rows × 128 bytes.
+template <int D>
+__host__ __device__ constexpr int tile_bytes(int rows) {
+  return D / 64 * rows * 128;
+}
+template <int D>
+constexpr size_t smem_bytes() {
+  return tile_bytes<D>(kRows) + 4 * tile_bytes<D>(kKeys) + 1024;  // + the tiles' 1024-byte alignment
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Starts the copy of rows row0 … row0 + rows − 1 (those ≥ end zero-filled) of a [*, stride] BF16
+// matrix's columns col0 … col0 + D − 1 into a swizzled tile at `tile` (shared address).
+template <int D>
+__device__ inline void load_rows(uint32_t tile, const bf16* src, int64_t stride, int64_t col0, int row0, int rows,
+                                 int end) {
+  constexpr int kChunks = D / 8;  // 16-byte pieces per row
+  for (int c = static_cast<int>(threadIdx.x); c < rows * kChunks; c += kThreads) {
+    const int r = c / kChunks, chunk = c % kChunks, row = row0 + r;
+    const bool ok = row < end;
+    const uint32_t dst = tile + (chunk >> 3) * (rows * 128) + sw128_offset(r, chunk & 7);
+    cp_async16(dst, src + static_cast<int64_t>(ok ? row : 0) * stride + col0 + 8 * chunk, ok);
+  }
+}
+
+// O += P V for one tile: the MMA form for D.
+template <int D>
+__device__ __forceinline__ void mma_pv(float (&o)[D / 8][4], const uint32_t (&p)[4], uint64_t v) {
+  if constexpr (D == 256)
+    hopper::wgmma_bf16_m64n256k16_rs_mn(o, p, v);
+  else
+    hopper::wgmma_bf16_m64n128k16_rs_mn(o, p, v);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Grid: (query heads, query tiles of 128). The contract of flash_bf16_kernel (attention_flash_bf16.cu).
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_wgmma_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                       float* __restrict__ out, int tokens, int q_pos0, int nq, int nkv, float scale_log2) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The swizzle is by address bits: the tiles start 1024-byte aligned.
+  const uint32_t sQ = (smem_u32(smem_raw) + 1023) & ~uint32_t{1023};
+  constexpr uint32_t kQBytes = tile_bytes<D>(kRows), kTileBytes = tile_bytes<D>(kKeys);
+  // K of tile j in buffer j % 2 at sK + (j % 2) · kTileBytes, V likewise at sV.
+  const uint32_t sK = sQ + kQBytes, sV = sK + 2 * kTileBytes;
+
+  // Heaviest query tiles first (the causal tail is short), as the mma.sync kernel.
+  const int tile = static_cast<int>(gridDim.y) - 1 - static_cast<int>(blockIdx.y);
+  const int head = static_cast<int>(blockIdx.x), kv_head = head / (nq / nkv);
+  const int i0 = tile * kRows;
+  const int wg = static_cast<int>(threadIdx.x) / 128, warp = (static_cast<int>(threadIdx.x) / 32) % 4;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  const int64_t q_stride = static_cast<int64_t>(nq) * D, kv_stride = static_cast<int64_t>(nkv) * D;
+  const int key_end = q_pos0 + min(i0 + kRows, tokens);
+  const int n_tiles = (key_end + kKeys - 1) / kKeys;
+
+  // Group: Q and K of tile 0; then V of tile 0.
+  load_rows<D>(sQ, q, q_stride, static_cast<int64_t>(head) * D, i0, kRows, tokens);
+  load_rows<D>(sK, k, kv_stride, static_cast<int64_t>(kv_head) * D, 0, kKeys, key_end);
+  cp_async_commit();
+  load_rows<D>(sV, v, kv_stride, static_cast<int64_t>(kv_head) * D, 0, kKeys, key_end);
+  cp_async_commit();
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float s[kKeys / 8][4] = {};
+  fence_all(o);  // the zeros are written here, not moved into a pipeline stage of the MMAs
+  fence_all(s);
+  uint32_t p[kKeys / 16][4] = {};  // P of the last tile: read by its P V until the next wait
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  const int wg_row0 = i0 + wg * 64, warp_row0 = wg_row0 + warp * 16;
+  const int limit[2] = {q_pos0 + warp_row0 + g, q_pos0 + warp_row0 + g + 8};  // last visible key of each row
+  // This warp group's 64 rows of Q: atom a's rows 64 wg … start 64 · 128 · wg bytes in.
+  const uint32_t q_base = sQ + wg * 64 * 128;
+
+  for (int jt = 0; jt < n_tiles; ++jt) {
+    const int j0 = jt * kKeys, buf = jt & 1;
+    // K of tile jt has landed (pending after this: at most V of tile jt); every warp group is
+    // done with the S of tile jt − 1, so K of tile jt + 1 may go into its buffer.
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    if (jt + 1 < n_tiles)
+      load_rows<D>(sK + (buf ^ 1) * kTileBytes, k, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys, key_end);
+    cp_async_commit();
+    const bool active = j0 <= q_pos0 + wg_row0 + 63;  // some row of this warp group sees a key of the tile
+    if (active) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t step = (kk & 3) * 32;  // the k16 step's 32 bytes in atom kk / 4's rows
+        const uint64_t a = sw128_desc(q_base + (kk >> 2) * (kRows * 128) + step);
+        const uint64_t b = sw128_desc(sK + buf * kTileBytes + (kk >> 2) * (kKeys * 128) + step);
+        hopper::wgmma_bf16_m64n64k16_ss(s, a, b, kk > 0);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();  // S of tile jt, and P V of the last tile this warp group took part in
+    fence_all(s);
+    fence_all(o);
+    fence_all(p);
+    if (active) {
+      // Scale (base 2), mask, and the online softmax update of this thread's two rows.
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, key = j0 + n * 8 + 2 * t + (e & 1);
+          const bool visible = key < key_end && key <= limit[r];
+          s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
+          tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+        }
+      float shift[2], rescale[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m = fmaxf(row_max[r], quad_max(tile_max[r]));
+        shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
+        rescale[r] = exp2f(row_max[r] - shift[r]);
+        row_max[r] = m;
+      }
+      float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[n][e] = exp2f(s[n][e] - shift[e >> 1]);
+          tile_sum[e >> 1] += s[n][e];
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][0] *= rescale[0];
+        o[n][1] *= rescale[0];
+        o[n][2] *= rescale[1];
+        o[n][3] *= rescale[1];
+      }
+#pragma unroll
+      for (int kb = 0; kb < kKeys / 16; ++kb) {
+        p[kb][0] = pack_bf16(s[2 * kb][0], s[2 * kb][1]);
+        p[kb][1] = pack_bf16(s[2 * kb][2], s[2 * kb][3]);
+        p[kb][2] = pack_bf16(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+        p[kb][3] = pack_bf16(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+      }
+    }
+    // V of tile jt has landed (pending after this: K of tile jt + 1); every warp group is done
+    // with the P V of tile jt − 1, so V of tile jt + 1 may go into its buffer.
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    if (jt + 1 < n_tiles)
+      load_rows<D>(sV + (buf ^ 1) * kTileBytes, v, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys, key_end);
+    cp_async_commit();
+    if (active) {
+      wgmma_fence();
+#pragma unroll
+      for (int kb = 0; kb < kKeys / 16; ++kb)
+        mma_pv<D>(o, p[kb], sw128_mn_desc(sV + buf * kTileBytes + kb * 2 * 1024, kKeys * 128));
+      wgmma_commit();
+    }
+  }
+  wgmma_wait<0>();
+  fence_all(o);
+  fence_all(p);
+
+  // Every valid row saw key 0 (positions are ≥ 0), so its sum is ≥ 1 (the max term is exp2(0)).
+  const float inv[2] = {1.0f / row_sum[0], 1.0f / row_sum[1]};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = warp_row0 + g + 8 * r;
+    if (row >= tokens) continue;
+    float* dst = out + static_cast<int64_t>(row) * q_stride + static_cast<int64_t>(head) * D + 2 * t;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o[n][2 * r] * inv[r], o[n][2 * r + 1] * inv[r]);
+  }
+}
+
+template <int D>
+void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int64_t tokens, int64_t q_pos0,
+            const bf16* k, const bf16* v, float* out) {
+  constexpr size_t smem = smem_bytes<D>();
+  static const bool configured = [] {
+    STAVE_CUDA_CHECK(cudaFuncSetAttribute(flash_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(shape.n_q_heads), static_cast<unsigned>((tokens + kRows - 1) / kRows));
+  flash_wgmma_kernel<D><<<grid, kThreads, smem, stream>>>(q, k, v, out, static_cast<int>(tokens),
+                                                          static_cast<int>(q_pos0), static_cast<int>(shape.n_q_heads),
+                                                          static_cast<int>(shape.n_kv_heads), shape.scale * kLog2e);
+  STAVE_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+bool flash_wgmma_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
+
+void flash_wgmma(cudaStream_t stream, const AttentionShape& shape, const __nv_bfloat16* q, int64_t tokens,
+                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out) {
+  if (shape.head_dim == 256)
+    launch<256>(stream, shape, q, tokens, q_pos0, k, v, out);
+  else
+    launch<128>(stream, shape, q, tokens, q_pos0, k, v, out);
+}
+
+}  // namespace stave::cuda::dev
