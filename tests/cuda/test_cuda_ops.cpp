@@ -288,33 +288,35 @@ TEST(CudaOps, AttentionCausalFlashBf16) {
       EXPECT_LE(err, 1e-2);
       // Not the fp32 result by accident: bf16 rounding leaves a visible error.
       EXPECT_GT(err, 1e-5);
-      // The 128-row blocks (8 warps), called directly: the same products in the same order per
-      // query row, so the same bits as the 64-row blocks.
+      // Each form of the kernel called directly. The 128-row mma.sync blocks run the same products
+      // in the same order per query row as the 64-row ones: the same bits. The warp-group MMA
+      // kernel (head dims 128 and 256; 64 falls back to the 64-row blocks) makes the same
+      // roundings with the sums inside a 16-wide step in another order.
       cuda::DeviceBuffer dq, dk, dv, dout;
       dq.upload(q.data(), q.size() * sizeof(float));
       dk.upload(k.data(), k.size() * sizeof(float));
       dv.upload(v.data(), v.size() * sizeof(float));
-      dout.upload(poisoned(q.size()).data(), q.size() * sizeof(float));
       cuda::GpuContext ctx(/*exact=*/false);
-      cuda::dev::flash_attention_bf16(ctx.stream(), s, dq.as<float>(), tokens, pos0, dk.as<float>(), dv.as<float>(),
-                                      dout.as<float>(), cuda::dev::FlashBf16Kernel::kMma128);
-      ctx.synchronize();
-      std::vector<float> got128(q.size());
-      dout.download(got128.data(), got128.size() * sizeof(float));
-      EXPECT_EQ(got128, got) << "128-row blocks";
-      // The warp-group MMA kernel (head dims 128 and 256; 64 falls back to the 64-row blocks):
-      // the same roundings, the sums inside a 16-wide step in another order.
-      dout.upload(poisoned(q.size()).data(), q.size() * sizeof(float));
-      cuda::dev::flash_attention_bf16(ctx.stream(), s, dq.as<float>(), tokens, pos0, dk.as<float>(), dv.as<float>(),
-                                      dout.as<float>(), cuda::dev::FlashBf16Kernel::kWgmma);
-      ctx.synchronize();
-      std::vector<float> got_wg(q.size());
-      dout.download(got_wg.data(), got_wg.size() * sizeof(float));
-      const double err_wg = rel_error(got_wg, want);
-      EXPECT_LE(err_wg, 1e-2) << "wgmma";
-      EXPECT_GT(err_wg, 1e-5) << "wgmma";
+      auto run = [&](cuda::dev::FlashBf16Kernel form) {
+        dout.upload(poisoned(q.size()).data(), q.size() * sizeof(float));
+        cuda::dev::flash_attention_bf16(ctx.stream(), s, dq.as<float>(), tokens, pos0, dk.as<float>(),
+                                        dv.as<float>(), dout.as<float>(), form);
+        ctx.synchronize();
+        std::vector<float> y(q.size());
+        dout.download(y.data(), y.size() * sizeof(float));
+        return y;
+      };
+      const std::vector<float> got64 = run(cuda::dev::FlashBf16Kernel::kMma64);
+      const std::vector<float> got128 = run(cuda::dev::FlashBf16Kernel::kMma128);
+      const std::vector<float> got_wg = run(cuda::dev::FlashBf16Kernel::kWgmma);
+      for (const auto* y : {&got64, &got_wg}) {
+        const double e = rel_error(*y, want);
+        EXPECT_LE(e, 1e-2) << (y == &got64 ? "mma.sync" : "wgmma");
+        EXPECT_GT(e, 1e-5) << (y == &got64 ? "mma.sync" : "wgmma");
+      }
+      EXPECT_EQ(got128, got64) << "128-row blocks";
       if (s.head_dim == 64) {
-        EXPECT_EQ(got_wg, got) << "head dim 64 takes the 64-row blocks";
+        EXPECT_EQ(got_wg, got64) << "head dim 64 takes the 64-row blocks";
       }
     }
 }

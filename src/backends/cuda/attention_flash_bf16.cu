@@ -311,7 +311,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 FlashBf16Kernel kernel_from_env() {
   return env_choice<FlashBf16Kernel>("STAVE_CUDA_FLASH_BF16",
-                                     {{"mma", FlashBf16Kernel::kMma64}, {"wgmma", FlashBf16Kernel::kWgmma}});
+                                     {{"wgmma", FlashBf16Kernel::kWgmma}, {"mma", FlashBf16Kernel::kMma64}});
 }
 
 }  // namespace

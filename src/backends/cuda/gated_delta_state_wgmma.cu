@@ -1,5 +1,6 @@
-// The chunked gated delta rule, step 3 on Hopper's warp-group MMA (STAVE_CUDA_DELTA_STATE=wgmma;
-// an experiment, off by default): the register pass of gated_delta_state.cu in its whole-out form
+// The chunked gated delta rule, step 3 on Hopper's warp-group MMA (STAVE_CUDA_DELTA_STATE=wgmma,
+// the default since 2026-12-07: 0.264 → 0.233 ms per 27B layer at 2048 tokens on an H200, 12 %
+// off the mma.sync pass, not the 4× its instruction count suggested): the register pass of gated_delta_state.cu in its whole-out form
 // (the state in registers, the inter-chunk output formed from it and written into the output),
 // with each chunk's products as a handful of wgmma instructions instead of hundreds of mma.sync.
 //
