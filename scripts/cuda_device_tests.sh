@@ -45,7 +45,7 @@ done
 # The register pass's other forms (STAVE_CUDA_DELTA_STATE; wgmma is the default) with split
 # and with plain BF16 operands, and the transform at 4 warps (STAVE_CUDA_DELTA_WU=narrow; wide is
 # the default), under the op suite's delta-rule cases.
-for state in whole-out whole whole-prefetch halves; do
+for state in whole-out wgmma-tma whole whole-prefetch halves; do
   for delta in auto chunk-bf16; do
     echo "== again with STAVE_CUDA_DELTA_STATE=$state STAVE_CUDA_DELTA=$delta"
     STAVE_CUDA_DELTA_STATE=$state STAVE_CUDA_DELTA=$delta "${suite:-$bin}/stave_tests" \

@@ -40,14 +40,16 @@ void launch_state_shared(const ChunkGrid& g, const ChunkScratch& x, float* state
 // memory (kWhole) or copied ahead through shared memory (kWholePrefetch), or two warps per 16
 // columns, each with half of d_k, Uᵀ copied ahead (kHalves); kWholeOut: as kWholePrefetch, and
 // the pass writes the inter-chunk output (q̂ exp(G)) S_c into out instead of S_c into scratch.
-enum class StatePass { kWhole, kWholePrefetch, kHalves, kWholeOut, kWgmma };
+// kWgmma: kWholeOut's work on warp-group MMA; kWgmmaTma: the same with W, k̂ and q̂ tiles loaded
+// by TMA (one thread, an mbarrier per buffer set) instead of cp.async by every thread.
+enum class StatePass { kWhole, kWholePrefetch, kHalves, kWholeOut, kWgmma, kWgmmaTma };
 // 3b. The sequential pass with the state in registers, with or without split operands; out is
 // written only with kWholeOut (x.Sc is then not needed).
 void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool split, StatePass pass, float* states,
                             float* out, cudaStream_t s);
 // 3b on Hopper's warp-group MMA (StatePass::kWgmma, gated_delta_state_wgmma.cu): the kWholeOut
 // pass's work, out written with the inter-chunk part, x.Sc not needed.
-void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
+void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, bool tma, float* states, float* out,
                         cudaStream_t s);
 // 4. The outputs (S_c and v_new transposed after the register pass; split operands need it so).
 // inter_done: out already holds the inter-chunk part (StatePass::kWholeOut); the kernel adds the

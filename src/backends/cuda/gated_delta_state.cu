@@ -523,6 +523,7 @@ void launch_registers(const ChunkGrid& g, const ChunkScratch& x, StatePass pass,
     case StatePass::kWholeOut:
       return launch_registers<kSplit, 1, true, true>(g, x, states, out, s);
     case StatePass::kWgmma:
+    case StatePass::kWgmmaTma:
       throw Error(ErrorKind::kInternal, "gated delta rule: the wgmma pass has its own launch (launch_state_wgmma)");
   }
 }

@@ -29,6 +29,7 @@
 #include "backends/cuda/gated_delta_chunk_device.cuh"
 #include "backends/cuda/gated_delta_chunk_launch.h"
 #include "backends/cuda/hopper.cuh"
+#include "backends/cuda/tensor_map.h"
 #include "backends/cuda/wgmma_bf16.cuh"
 
 namespace stave::cuda::dev::delta_chunk {
@@ -53,9 +54,10 @@ constexpr int kTileBytes = 2 * kAtomBytes; // [64][128] BF16
 template <bool kSplit>
 constexpr int kTiles = kSplit ? 5 : 3;
 // Shared memory: two buffer sets of tiles (chunk parity), then two of G (64 floats each), then
-// the warps' Uᵀ columns (kLdU rows). Tiles 1024-byte aligned (the swizzle is by address).
+// the warps' Uᵀ columns (kLdU rows), then the TMA form's two mbarriers (one per buffer set). Tiles 1024-byte aligned (the swizzle is by address).
 template <bool kSplit>
-constexpr size_t kWgSmem = 2 * kTiles<kSplit> * kTileBytes + 2 * kC * sizeof(float) + kWgCols * kLdU * sizeof(float);
+constexpr size_t kWgSmem = 2 * kTiles<kSplit> * kTileBytes + 2 * kC * sizeof(float) + kWgCols * kLdU * sizeof(float) +
+                           2 * sizeof(uint64_t);
 static_assert(kWgSmem<true> + 1024 + 1024 <= 228 * 1024, "the split wgmma pass must fit one SM");
 
 // Byte offset of the 16-byte chunk c (0–15: BF16 8c … 8c + 7 of d_k) of row r in a tile.
@@ -75,22 +77,46 @@ __device__ inline void fetch_tile_rows(const bf16* x, int64_t t0, int len, int n
   }
 }
 
+// The TMA form's tensor maps (STAVE_CUDA_DELTA_STATE=wgmma-tma): W as bytes [chunks · n_v · 64,
+// 256] and q̂, k̂ (and their lo halves) as bytes [tokens, n_k · 256], read in boxes of 64 rows ×
+// 128 bytes (one swizzle atom: 64 BF16 of d_k) in the 128-byte swizzle.
+struct TileMaps {
+  CUtensorMap w, k, q, kl, ql;
+};
+
 // Starts chunk slot's W ([64][128] BF16, rows past the chunk already zero), its k̂ and q̂ rows
-// (and their lo halves) and G into one buffer set, and commits them.
-template <bool kSplit>
-__device__ inline void fetch_chunk(const bf16* W, const bf16* kn, const bf16* kn_lo, const bf16* qn, const bf16* qn_lo,
-                                   const float* gcum, int64_t slot, int64_t t0, int len, int n_k, int kh,
-                                   unsigned char* tiles, float* gc, int tid) {
-  const bf16* w = W + slot * kC * kD;
-  for (int e = tid; e < kC * kD / 8; e += kWgThreads) {
-    const int r = e / (kD / 8), c = e % (kD / 8);
-    copy16(tiles + tile_offset(r, c), w + r * kD + 8 * c);
-  }
-  fetch_tile_rows(kn, t0, len, n_k, kh, tiles + 1 * kTileBytes, tid);
-  fetch_tile_rows(qn, t0, len, n_k, kh, tiles + 2 * kTileBytes, tid);
-  if constexpr (kSplit) {
-    fetch_tile_rows(kn_lo, t0, len, n_k, kh, tiles + 3 * kTileBytes, tid);
-    fetch_tile_rows(qn_lo, t0, len, n_k, kh, tiles + 4 * kTileBytes, tid);
+// (and their lo halves) and G into one buffer set, and commits them. kTma: thread 0 issues the
+// tiles as 2 TMA boxes each, completing on `bar` (G still by cp.async); rows past the chunk then
+// hold the next rows' k̂ and q̂ (finite; they meet zero rows of v_new, and their outputs are not
+// written) or TMA's zeros past the last token, where the cp.async form writes zeros.
+template <bool kSplit, bool kTma>
+__device__ inline void fetch_chunk(const TileMaps& maps, uint64_t* bar, const bf16* W, const bf16* kn,
+                                   const bf16* kn_lo, const bf16* qn, const bf16* qn_lo, const float* gcum,
+                                   int64_t slot, int64_t t0, int len, int n_k, int kh, unsigned char* tiles, float* gc,
+                                   int tid) {
+  if constexpr (kTma) {
+    if (tid == 0) {
+      hopper::mbar_arrive_expect_tx(bar, kTiles<kSplit> * kTileBytes);
+      const CUtensorMap* rows[4] = {&maps.k, &maps.q, &maps.kl, &maps.ql};
+      for (int atom = 0; atom < 2; ++atom) {
+        hopper::tma_load_2d(&maps.w, tiles + atom * kAtomBytes, 128 * atom, static_cast<int>(slot * kC), bar);
+        for (int i = 0; i < kTiles<kSplit> - 1; ++i)
+          hopper::tma_load_2d(rows[i], tiles + (i + 1) * kTileBytes + atom * kAtomBytes, kh * 256 + 128 * atom,
+                              static_cast<int>(t0), bar);
+      }
+    }
+  } else {
+    const bf16* w = W + slot * kC * kD;
+    for (int e = tid; e < kC * kD / 8; e += kWgThreads) {
+      const int r = e / (kD / 8), c = e % (kD / 8);
+      copy16(tiles + tile_offset(r, c), w + r * kD + 8 * c);
+    }
+    fetch_tile_rows(kn, t0, len, n_k, kh, tiles + 1 * kTileBytes, tid);
+    fetch_tile_rows(qn, t0, len, n_k, kh, tiles + 2 * kTileBytes, tid);
+    if constexpr (kSplit) {
+      fetch_tile_rows(kn_lo, t0, len, n_k, kh, tiles + 3 * kTileBytes, tid);
+      fetch_tile_rows(qn_lo, t0, len, n_k, kh, tiles + 4 * kTileBytes, tid);
+    }
   }
   if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
   __pipeline_commit();
@@ -109,16 +135,17 @@ __device__ inline uint64_t mn_major_desc(uint32_t tile, int kt) {
   return hopper::sw128_mn_desc(tile + kt * 2 * 1024, kAtomBytes);
 }
 
-template <bool kSplit>
+template <bool kSplit, bool kTma>
 __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
-    const bf16* kn, const bf16* kn_lo, const bf16* qn, const bf16* qn_lo, const float* gcum, const bf16* W,
-    const float* Ut, int64_t tokens, const int* table, int nc, int n_k, int n_v, float* states, bf16* vnt,
-    bf16* vnt_lo, float* out) {
+    const __grid_constant__ TileMaps maps, const bf16* kn, const bf16* kn_lo, const bf16* qn, const bf16* qn_lo,
+    const float* gcum, const bf16* W, const float* Ut, int64_t tokens, const int* table, int nc, int n_k, int n_v,
+    float* states, bf16* vnt, bf16* vnt_lo, float* out) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The swizzle is by address bits: the tiles start 1024-byte aligned.
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* tiles = smem;                                           // 2 × kTiles tiles
   float* gbuf = reinterpret_cast<float*>(smem + 2 * kTiles<kSplit> * kTileBytes);  // 2 × [64] G
+  uint64_t* bars = reinterpret_cast<uint64_t*>(gbuf + 2 * kC + kWgCols * kLdU);     // the TMA form's
   const int h = blockIdx.x, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int col0 = blockIdx.y * kWgCols + warp * 16;  // this warp's first state column
@@ -132,12 +159,20 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
   float s[kD / 8][4];
   load_state_fragment(s, st, 0, col0, g, t);
   const int c_begin = table ? table[2 * nc + b] : 0, c_end = table ? table[2 * nc + b + 1] : nc;
+  if constexpr (kTma) {
+    if (tid == 0) {
+      hopper::mbar_init(&bars[0], 1);
+      hopper::mbar_init(&bars[1], 1);
+      hopper::mbar_init_fence();
+    }
+    __syncthreads();
+  }
   if (c_begin < c_end) {
     int64_t t0;
     int len;
     chunk_rows(table, nc, tokens, c_begin, t0, len);
-    fetch_chunk<kSplit>(W, kn, klo, qn, qlo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0, len, n_k, kh, tiles,
-                        gbuf, tid);
+    fetch_chunk<kSplit, kTma>(maps, &bars[0], W, kn, klo, qn, qlo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0,
+                              len, n_k, kh, tiles, gbuf, tid);
     fetch_u_warp(Ut, static_cast<int64_t>(c_begin) * n_v + h, col0, Ub, lane);
   }
   uint32_t va[kC / 16][4], val[kC / 16][4];  // the update's A fragments, alive until its MMAs are done
@@ -161,14 +196,15 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
       if constexpr (kSplit) fence_all(val);
     }
     __pipeline_wait_prior(0);
+    if constexpr (kTma) hopper::mbar_wait(&bars[parity], ((ci - c_begin) >> 1) & 1);  // this set's n-th use
     fence_proxy_async();
     __syncthreads();
     if (ci + 1 < c_end) {
       int64_t next_t0;
       int next_len;
       chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
-      fetch_chunk<kSplit>(W, kn, klo, qn, qlo, gcum, slot + n_v, next_t0, next_len, n_k, kh,
-                          tiles + (parity ^ 1) * kTiles<kSplit> * kTileBytes, gbuf + (parity ^ 1) * kC, tid);
+      fetch_chunk<kSplit, kTma>(maps, &bars[parity ^ 1], W, kn, klo, qn, qlo, gcum, slot + n_v, next_t0, next_len, n_k,
+                                kh, tiles + (parity ^ 1) * kTiles<kSplit> * kTileBytes, gbuf + (parity ^ 1) * kC, tid);
     }
     // v_newᵀ starts as Uᵀ: element i of tile n is (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
     float v[kC / 8][4];
@@ -257,24 +293,41 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
   store_state_fragment(s, st, 0, col0, g, t);
 }
 
-template <bool kSplit>
+template <bool kSplit, bool kTma>
 void launch(const ChunkGrid& g, const ChunkScratch& x, float* states, float* out, cudaStream_t s) {
   constexpr size_t smem = kWgSmem<kSplit> + 1024;  // + the alignment of the tiles
-  allow_smem(state_wgmma_kernel<kSplit>, smem);
-  state_wgmma_kernel<kSplit><<<dim3(g.nv, kD / kWgCols, static_cast<unsigned>(g.n_seq)), kWgThreads, smem, s>>>(
-      x.kn, x.kn_lo, x.qn, x.qn_lo, x.gcum, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.vnew, x.vnew_lo,
-      out);
+  allow_smem(state_wgmma_kernel<kSplit, kTma>, smem);
+  TileMaps maps{};
+  if constexpr (kTma) {
+    const int64_t w_rows = static_cast<int64_t>(g.nc) * g.nv * kC, qk_cols = static_cast<int64_t>(g.nk) * kD * 2;
+    const auto sw = CU_TENSOR_MAP_SWIZZLE_128B;
+    maps.w = byte_map(x.W, w_rows, kD * 2, 128, kC, sw);
+    maps.k = byte_map(x.kn, g.tokens, qk_cols, 128, kC, sw);
+    maps.q = byte_map(x.qn, g.tokens, qk_cols, 128, kC, sw);
+    if constexpr (kSplit) {
+      maps.kl = byte_map(x.kn_lo, g.tokens, qk_cols, 128, kC, sw);
+      maps.ql = byte_map(x.qn_lo, g.tokens, qk_cols, 128, kC, sw);
+    }
+  }
+  state_wgmma_kernel<kSplit, kTma><<<dim3(g.nv, kD / kWgCols, static_cast<unsigned>(g.n_seq)), kWgThreads, smem, s>>>(
+      maps, x.kn, x.kn_lo, x.qn, x.qn_lo, x.gcum, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.vnew,
+      x.vnew_lo, out);
   STAVE_CUDA_LAUNCHED();
 }
 
 }  // namespace
 
-void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
+void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, bool tma, float* states, float* out,
                         cudaStream_t s) {
-  if (split)
-    launch<true>(g, x, states, out, s);
+  if (tma && !tensor_maps_available()) tma = false;
+  if (split && tma)
+    launch<true, true>(g, x, states, out, s);
+  else if (split)
+    launch<true, false>(g, x, states, out, s);
+  else if (tma)
+    launch<false, true>(g, x, states, out, s);
   else
-    launch<false>(g, x, states, out, s);
+    launch<false, false>(g, x, states, out, s);
 }
 
 }  // namespace stave::cuda::dev::delta_chunk
