@@ -151,7 +151,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_proxy_async();
     __syncthreads();
     if (jt + 1 < n_tiles)
-      load_rows<D>(sK + (buf ^ 1) * kTileBytes, k, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys, key_end);
+      load_rows<D>(sK + (buf ^ 1) * kTileBytes, k, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys,
+                   key_end);
     cp_async_commit();
     const bool active = j0 <= q_pos0 + wg_row0 + 63;  // some row of this warp group sees a key of the tile
     if (active) {
@@ -220,7 +221,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_proxy_async();
     __syncthreads();
     if (jt + 1 < n_tiles)
-      load_rows<D>(sV + (buf ^ 1) * kTileBytes, v, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys, key_end);
+      load_rows<D>(sV + (buf ^ 1) * kTileBytes, v, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys,
+                   key_end);
     cp_async_commit();
     if (active) {
       wgmma_fence();

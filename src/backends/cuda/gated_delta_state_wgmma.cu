@@ -1,8 +1,9 @@
 // The chunked gated delta rule, step 3 on Hopper's warp-group MMA (STAVE_CUDA_DELTA_STATE=wgmma,
 // the default since 2026-12-07: 0.264 → 0.233 ms per 27B layer at 2048 tokens on an H200, 12 %
-// off the mma.sync pass, not the 4× its instruction count suggested): the register pass of gated_delta_state.cu in its whole-out form
-// (the state in registers, the inter-chunk output formed from it and written into the output),
-// with each chunk's products as a handful of wgmma instructions instead of hundreds of mma.sync.
+// off the mma.sync pass, not the 4× its instruction count suggested): the register pass of
+// gated_delta_state.cu in its whole-out form (the state in registers, the inter-chunk output formed
+// from it and written into the output), with each chunk's products as a handful of wgmma
+// instructions instead of hundreds of mma.sync.
 //
 // One warp group per block holds 64 state columns of one v head, transposed (Sᵀ: columns × d_k),
 // as the accumulators of an m64n128 MMA: warp w the columns 16 w … 16 w + 15, the same fragment
@@ -54,7 +55,8 @@ constexpr int kTileBytes = 2 * kAtomBytes; // [64][128] BF16
 template <bool kSplit>
 constexpr int kTiles = kSplit ? 5 : 3;
 // Shared memory: two buffer sets of tiles (chunk parity), then two of G (64 floats each), then
-// the warps' Uᵀ columns (kLdU rows), then the TMA form's two mbarriers (one per buffer set). Tiles 1024-byte aligned (the swizzle is by address).
+// the warps' Uᵀ columns (kLdU rows), then the TMA form's two mbarriers (one per buffer set).
+// Tiles 1024-byte aligned (the swizzle is by address).
 template <bool kSplit>
 constexpr size_t kWgSmem = 2 * kTiles<kSplit> * kTileBytes + 2 * kC * sizeof(float) + kWgCols * kLdU * sizeof(float) +
                            2 * sizeof(uint64_t);
