@@ -54,10 +54,13 @@ for state in whole-out wgmma-tma whole whole-prefetch halves; do
 done
 echo "== again with STAVE_CUDA_DELTA_WU=narrow"
 STAVE_CUDA_DELTA_WU=narrow "${suite:-$bin}/stave_tests" --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' || status=1
-# The BF16 flash attention on mma.sync (STAVE_CUDA_FLASH_BF16=mma; wgmma is the default) under the
-# op suite and the fast-precision model suites (CudaOps.AttentionCausalFlashBf16 runs every form).
-echo "== again with STAVE_CUDA_FLASH_BF16=mma"
-STAVE_CUDA_FLASH_BF16=mma "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
+# The BF16 flash attention on mma.sync (STAVE_CUDA_FLASH_BF16=mma; wgmma is the default) and the
+# wgmma kernel's overlapped schedule (wgmma-overlap) under the op suite and the fast-precision model
+# suites (CudaOps.AttentionCausalFlashBf16 runs every form).
+for flash in mma wgmma-overlap; do
+  echo "== again with STAVE_CUDA_FLASH_BF16=$flash"
+  STAVE_CUDA_FLASH_BF16=$flash "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
+done
 # The norms and gates composed instead of formed inside the FP8 input quantization
 # (STAVE_CUDA_FUSED_INPUT=off) under the op suite and the fast-precision model suites.
 echo "== again with STAVE_CUDA_FUSED_INPUT=off"

@@ -29,6 +29,9 @@ enum class FlashBf16Kernel {
   kMma128,   // mma.sync, 128 queries per block (8 warps; the same bits as kMma64)
   kWgmma,    // warp-group MMA, 128 queries per block (attention_flash_wgmma.cu); head_dim 128 or
              // 256, other head dims take kMma64
+  kWgmmaOverlap,  // the same with each tile's softmax while the last tile's P V runs
+                  // (STAVE_CUDA_FLASH_BF16=wgmma-overlap; an experiment, not yet run on a GPU);
+                  // the same bits as kWgmma
 };
 
 // ref::attention_causal's contract: q [tokens, nq·d] at positions q_pos0 …, k and v

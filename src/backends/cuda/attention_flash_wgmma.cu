@@ -101,6 +101,141 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// What a thread of a block knows: the shared tiles (1024-byte aligned: the swizzle is by address
+// bits), its warp group's rows and its own two rows, the keys the block sees.
+template <int D>
+struct Block {
+  static constexpr uint32_t kQBytes = tile_bytes<D>(kRows), kTileBytes = tile_bytes<D>(kKeys);
+  uint32_t sQ, sK, sV;  // Q; K of tile j in buffer j % 2 at sK + (j % 2) · kTileBytes, V likewise at sV
+  uint32_t q_base;      // this warp group's 64 rows of Q: atom a's rows 64 wg … start 64 · 128 · wg bytes in
+  int head, kv_head, i0, wg_row0, warp_row0, g, t;
+  int key_end, n_tiles;
+  int n_active;   // key tiles some row of this warp group sees (a prefix of the block's)
+  int limit[2];   // last visible key of this thread's rows g and g + 8 of its warp's 16
+  int64_t q_stride, kv_stride;
+
+  __device__ Block(const unsigned char* smem_raw, int tokens, int q_pos0, int nq, int nkv) {
+    sQ = (smem_u32(smem_raw) + 1023) & ~uint32_t{1023};
+    sK = sQ + kQBytes;
+    sV = sK + 2 * kTileBytes;
+    // Heaviest query tiles first (the causal tail is short), as the mma.sync kernel.
+    const int tile = static_cast<int>(gridDim.y) - 1 - static_cast<int>(blockIdx.y);
+    head = static_cast<int>(blockIdx.x);
+    kv_head = head / (nq / nkv);
+    i0 = tile * kRows;
+    const int wg = static_cast<int>(threadIdx.x) / 128, warp = (static_cast<int>(threadIdx.x) / 32) % 4;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    g = lane >> 2;
+    t = lane & 3;
+    q_stride = static_cast<int64_t>(nq) * D;
+    kv_stride = static_cast<int64_t>(nkv) * D;
+    key_end = q_pos0 + min(i0 + kRows, tokens);
+    n_tiles = (key_end + kKeys - 1) / kKeys;
+    wg_row0 = i0 + wg * 64;
+    warp_row0 = wg_row0 + warp * 16;
+    n_active = min(n_tiles, (q_pos0 + wg_row0 + 63) / kKeys + 1);
+    limit[0] = q_pos0 + warp_row0 + g;
+    limit[1] = limit[0] + 8;
+    q_base = sQ + wg * 64 * 128;
+  }
+  __device__ void load_q(const bf16* q, int tokens) const {
+    load_rows<D>(sQ, q, q_stride, static_cast<int64_t>(head) * D, i0, kRows, tokens);
+  }
+  // Starts the copy of key tile j of k or v into buffer j % 2 of `tiles` (sK or sV).
+  __device__ void load_tile(uint32_t tiles, const bf16* x, int j) const {
+    load_rows<D>(tiles + (j & 1) * kTileBytes, x, kv_stride, static_cast<int64_t>(kv_head) * D, j * kKeys, kKeys,
+                 key_end);
+  }
+  // s = Q Kᵀ for key tile j (from zero), issued; the caller commits.
+  __device__ __forceinline__ void issue_s(float (&s)[kKeys / 8][4], int j) const {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t step = (kk & 3) * 32;  // the k16 step's 32 bytes in atom kk / 4's rows
+      const uint64_t a = sw128_desc(q_base + (kk >> 2) * (kRows * 128) + step);
+      const uint64_t b = sw128_desc(sK + (j & 1) * kTileBytes + (kk >> 2) * (kKeys * 128) + step);
+      hopper::wgmma_bf16_m64n64k16_ss(s, a, b, kk > 0);
+    }
+  }
+  // o += P V for key tile j, issued; the caller commits.
+  __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint32_t (&p)[kKeys / 16][4], int j) const {
+#pragma unroll
+    for (int kb = 0; kb < kKeys / 16; ++kb)
+      mma_pv<D>(o, p[kb], sw128_mn_desc(sV + (j & 1) * kTileBytes + kb * 2 * 1024, kKeys * 128));
+  }
+  // Every valid row saw key 0 (positions are ≥ 0), so its sum is ≥ 1 (the max term is exp2(0)).
+  __device__ void store(const float (&o)[D / 8][4], const float (&row_sum)[2], float* out, int tokens) const {
+    const float inv[2] = {1.0f / row_sum[0], 1.0f / row_sum[1]};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = warp_row0 + g + 8 * r;
+      if (row >= tokens) continue;
+      float* dst = out + static_cast<int64_t>(row) * q_stride + static_cast<int64_t>(head) * D + 2 * t;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o[n][2 * r] * inv[r], o[n][2 * r + 1] * inv[r]);
+    }
+  }
+};
+
+// The online softmax over key tile j of this thread's scores: scale (base 2) and mask them, raise
+// the rows' running max, turn s into p = exp2(s − max) and add them to the rows' sums. rescale:
+// what the output so far is to be multiplied by (exp2 of the old max − the new).
+__device__ __forceinline__ void softmax_tile(float (&s)[kKeys / 8][4], int j, int key_end, const int (&limit)[2],
+                                             float scale_log2, int t, float (&row_max)[2], float (&row_sum)[2],
+                                             float (&rescale)[2]) {
+  const int j0 = j * kKeys;
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1, key = j0 + n * 8 + 2 * t + (e & 1);
+      const bool visible = key < key_end && key <= limit[r];
+      s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
+      tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+    }
+  float shift[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m = fmaxf(row_max[r], quad_max(tile_max[r]));
+    shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
+    rescale[r] = exp2f(row_max[r] - shift[r]);
+    row_max[r] = m;
+  }
+  float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = exp2f(s[n][e] - shift[e >> 1]);
+      tile_sum[e >> 1] += s[n][e];
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
+}
+
+template <int D>
+__device__ __forceinline__ void rescale_output(float (&o)[D / 8][4], const float (&rescale)[2]) {
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    o[n][0] *= rescale[0];
+    o[n][1] *= rescale[0];
+    o[n][2] *= rescale[1];
+    o[n][3] *= rescale[1];
+  }
+}
+
+// P (the scores rounded to BF16) as the A fragments of P V, one per 16 keys.
+__device__ __forceinline__ void pack_p(const float (&s)[kKeys / 8][4], uint32_t (&p)[kKeys / 16][4]) {
+#pragma unroll
+  for (int kb = 0; kb < kKeys / 16; ++kb) {
+    p[kb][0] = pack_bf16(s[2 * kb][0], s[2 * kb][1]);
+    p[kb][1] = pack_bf16(s[2 * kb][2], s[2 * kb][3]);
+    p[kb][2] = pack_bf16(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+    p[kb][3] = pack_bf16(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+  }
+}
+
 // Grid: (query heads, query tiles of 128). The contract of flash_bf16_kernel (attention_flash_bf16.cu).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -249,20 +384,91 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// The same with FlashAttention-3's overlap inside a warp group (FlashBf16Kernel::kWgmmaOverlap; an
+// experiment, not yet run on a GPU, written over the helpers above where the kernel above, the
+// measured default, keeps its own code; once measured, one of the two goes):
+// iteration j issues S of tile j and then P V of tile j − 1, and runs tile j's softmax while that
+// P V is on the tensor cores; the output is rescaled and P packed once it is done. One barrier per
+// tile: K of tile j + 1 and V of tile j are copied during iteration j (their buffers held K of
+// tile j − 1 and V of tile j − 2, whose products every warp group finished in iteration j − 1).
 template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_wgmma_overlap_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                               float* __restrict__ out, int tokens, int q_pos0, int nq, int nkv, float scale_log2) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const Block<D> blk(smem_raw, tokens, q_pos0, nq, nkv);
+  blk.load_q(q, tokens);
+  blk.load_tile(blk.sK, k, 0);
+  cp_async_commit();
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float s[kKeys / 8][4] = {};
+  fence_all(o);  // the zeros are written here, not moved into a pipeline stage of the MMAs
+  fence_all(s);
+  uint32_t p[kKeys / 16][4] = {};  // P of tile j − 1: read by its P V until the wait for it
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  for (int j = 0; j <= blk.n_tiles; ++j) {
+    // K of tile j and V of tile j − 1 have landed; every warp group is done with the products
+    // over K of tile j − 1 and V of tile j − 2, whose buffers the next copies fill.
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+    if (j + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, j + 1);
+    if (j < blk.n_tiles) blk.load_tile(blk.sV, v, j);
+    cp_async_commit();
+    const bool s_now = j < blk.n_active, pv_now = j >= 1 && j - 1 < blk.n_active;
+    if (s_now || pv_now) wgmma_fence();
+    if (s_now) {
+      blk.issue_s(s, j);
+      wgmma_commit();
+    }
+    if (pv_now) {
+      blk.issue_pv(o, p, j - 1);
+      wgmma_commit();
+    }
+    float rescale[2] = {1.0f, 1.0f};
+    if (s_now) {
+      if (pv_now)
+        wgmma_wait<1>();  // S of tile j (P V of tile j − 1 runs on)
+      else
+        wgmma_wait<0>();
+      fence_all(s);
+      softmax_tile(s, j, blk.key_end, blk.limit, scale_log2, blk.t, row_max, row_sum, rescale);
+    }
+    if (pv_now) {
+      wgmma_wait<0>();  // P V of tile j − 1: o holds it, p is free
+      fence_all(o);
+      fence_all(p);
+    }
+    if (s_now) {
+      rescale_output<D>(o, rescale);
+      pack_p(s, p);
+    }
+  }
+  wgmma_wait<0>();
+  fence_all(o);
+  fence_all(p);
+  blk.store(o, row_sum, out, tokens);
+}
+
+template <int D, bool kOverlap>
 void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int64_t tokens, int64_t q_pos0,
             const bf16* k, const bf16* v, float* out) {
   constexpr size_t smem = smem_bytes<D>();
+  constexpr auto kernel = kOverlap ? flash_wgmma_overlap_kernel<D> : flash_wgmma_kernel<D>;
   static const bool configured = [] {
-    STAVE_CUDA_CHECK(cudaFuncSetAttribute(flash_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
+    STAVE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(shape.n_q_heads), static_cast<unsigned>((tokens + kRows - 1) / kRows));
-  flash_wgmma_kernel<D><<<grid, kThreads, smem, stream>>>(q, k, v, out, static_cast<int>(tokens),
-                                                          static_cast<int>(q_pos0), static_cast<int>(shape.n_q_heads),
-                                                          static_cast<int>(shape.n_kv_heads), shape.scale * kLog2e);
+  kernel<<<grid, kThreads, smem, stream>>>(q, k, v, out, static_cast<int>(tokens), static_cast<int>(q_pos0),
+                                           static_cast<int>(shape.n_q_heads), static_cast<int>(shape.n_kv_heads),
+                                           shape.scale * kLog2e);
   STAVE_CUDA_LAUNCHED();
 }
 
@@ -271,11 +477,15 @@ void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int
 bool flash_wgmma_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
 
 void flash_wgmma(cudaStream_t stream, const AttentionShape& shape, const __nv_bfloat16* q, int64_t tokens,
-                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out) {
-  if (shape.head_dim == 256)
-    launch<256>(stream, shape, q, tokens, q_pos0, k, v, out);
+                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, bool overlap) {
+  if (shape.head_dim == 256 && overlap)
+    launch<256, true>(stream, shape, q, tokens, q_pos0, k, v, out);
+  else if (shape.head_dim == 256)
+    launch<256, false>(stream, shape, q, tokens, q_pos0, k, v, out);
+  else if (overlap)
+    launch<128, true>(stream, shape, q, tokens, q_pos0, k, v, out);
   else
-    launch<128>(stream, shape, q, tokens, q_pos0, k, v, out);
+    launch<128, false>(stream, shape, q, tokens, q_pos0, k, v, out);
 }
 
 }  // namespace stave::cuda::dev
