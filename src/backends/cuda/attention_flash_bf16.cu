@@ -1,4 +1,6 @@
-// Fast-precision causal GQA attention as one fused kernel on BF16 tensor cores, FlashAttention-2
+// Fast-precision causal GQA attention as one fused kernel on BF16 tensor cores (head dims 128 and
+// 256 run the same algorithm on warp-group MMA by default since 2026-12-07: attention_flash_wgmma.cu;
+// this file holds the entry, the BF16 copies and the mma.sync kernel), FlashAttention-2
 // style: a block of 64 queries (4 warps × 16 rows) of one query head walks the keys it can see
 // in tiles of 64; the scores stay in registers, softmax runs online (running max and sum per
 // query, the partial output rescaled), nothing of size L × L reaches memory.

@@ -1,7 +1,8 @@
 // Which kernel runs fast-precision attention on the GPU (exact precision always takes the fp64
-// cuBLAS products): the BF16 flash kernel (attention_flash_bf16.cu; causal, head dims
-// 64/128/256), the 3xTF32 flash kernel (attention_flash.cu; head dims 16/32/64/128/256) or the
-// chunked cuBLAS products (attention_gemm.cu; any shape).
+// cuBLAS products): the BF16 flash kernel (attention_flash_bf16.cu, on warp-group MMA in
+// attention_flash_wgmma.cu for head dims 128/256; causal, head dims 64/128/256), the 3xTF32
+// flash kernel (attention_flash.cu; head dims 16/32/64/128/256) or the chunked cuBLAS products
+// (attention_gemm.cu; any shape).
 #pragma once
 
 namespace stave::cuda {
