@@ -24,6 +24,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_ops.h"
+#include "backends/cuda/flash_softmax.cuh"
 #include "stave/errors.h"
 
 namespace stave::cuda::dev {
@@ -84,15 +85,6 @@ __device__ __forceinline__ void mma_3xtf32_split_acc(float (&big)[4], float (&sm
   mma_tf32(small, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
   mma_tf32(big, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
   mma_tf32(small, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 // Grid: (query tiles, query heads). q/out [tokens, nq·D] (row stride q_stride floats), k/v
@@ -180,41 +172,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[n][e] += cross[n][e];
       // Scale, mask, and the online softmax update of this thread's two rows.
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, key = j0 + n * 8 + 2 * t + (e & 1);
-          const bool visible = key < key_end && (!causal || key <= limit[r]);
-          s[n][e] = visible ? s[n][e] * scale : -INFINITY;
-          tile_max[r] = fmaxf(tile_max[r], s[n][e]);
-        }
-      float shift[2], rescale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m = fmaxf(row_max[r], quad_max(tile_max[r]));
-        shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
-        rescale[r] = expf(row_max[r] - shift[r]);
-        row_max[r] = m;
-      }
-      float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[n][e] = expf(s[n][e] - shift[e >> 1]);
-          tile_sum[e >> 1] += s[n][e];
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[n][0] *= rescale[0];
-        o[n][1] *= rescale[0];
-        o[n][2] *= rescale[1];
-        o[n][3] *= rescale[1];
-      }
+      float rescale[2];
+      flash::softmax_tile<kKeys, false>(s, j0, key_end, causal, limit, scale, t, row_max, row_sum, rescale);
+      flash::rescale_rows(o, rescale);
       // O += P·V, P straight from the S fragments (key order 2t, 2t+1: see the file comment).
 #pragma unroll
       for (int kb = 0; kb < kKeys / 8; ++kb) {

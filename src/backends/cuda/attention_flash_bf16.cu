@@ -41,6 +41,7 @@
 
 #include "backends/cuda/attention_flash_wgmma.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/flash_softmax.cuh"
 #include "stave/errors.h"
 #include "util/env_choice.h"
 
@@ -94,20 +95,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two floats as one bf16x2 register: `lo` (the lower index) in the low half, as mma reads it.
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+using flash::pack_bf16;
 
 // x [n4 · 4] fp32 → y [n4 · 4] bf16 (round to nearest even), 16 bytes in, 8 out per step.
 __global__ void to_bf16_kernel(const float4* __restrict__ x, int64_t n4, uint2* __restrict__ y) {
@@ -203,41 +191,9 @@ __global__ void __launch_bounds__(threads_for<kRows>(), kRows == 64 ? 2 : 1)
         }
       }
       // Scale (base 2), mask, and the online softmax update of this thread's two rows.
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, key = j0 + n * 8 + 2 * t + (e & 1);
-          const bool visible = key < key_end && key <= limit[r];
-          s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
-          tile_max[r] = fmaxf(tile_max[r], s[n][e]);
-        }
-      float shift[2], rescale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m = fmaxf(row_max[r], quad_max(tile_max[r]));
-        shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
-        rescale[r] = exp2f(row_max[r] - shift[r]);
-        row_max[r] = m;
-      }
-      float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[n][e] = exp2f(s[n][e] - shift[e >> 1]);
-          tile_sum[e >> 1] += s[n][e];
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[n][0] *= rescale[0];
-        o[n][1] *= rescale[0];
-        o[n][2] *= rescale[1];
-        o[n][3] *= rescale[1];
-      }
+      float rescale[2];
+      flash::softmax_tile<kKeys, true>(s, j0, key_end, true, limit, scale_log2, t, row_max, row_sum, rescale);
+      flash::rescale_rows(o, rescale);
     }
     cp_async_wait_all();  // this thread's V copies have landed
     __syncthreads();      // everybody's have, and every warp is done reading K

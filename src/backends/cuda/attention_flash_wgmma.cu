@@ -23,6 +23,7 @@
 
 #include "backends/cuda/attention_flash_wgmma.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/flash_softmax.cuh"
 #include "backends/cuda/hopper.cuh"
 #include "backends/cuda/wgmma_bf16.cuh"
 
@@ -86,19 +87,6 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 8][4], const uint32_t (&p)
     hopper::wgmma_bf16_m64n256k16_rs_mn(o, p, v);
   else
     hopper::wgmma_bf16_m64n128k16_rs_mn(o, p, v);
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 // What a thread of a block knows: the shared tiles (1024-byte aligned: the swizzle is by address
@@ -177,92 +165,19 @@ struct Block {
   }
 };
 
-// The online softmax over key tile j of this thread's scores: scale (base 2) and mask them, raise
-// the rows' running max, turn s into p = exp2(s − max) and add them to the rows' sums. rescale:
-// what the output so far is to be multiplied by (exp2 of the old max − the new).
-__device__ __forceinline__ void softmax_tile(float (&s)[kKeys / 8][4], int j, int key_end, const int (&limit)[2],
-                                             float scale_log2, int t, float (&row_max)[2], float (&row_sum)[2],
-                                             float (&rescale)[2]) {
-  const int j0 = j * kKeys;
-  float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = e >> 1, key = j0 + n * 8 + 2 * t + (e & 1);
-      const bool visible = key < key_end && key <= limit[r];
-      s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
-      tile_max[r] = fmaxf(tile_max[r], s[n][e]);
-    }
-  float shift[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float m = fmaxf(row_max[r], quad_max(tile_max[r]));
-    shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
-    rescale[r] = exp2f(row_max[r] - shift[r]);
-    row_max[r] = m;
-  }
-  float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] = exp2f(s[n][e] - shift[e >> 1]);
-      tile_sum[e >> 1] += s[n][e];
-    }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
-}
-
-template <int D>
-__device__ __forceinline__ void rescale_output(float (&o)[D / 8][4], const float (&rescale)[2]) {
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    o[n][0] *= rescale[0];
-    o[n][1] *= rescale[0];
-    o[n][2] *= rescale[1];
-    o[n][3] *= rescale[1];
-  }
-}
-
-// P (the scores rounded to BF16) as the A fragments of P V, one per 16 keys.
-__device__ __forceinline__ void pack_p(const float (&s)[kKeys / 8][4], uint32_t (&p)[kKeys / 16][4]) {
-#pragma unroll
-  for (int kb = 0; kb < kKeys / 16; ++kb) {
-    p[kb][0] = pack_bf16(s[2 * kb][0], s[2 * kb][1]);
-    p[kb][1] = pack_bf16(s[2 * kb][2], s[2 * kb][3]);
-    p[kb][2] = pack_bf16(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-    p[kb][3] = pack_bf16(s[2 * kb + 1][2], s[2 * kb + 1][3]);
-  }
-}
-
 // Grid: (query heads, query tiles of 128). The contract of flash_bf16_kernel (attention_flash_bf16.cu).
+// Per key tile: S, then its softmax, then its P V, which runs on while the next tile's S is issued.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_wgmma_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                        float* __restrict__ out, int tokens, int q_pos0, int nq, int nkv, float scale_log2) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The swizzle is by address bits: the tiles start 1024-byte aligned.
-  const uint32_t sQ = (smem_u32(smem_raw) + 1023) & ~uint32_t{1023};
-  constexpr uint32_t kQBytes = tile_bytes<D>(kRows), kTileBytes = tile_bytes<D>(kKeys);
-  // K of tile j in buffer j % 2 at sK + (j % 2) · kTileBytes, V likewise at sV.
-  const uint32_t sK = sQ + kQBytes, sV = sK + 2 * kTileBytes;
-
-  // Heaviest query tiles first (the causal tail is short), as the mma.sync kernel.
-  const int tile = static_cast<int>(gridDim.y) - 1 - static_cast<int>(blockIdx.y);
-  const int head = static_cast<int>(blockIdx.x), kv_head = head / (nq / nkv);
-  const int i0 = tile * kRows;
-  const int wg = static_cast<int>(threadIdx.x) / 128, warp = (static_cast<int>(threadIdx.x) / 32) % 4;
-  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
-  const int64_t q_stride = static_cast<int64_t>(nq) * D, kv_stride = static_cast<int64_t>(nkv) * D;
-  const int key_end = q_pos0 + min(i0 + kRows, tokens);
-  const int n_tiles = (key_end + kKeys - 1) / kKeys;
-
+  const Block<D> blk(smem_raw, tokens, q_pos0, nq, nkv);
   // Group: Q and K of tile 0; then V of tile 0.
-  load_rows<D>(sQ, q, q_stride, static_cast<int64_t>(head) * D, i0, kRows, tokens);
-  load_rows<D>(sK, k, kv_stride, static_cast<int64_t>(kv_head) * D, 0, kKeys, key_end);
+  blk.load_q(q, tokens);
+  blk.load_tile(blk.sK, k, 0);
   cp_async_commit();
-  load_rows<D>(sV, v, kv_stride, static_cast<int64_t>(kv_head) * D, 0, kKeys, key_end);
+  blk.load_tile(blk.sV, v, 0);
   cp_async_commit();
 
   float o[D / 8][4];
@@ -273,32 +188,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   fence_all(s);
   uint32_t p[kKeys / 16][4] = {};  // P of the last tile: read by its P V until the next wait
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-  const int wg_row0 = i0 + wg * 64, warp_row0 = wg_row0 + warp * 16;
-  const int limit[2] = {q_pos0 + warp_row0 + g, q_pos0 + warp_row0 + g + 8};  // last visible key of each row
-  // This warp group's 64 rows of Q: atom a's rows 64 wg … start 64 · 128 · wg bytes in.
-  const uint32_t q_base = sQ + wg * 64 * 128;
 
-  for (int jt = 0; jt < n_tiles; ++jt) {
-    const int j0 = jt * kKeys, buf = jt & 1;
+  for (int jt = 0; jt < blk.n_tiles; ++jt) {
     // K of tile jt has landed (pending after this: at most V of tile jt); every warp group is
     // done with the S of tile jt − 1, so K of tile jt + 1 may go into its buffer.
     cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
-    if (jt + 1 < n_tiles)
-      load_rows<D>(sK + (buf ^ 1) * kTileBytes, k, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys,
-                   key_end);
+    if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, jt + 1);
     cp_async_commit();
-    const bool active = j0 <= q_pos0 + wg_row0 + 63;  // some row of this warp group sees a key of the tile
+    const bool active = jt < blk.n_active;  // some row of this warp group sees a key of the tile
     if (active) {
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t step = (kk & 3) * 32;  // the k16 step's 32 bytes in atom kk / 4's rows
-        const uint64_t a = sw128_desc(q_base + (kk >> 2) * (kRows * 128) + step);
-        const uint64_t b = sw128_desc(sK + buf * kTileBytes + (kk >> 2) * (kKeys * 128) + step);
-        hopper::wgmma_bf16_m64n64k16_ss(s, a, b, kk > 0);
-      }
+      blk.issue_s(s, jt);
       wgmma_commit();
     }
     wgmma_wait<0>();  // S of tile jt, and P V of the last tile this warp group took part in
@@ -306,87 +208,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_all(o);
     fence_all(p);
     if (active) {
-      // Scale (base 2), mask, and the online softmax update of this thread's two rows.
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, key = j0 + n * 8 + 2 * t + (e & 1);
-          const bool visible = key < key_end && key <= limit[r];
-          s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
-          tile_max[r] = fmaxf(tile_max[r], s[n][e]);
-        }
-      float shift[2], rescale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m = fmaxf(row_max[r], quad_max(tile_max[r]));
-        shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
-        rescale[r] = exp2f(row_max[r] - shift[r]);
-        row_max[r] = m;
-      }
-      float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[n][e] = exp2f(s[n][e] - shift[e >> 1]);
-          tile_sum[e >> 1] += s[n][e];
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[n][0] *= rescale[0];
-        o[n][1] *= rescale[0];
-        o[n][2] *= rescale[1];
-        o[n][3] *= rescale[1];
-      }
-#pragma unroll
-      for (int kb = 0; kb < kKeys / 16; ++kb) {
-        p[kb][0] = pack_bf16(s[2 * kb][0], s[2 * kb][1]);
-        p[kb][1] = pack_bf16(s[2 * kb][2], s[2 * kb][3]);
-        p[kb][2] = pack_bf16(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-        p[kb][3] = pack_bf16(s[2 * kb + 1][2], s[2 * kb + 1][3]);
-      }
+      float rescale[2];
+      flash::softmax_tile<kKeys, true>(s, jt * kKeys, blk.key_end, true, blk.limit, scale_log2, blk.t, row_max,
+                                       row_sum, rescale);
+      flash::rescale_rows(o, rescale);
+      flash::pack_p<kKeys>(s, p);
     }
     // V of tile jt has landed (pending after this: K of tile jt + 1); every warp group is done
     // with the P V of tile jt − 1, so V of tile jt + 1 may go into its buffer.
     cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
-    if (jt + 1 < n_tiles)
-      load_rows<D>(sV + (buf ^ 1) * kTileBytes, v, kv_stride, static_cast<int64_t>(kv_head) * D, j0 + kKeys, kKeys,
-                   key_end);
+    if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sV, v, jt + 1);
     cp_async_commit();
     if (active) {
       wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < kKeys / 16; ++kb)
-        mma_pv<D>(o, p[kb], sw128_mn_desc(sV + buf * kTileBytes + kb * 2 * 1024, kKeys * 128));
+      blk.issue_pv(o, p, jt);
       wgmma_commit();
     }
   }
   wgmma_wait<0>();
   fence_all(o);
   fence_all(p);
-
-  // Every valid row saw key 0 (positions are ≥ 0), so its sum is ≥ 1 (the max term is exp2(0)).
-  const float inv[2] = {1.0f / row_sum[0], 1.0f / row_sum[1]};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = warp_row0 + g + 8 * r;
-    if (row >= tokens) continue;
-    float* dst = out + static_cast<int64_t>(row) * q_stride + static_cast<int64_t>(head) * D + 2 * t;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o[n][2 * r] * inv[r], o[n][2 * r + 1] * inv[r]);
-  }
+  blk.store(o, row_sum, out, tokens);
 }
 
 // The same with FlashAttention-3's overlap inside a warp group (FlashBf16Kernel::kWgmmaOverlap; an
-// experiment, not yet run on a GPU, written over the helpers above where the kernel above, the
-// measured default, keeps its own code; once measured, one of the two goes):
+// experiment, not yet run on a GPU; once measured, one of the two goes):
 // iteration j issues S of tile j and then P V of tile j − 1, and runs tile j's softmax while that
 // P V is on the tensor cores; the output is rescaled and P packed once it is done. One barrier per
 // tile: K of tile j + 1 and V of tile j are copied during iteration j (their buffers held K of
@@ -436,7 +284,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       else
         wgmma_wait<0>();
       fence_all(s);
-      softmax_tile(s, j, blk.key_end, blk.limit, scale_log2, blk.t, row_max, row_sum, rescale);
+      flash::softmax_tile<kKeys, true>(s, j * kKeys, blk.key_end, true, blk.limit, scale_log2, blk.t, row_max,
+                                       row_sum, rescale);
     }
     if (pv_now) {
       wgmma_wait<0>();  // P V of tile j − 1: o holds it, p is free
@@ -444,8 +293,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_all(p);
     }
     if (s_now) {
-      rescale_output<D>(o, rescale);
-      pack_p(s, p);
+      flash::rescale_rows(o, rescale);
+      flash::pack_p<kKeys>(s, p);
     }
   }
   wgmma_wait<0>();
