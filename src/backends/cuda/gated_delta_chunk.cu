@@ -220,9 +220,8 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   const bool split = choice == DeltaChoice::kSplit;
   const bool registers = choice != DeltaChoice::kChunkShared;  // the register pass (3b); split operands need it
   const delta_chunk::StatePass pass = state_pass_from_env();
-  const bool inter_in_pass = registers && (pass == delta_chunk::StatePass::kWholeOut ||
-                                           pass == delta_chunk::StatePass::kWgmma ||
-                                           pass == delta_chunk::StatePass::kWgmmaTma);  // no S_c scratch
+  const bool wgmma = registers && (pass == delta_chunk::StatePass::kWgmma || pass == delta_chunk::StatePass::kWgmmaTma);
+  const bool inter_in_pass = wgmma || (registers && pass == delta_chunk::StatePass::kWholeOut);  // no S_c scratch
   const size_t halves = split ? 2 : 1;
   const size_t sc_halves = inter_in_pass ? 0 : halves;
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
@@ -264,7 +263,7 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   g_profiler.mark(1, s);
   delta_chunk::launch_transform(in, grid, x, registers, split, wu_wide_from_env(), s);
   g_profiler.mark(2, s);
-  if (registers && (pass == delta_chunk::StatePass::kWgmma || pass == delta_chunk::StatePass::kWgmmaTma))
+  if (wgmma)
     delta_chunk::launch_state_wgmma(grid, x, split, pass == delta_chunk::StatePass::kWgmmaTma, states, out, s);
   else if (registers)
     delta_chunk::launch_state_registers(grid, x, split, pass, states, out, s);
