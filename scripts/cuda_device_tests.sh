@@ -42,10 +42,10 @@ for delta in chunk-bf16 chunk-shared; do
   STAVE_CUDA_DELTA=$delta "${suite:-$bin}/stave_tests" \
     --gtest_filter='Devices/BackendOps.GatedDelta*cuda_fast*:Devices/*cuda_fast*' || status=1
 done
-# The register pass's other forms (STAVE_CUDA_DELTA_STATE; wgmma is the default) with split
+# The register pass's other forms (STAVE_CUDA_DELTA_STATE; wgmma-tma is the default) with split
 # and with plain BF16 operands, and the transform at 4 warps (STAVE_CUDA_DELTA_WU=narrow; wide is
 # the default), under the op suite's delta-rule cases.
-for state in whole-out wgmma-tma whole whole-prefetch halves; do
+for state in whole-out wgmma whole whole-prefetch halves; do
   for delta in auto chunk-bf16; do
     echo "== again with STAVE_CUDA_DELTA_STATE=$state STAVE_CUDA_DELTA=$delta"
     STAVE_CUDA_DELTA_STATE=$state STAVE_CUDA_DELTA=$delta "${suite:-$bin}/stave_tests" \
@@ -54,10 +54,9 @@ for state in whole-out wgmma-tma whole whole-prefetch halves; do
 done
 echo "== again with STAVE_CUDA_DELTA_WU=narrow"
 STAVE_CUDA_DELTA_WU=narrow "${suite:-$bin}/stave_tests" --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' || status=1
-# The BF16 flash attention on mma.sync (STAVE_CUDA_FLASH_BF16=mma; wgmma is the default) and the
-# wgmma kernel's overlapped schedule (wgmma-overlap) under the op suite and the fast-precision model
-# suites (CudaOps.AttentionCausalFlashBf16 runs every form).
-for flash in mma wgmma-overlap; do
+# The BF16 flash attention on mma.sync (STAVE_CUDA_FLASH_BF16=mma; wgmma is the default) under the
+# op suite and the fast-precision model suites (CudaOps.AttentionCausalFlashBf16 runs every form).
+for flash in mma; do
   echo "== again with STAVE_CUDA_FLASH_BF16=$flash"
   STAVE_CUDA_FLASH_BF16=$flash "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*cuda_fast*' || status=1
 done

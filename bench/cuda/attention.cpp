@@ -3,8 +3,7 @@
 // (attention_flash.cu) and the chunked cuBLAS products (attention_gemm.cu), through
 // dev::attention_causal with the kernel pinned (the same dispatch the backend uses); and the BF16
 // kernel with 128 query rows per block (bf16_flash128_*, called directly) and on warp-group MMA
-// (bf16_wgmma_*, attention_flash_wgmma.cu; bf16_wgmma_overlap_* with each tile's softmax under
-// the last tile's P V) beside its default 64. Prefill from
+// (bf16_wgmma_*, attention_flash_wgmma.cu) beside its default 64. Prefill from
 // position 0: 27B 24 query / 4 KV heads, 9B 16 / 4, head_dim 256, at 2048 and 8192 tokens.
 // Reports ms per call (CUDA events around one call, GPU time) and TFLOP/s of the causal work,
 // 4·d·heads·Σᵢ(i + 1) (two products, a multiply-add counted as 2). The 27B has 16 attention
@@ -94,9 +93,6 @@ BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash_27b, AttentionKernel::kFlashBf1
 BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_flash128_27b, AttentionKernel::kFlashBf16, 24, FlashBf16Kernel::kMma128)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_wgmma_27b, AttentionKernel::kFlashBf16, 24, FlashBf16Kernel::kWgmma)
-    ->Arg(512)->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_AttentionCausal, bf16_wgmma_overlap_27b, AttentionKernel::kFlashBf16, 24,
-                  FlashBf16Kernel::kWgmmaOverlap)
     ->Arg(512)->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AttentionCausal, tf32_flash_27b, AttentionKernel::kFlash, 24)
     ->Arg(2048)->Arg(8192)->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -269,9 +269,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 FlashBf16Kernel kernel_from_env() {
   return env_choice<FlashBf16Kernel>("STAVE_CUDA_FLASH_BF16",
-                                     {{"wgmma", FlashBf16Kernel::kWgmma},
-                                      {"mma", FlashBf16Kernel::kMma64},
-                                      {"wgmma-overlap", FlashBf16Kernel::kWgmmaOverlap}});
+                                     {{"wgmma", FlashBf16Kernel::kWgmma}, {"mma", FlashBf16Kernel::kMma64}});
 }
 
 }  // namespace
@@ -292,8 +290,7 @@ void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, cons
   const int64_t d = shape.head_dim, keys = q_pos0 + tokens;
   if (d != 64 && d != 128 && d != 256) throw Error(ErrorKind::kInternal, "bf16 flash attention: unsupported head_dim");
   if (kernel == FlashBf16Kernel::kDefault) kernel = kernel_from_env();
-  const bool wgmma = kernel == FlashBf16Kernel::kWgmma || kernel == FlashBf16Kernel::kWgmmaOverlap;
-  if (wgmma && !flash_wgmma_supports(d)) kernel = FlashBf16Kernel::kMma64;
+  if (kernel == FlashBf16Kernel::kWgmma && !flash_wgmma_supports(d)) kernel = FlashBf16Kernel::kMma64;
   const int64_t nqd = tokens * shape.n_q_heads * d, nkd = keys * shape.n_kv_heads * d;
   // The bf16 copies live in a stream-ordered allocation from the device's pool (kept, not
   // returned to the driver: see CudaBackend's constructor), freed after the kernel in order.
@@ -306,8 +303,7 @@ void flash_attention_bf16(cudaStream_t stream, const AttentionShape& shape, cons
   to_bf16(stream, k, nkd, kb);
   to_bf16(stream, v, nkd, vb);
   switch (kernel) {
-    case FlashBf16Kernel::kWgmma: flash_wgmma(stream, shape, qb, tokens, q_pos0, kb, vb, out, false); break;
-    case FlashBf16Kernel::kWgmmaOverlap: flash_wgmma(stream, shape, qb, tokens, q_pos0, kb, vb, out, true); break;
+    case FlashBf16Kernel::kWgmma: flash_wgmma(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
     case FlashBf16Kernel::kMma128: launch_dim<128>(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
     default: launch_dim<64>(stream, shape, qb, tokens, q_pos0, kb, vb, out); break;
   }

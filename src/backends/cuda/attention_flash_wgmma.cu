@@ -233,81 +233,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   blk.store(o, row_sum, out, tokens);
 }
 
-// The same with FlashAttention-3's overlap inside a warp group (FlashBf16Kernel::kWgmmaOverlap; an
-// experiment, not yet run on a GPU; once measured, one of the two goes):
-// iteration j issues S of tile j and then P V of tile j − 1, and runs tile j's softmax while that
-// P V is on the tensor cores; the output is rescaled and P packed once it is done. One barrier per
-// tile: K of tile j + 1 and V of tile j are copied during iteration j (their buffers held K of
-// tile j − 1 and V of tile j − 2, whose products every warp group finished in iteration j − 1).
 template <int D>
-__global__ void __launch_bounds__(kThreads, 1)
-    flash_wgmma_overlap_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
-                               float* __restrict__ out, int tokens, int q_pos0, int nq, int nkv, float scale_log2) {
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const Block<D> blk(smem_raw, tokens, q_pos0, nq, nkv);
-  blk.load_q(q, tokens);
-  blk.load_tile(blk.sK, k, 0);
-  cp_async_commit();
-
-  float o[D / 8][4];
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float s[kKeys / 8][4] = {};
-  fence_all(o);  // the zeros are written here, not moved into a pipeline stage of the MMAs
-  fence_all(s);
-  uint32_t p[kKeys / 16][4] = {};  // P of tile j − 1: read by its P V until the wait for it
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-
-  for (int j = 0; j <= blk.n_tiles; ++j) {
-    // K of tile j and V of tile j − 1 have landed; every warp group is done with the products
-    // over K of tile j − 1 and V of tile j − 2, whose buffers the next copies fill.
-    cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();
-    if (j + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, j + 1);
-    if (j < blk.n_tiles) blk.load_tile(blk.sV, v, j);
-    cp_async_commit();
-    const bool s_now = j < blk.n_active, pv_now = j >= 1 && j - 1 < blk.n_active;
-    if (s_now || pv_now) wgmma_fence();
-    if (s_now) {
-      blk.issue_s(s, j);
-      wgmma_commit();
-    }
-    if (pv_now) {
-      blk.issue_pv(o, p, j - 1);
-      wgmma_commit();
-    }
-    float rescale[2] = {1.0f, 1.0f};
-    if (s_now) {
-      if (pv_now)
-        wgmma_wait<1>();  // S of tile j (P V of tile j − 1 runs on)
-      else
-        wgmma_wait<0>();
-      fence_all(s);
-      flash::softmax_tile<kKeys, true>(s, j * kKeys, blk.key_end, true, blk.limit, scale_log2, blk.t, row_max,
-                                       row_sum, rescale);
-    }
-    if (pv_now) {
-      wgmma_wait<0>();  // P V of tile j − 1: o holds it, p is free
-      fence_all(o);
-      fence_all(p);
-    }
-    if (s_now) {
-      flash::rescale_rows(o, rescale);
-      flash::pack_p<kKeys>(s, p);
-    }
-  }
-  wgmma_wait<0>();
-  fence_all(o);
-  fence_all(p);
-  blk.store(o, row_sum, out, tokens);
-}
-
-template <int D, bool kOverlap>
 void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int64_t tokens, int64_t q_pos0,
             const bf16* k, const bf16* v, float* out) {
   constexpr size_t smem = smem_bytes<D>();
-  constexpr auto kernel = kOverlap ? flash_wgmma_overlap_kernel<D> : flash_wgmma_kernel<D>;
+  constexpr auto kernel = flash_wgmma_kernel<D>;
   static const bool configured = [] {
     STAVE_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -326,15 +256,11 @@ void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int
 bool flash_wgmma_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
 
 void flash_wgmma(cudaStream_t stream, const AttentionShape& shape, const __nv_bfloat16* q, int64_t tokens,
-                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, bool overlap) {
-  if (shape.head_dim == 256 && overlap)
-    launch<256, true>(stream, shape, q, tokens, q_pos0, k, v, out);
-  else if (shape.head_dim == 256)
-    launch<256, false>(stream, shape, q, tokens, q_pos0, k, v, out);
-  else if (overlap)
-    launch<128, true>(stream, shape, q, tokens, q_pos0, k, v, out);
+                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out) {
+  if (shape.head_dim == 256)
+    launch<256>(stream, shape, q, tokens, q_pos0, k, v, out);
   else
-    launch<128, false>(stream, shape, q, tokens, q_pos0, k, v, out);
+    launch<128>(stream, shape, q, tokens, q_pos0, k, v, out);
 }
 
 }  // namespace stave::cuda::dev

@@ -15,9 +15,8 @@ namespace stave::cuda::dev {
 bool flash_wgmma_supports(int64_t head_dim);
 
 // flash_attention_bf16's contract on its BF16 copies: q [tokens, nq·d], k and v [≥ q_pos0 +
-// tokens, nkv·d], 16-byte aligned; out [tokens, nq·d] fp32. overlap: each tile's softmax runs
-// while the last tile's P V does (FlashBf16Kernel::kWgmmaOverlap); the same bits either way.
+// tokens, nkv·d], 16-byte aligned; out [tokens, nq·d] fp32.
 void flash_wgmma(cudaStream_t stream, const AttentionShape& shape, const __nv_bfloat16* q, int64_t tokens,
-                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, bool overlap);
+                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out);
 
 }  // namespace stave::cuda::dev

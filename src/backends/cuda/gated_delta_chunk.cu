@@ -56,9 +56,11 @@
 // ahead; no faster: 0.251), =halves (two warps per 16 state columns, each with half of d_k, one
 // exchange through shared memory per chunk; no faster: 0.252), STAVE_CUDA_DELTA_WU=narrow (4 warps).
 // whole-out takes 255 registers with split operands (8 bytes spilled). Since later that day the
-// default pass is STAVE_CUDA_DELTA_STATE=wgmma, whole-out's work on warp-group MMA (first run on
-// an H200: the op cases 9 / 9 with split and plain operands, the fixture decisions 12 / 12; the
-// pass 0.264 → 0.233 ms per 27B layer at 2048 tokens, the delta rule 0.564 → 0.530).
+// pass is whole-out's work on warp-group MMA (STAVE_CUDA_DELTA_STATE=wgmma; first run on an H200:
+// the op cases 9 / 9 with split and plain operands, the fixture decisions 12 / 12; the pass
+// 0.264 → 0.233 ms per 27B layer at 2048 tokens, the delta rule 0.564 → 0.530), and since
+// 2026-12-07 08:00 its tiles come by TMA (=wgmma-tma, the default; on an H100 the op cases 9 / 9
+// both ways, the pass 0.232 → 0.169 ms, the delta rule 0.54 → 0.48).
 // Files: this one holds the scratch, the switch and the order of the launches; step 1 and 2 are
 // in gated_delta_transform.cu, 3a and 3b in gated_delta_state.cu (3b on warp-group MMA in
 // gated_delta_state_wgmma.cu), 4 in gated_delta_output.cu,
@@ -160,25 +162,27 @@ DeltaChoice delta_choice_from_env() {
                                                       {"recurrent", DeltaChoice::kRecurrent}});
 }
 
-// STAVE_CUDA_DELTA_STATE: how the register pass (3b) is run (delta_chunk::StatePass): "wgmma" (the
-// default since 2026-12-07 late: whole-out's work on Hopper's warp-group MMA,
-// gated_delta_state_wgmma.cu; the pass 0.264 → 0.233 ms per 27B layer at 2048 tokens, 1.03 → 0.91
-// at 8192, on an H200), "whole-out" (the default before: one warp per 16 state columns, all of
+// STAVE_CUDA_DELTA_STATE: how the register pass (3b) is run (delta_chunk::StatePass): "wgmma-tma"
+// (the default since 2026-12-07 08:00: whole-out's work on Hopper's warp-group MMA,
+// gated_delta_state_wgmma.cu, with the W, k̂ and q̂ tiles loaded by TMA; on an H100 the pass
+// 0.232 → 0.169 ms per 27B layer at 2048 tokens and 0.92 → 0.65 at 8192 against "wgmma"; where the
+// driver's tensor-map entry point is missing it runs as "wgmma"), "wgmma" (the same with the tiles
+// copied by cp.async; the default before: against "whole-out" 0.264 → 0.233 ms and 1.03 → 0.91
+// on an H200), "whole-out" (the default before: one warp per 16 state columns, all of
 // d_k, 64 columns per block, Uᵀ copied ahead into shared memory, and the pass forms the
 // inter-chunk output (q̂ exp(G)) S_c into the output itself: S_c never goes to scratch, the output
 // kernel adds only the intra-chunk part), "whole" (32 columns per block, Uᵀ read from global
 // memory, S_c through scratch), "whole-prefetch" (the same, the next chunk's Uᵀ copied ahead) or
 // "halves" (two warps per 16 columns, each with half of d_k; the two halves of v_new's sum meet
-// in shared memory; Uᵀ copied ahead) or "wgmma-tma" (wgmma with the W, k̂ and q̂ tiles loaded by
-// TMA; an experiment, not yet run on a GPU).
+// in shared memory; Uᵀ copied ahead).
 delta_chunk::StatePass state_pass_from_env() {
   using delta_chunk::StatePass;
-  return env_choice<StatePass>("STAVE_CUDA_DELTA_STATE", {{"wgmma", StatePass::kWgmma},
+  return env_choice<StatePass>("STAVE_CUDA_DELTA_STATE", {{"wgmma-tma", StatePass::kWgmmaTma},
+                                                          {"wgmma", StatePass::kWgmma},
                                                           {"whole-out", StatePass::kWholeOut},
                                                           {"whole", StatePass::kWhole},
                                                           {"whole-prefetch", StatePass::kWholePrefetch},
-                                                          {"halves", StatePass::kHalves},
-                                                          {"wgmma-tma", StatePass::kWgmmaTma}});
+                                                          {"halves", StatePass::kHalves}});
 }
 
 // STAVE_CUDA_DELTA_WU: the transform's (step 2) block, "wide" (the default since 2026-12-07: 8 warps)
