@@ -1,6 +1,7 @@
 // Decision latency through the public Engine at a given prompt length (batch 1): the state is
 // padded with a repeated sentence until the request encodes to about N tokens.
 //   STAVE_BENCH_MODEL=RELEASE [STAVE_BENCH_DEVICE=cuda] [STAVE_BENCH_PRECISION=fast]
+//   [STAVE_BENCH_FP8_CACHE_GIB=N (EngineOptions::fp8_cache_gib)]
 //     ./build/bench/bench_decide --benchmark_filter='Decide/512'
 // Counters: tokens (exact input length), backbone_ms and head_ms per decision (Engine timings),
 // prefill_tok_s = tokens / backbone time.
@@ -35,6 +36,7 @@ const stave::Engine* engine() {
     stave::EngineOptions o;
     o.model = model;
     o.device = env_or("STAVE_BENCH_DEVICE", "cpu");
+    o.fp8_cache_gib = std::stod(env_or("STAVE_BENCH_FP8_CACHE_GIB", "0"));
     o.precision = *stave::parse_precision(env_or("STAVE_BENCH_PRECISION", "fast"));
     out = stave::Engine::load(o);
     return out;

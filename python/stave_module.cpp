@@ -256,7 +256,8 @@ class Clef {
 };
 
 std::shared_ptr<Clef> load(const std::string& model, const std::string& device, const std::string& precision,
-                           int threads, bool verify, const std::string& revision, int64_t batch_tokens) {
+                           int threads, bool verify, const std::string& revision, int64_t batch_tokens,
+                           double fp8_cache_gib) {
   stave::EngineOptions o;
   o.model = model;
   o.revision = revision;
@@ -269,6 +270,9 @@ std::shared_ptr<Clef> load(const std::string& model, const std::string& device, 
   o.threads = threads;
   if (batch_tokens < 0) throw py::value_error("batch_tokens must be at least 0, not " + std::to_string(batch_tokens));
   o.batch_tokens = batch_tokens;
+  if (!std::isfinite(fp8_cache_gib) || fp8_cache_gib < 0)
+    throw py::value_error("fp8_cache_gib must be a size in GiB of at least 0, not " + std::to_string(fp8_cache_gib));
+  o.fp8_cache_gib = fp8_cache_gib;  // device and precision checked by Engine::load
   o.verify_checksums = verify;
   auto clef = std::make_shared<Clef>(o);
   const std::string path = clef->info()["path"].cast<std::string>();
@@ -322,6 +326,8 @@ PYBIND11_MODULE(stave, m) {
 
   m.def("load", &load, py::arg("model"), py::kw_only(), py::arg("device") = "cpu", py::arg("precision") = "fast",
         py::arg("threads") = 0, py::arg("verify") = false, py::arg("revision") = "", py::arg("batch_tokens") = 0,
+        py::arg("fp8_cache_gib") = 0.0,
         "Load a Clef release: a folder, or a Hugging Face repo id from the local cache (revision: branch, tag or "
-        "commit). device: cpu or cuda; precision: fast or exact.");
+        "commit). device: cpu or cuda; precision: fast or exact. fp8_cache_gib (cuda, fast): GiB of GPU memory "
+        "for FP8 copies of the MXFP4 weights, which skip the per-product expansion (0: none).");
 }

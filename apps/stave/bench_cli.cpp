@@ -1,5 +1,7 @@
 #include "bench_cli.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -34,6 +36,22 @@ void add_precision_device(CLI::App& sub, std::string& precision, std::string& de
   sub.add_option("--precision", precision, "exact or fast")->capture_default_str();
   sub.add_option("--device", device, "where the " + runs_there + " runs: cpu, or cuda (builds with STAVE_CUDA)")
       ->capture_default_str();
+}
+
+void add_fp8_cache(CLI::App& sub, double& gib) {
+  sub.add_option("--fp8-cache-gib", gib,
+                 "cuda, fast precision: GiB of GPU memory for FP8 copies of the MXFP4 weights, made at load, so "
+                 "products skip the per-product expansion (about 1 byte per weight: 23 GiB for the 27B; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(value.c_str(), &end);
+            if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v) || v < 0)
+              return "must be a size in GiB of at least 0, not '" + value + "'";
+            return std::string();
+          },
+          "GiB>=0"));
 }
 
 void add_json(CLI::App& sub, std::string& path) {

@@ -27,6 +27,8 @@ void add_threads(CLI::App& sub, int& threads);
 // --precision and --device; `runs_there` is what the device runs ("backbone", "model").
 void add_precision_device(CLI::App& sub, std::string& precision, std::string& device, const std::string& runs_there);
 void add_json(CLI::App& sub, std::string& path);
+// --fp8-cache-gib (EngineOptions::fp8_cache_gib).
+void add_fp8_cache(CLI::App& sub, double& gib);
 
 // The --precision value, or the usage error naming it.
 Precision precision_flag(const std::string& text);

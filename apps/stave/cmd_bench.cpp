@@ -25,6 +25,7 @@ Register reg{{"bench", "Time decisions on synthetic requests of exact token leng
                     ->capture_default_str()
                     ->check(in_range(1, 4096));
                 bench_cli::add_precision_device(sub, flags->precision, o->device, "backbone");
+                bench_cli::add_fp8_cache(sub, o->fp8_cache_gib);
                 sub.add_option("--image", *image, "add one WxH PNG to each request (counted in the length)");
                 bench_cli::add_json(sub, flags->json_out);
                 return std::function<int()>([o, flags, image]() -> int {

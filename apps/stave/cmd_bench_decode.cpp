@@ -28,6 +28,7 @@ Register reg{{"bench-decode", "Time generation: time to first token and decode t
                 bench_cli::add_repeat_warmup(sub, o->repeat, o->warmup, "runs");
                 bench_cli::add_threads(sub, o->threads);
                 bench_cli::add_precision_device(sub, flags->precision, o->device, "model");
+                bench_cli::add_fp8_cache(sub, o->fp8_cache_gib);
                 sub.add_option("--seed", o->seed, "seed of the random prompt ids")->capture_default_str();
                 bench_cli::add_json(sub, flags->json_out);
                 return std::function<int()>([o, flags, batches]() -> int {

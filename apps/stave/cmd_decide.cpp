@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cli.h"
 #include "command.h"
 #include "request_files.h"
 #include "stave/engine.h"
@@ -23,6 +24,7 @@ struct DecideArgs {
   std::string revision;
   std::string precision = "fast";
   std::string device = "cpu";
+  double fp8_cache_gib = 0;
   int64_t max_length = 16384;
   int64_t max_state_tokens = -1;
   int threads = 0;
@@ -57,6 +59,7 @@ int run(const DecideArgs& a) {
   if (!p) return print_error_json("--precision must be exact or fast, not \"" + a.precision + "\"");
   eo.precision = *p;
   eo.device = a.device;
+  eo.fp8_cache_gib = a.fp8_cache_gib;
   eo.threads = a.threads;
   eo.verify_checksums = a.verify;
   DecideOptions d;
@@ -189,6 +192,7 @@ Register reg{{"decide", "Answer a SystemOne decision request with a Clef release
                     ->capture_default_str();
                 sub.add_option("--device", a->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();
+                bench_cli::add_fp8_cache(sub, a->fp8_cache_gib);
                 sub.add_option("--max-length", a->max_length, "token budget (the state is cut to fit)")
                     ->capture_default_str()
                     ->check(in_range(1));

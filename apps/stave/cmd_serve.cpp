@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_cli.h"
 #include "command.h"
 #include "server/server.h"
 
@@ -20,6 +21,7 @@ struct ServeArgs {
   std::string precision = "fast";
   int threads = 0;
   std::string device = "cpu";
+  double fp8_cache_gib = 0;
   int64_t batch_tokens = 0;
   bool verify = false;
   std::string host = "127.0.0.1";
@@ -52,6 +54,7 @@ int run(const ServeArgs& a) {
   o.engine.precision = *p;
   o.engine.threads = a.threads;
   o.engine.device = a.device;
+  o.engine.fp8_cache_gib = a.fp8_cache_gib;
   o.engine.batch_tokens = a.batch_tokens;
   o.engine.verify_checksums = a.verify;
   o.host = a.host;
@@ -144,6 +147,7 @@ Register reg{{"serve",
                 sub.add_option("--threads", a->threads, "compute threads (default: all cores)")->check(in_range(0, 4096));
                 sub.add_option("--device", a->device, "where the backbone runs: cpu, or cuda (builds with STAVE_CUDA)")
                     ->capture_default_str();
+                bench_cli::add_fp8_cache(sub, a->fp8_cache_gib);
                 sub.add_option("--batch-tokens", a->batch_tokens,
                                "cuda: pack requests that wait during a prefill into the next one, up to N tokens "
                                "(needs --max-running > 1; 0: off)")

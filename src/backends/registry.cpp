@@ -50,6 +50,10 @@ std::shared_ptr<const Backend> make_backend(std::string_view device, Precision p
 #ifdef STAVE_WITH_CUDA
   cuda::CudaBackendOptions o;
   o.keep_matmul_weights = options.keep_matmul_weights;
+  if (options.fp8_cache_bytes > 0) {
+    o.fp8_weights = cuda::Fp8Weights::kResident;
+    o.fp8_cache_bytes = options.fp8_cache_bytes;
+  }
   return wrap(std::make_shared<cuda::CudaBackend>(precision, o));
 #else
   (void)options;

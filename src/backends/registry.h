@@ -18,6 +18,10 @@ struct BackendOptions {
   // CUDA: the head's fp32 matmul_nt weights stay resident on the GPU, keyed by address (only
   // for weights whose memory never changes while the backend lives, as the engine's head).
   bool keep_matmul_weights = false;
+  // CUDA, fast precision: bytes of device memory for E4M3 copies of the MXFP4 weights, kept
+  // from upload on so that their products skip the per-product expansion (weights in upload
+  // order while the total fits). 0: none, unless STAVE_CUDA_FP8_WEIGHTS=resident asks for all.
+  int64_t fp8_cache_bytes = 0;
 };
 
 // "cpu": cpu_backend(precision) (shared, never freed); "cuda": a new CUDA backend (one stream,

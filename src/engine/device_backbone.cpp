@@ -1,8 +1,13 @@
 #include "engine/device_backbone.h"
 
+#include <algorithm>
+#include <cmath>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "backends/registry.h"
+#include "stave/errors.h"
 
 namespace stave {
 namespace {
@@ -15,6 +20,23 @@ bool head_on_device(const EngineOptions& options) {
 
 }  // namespace
 
+BackendOptions device_backend_options(const EngineOptions& options) {
+  const double gib = options.fp8_cache_gib;
+  if (!std::isfinite(gib) || gib < 0)
+    throw Error(ErrorKind::kInvalidRequest,
+                fmt::format("fp8_cache_gib must be a size in GiB of at least 0, not {}", gib));
+  BackendOptions o;
+  if (gib == 0) return o;
+  if (options.device.empty() || options.device == "cpu")
+    throw Error(ErrorKind::kInvalidRequest,
+                "fp8_cache_gib keeps FP8 weight copies on a GPU: it needs device cuda, not cpu");
+  if (options.precision != Precision::kFast)
+    throw Error(ErrorKind::kInvalidRequest,
+                "fp8_cache_gib keeps the FP8 weights of fast precision: it needs precision fast, not exact");
+  o.fp8_cache_bytes = static_cast<int64_t>(std::min(gib, 1.0e6) * static_cast<double>(int64_t{1} << 30));
+  return o;
+}
+
 std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options) {
   if (options.device.empty() || options.device == "cpu") return nullptr;
   struct Device {
@@ -24,7 +46,7 @@ std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, con
     ~Device() { backbone.reset(); }
   };
   auto d = std::make_shared<Device>();
-  d->backend = make_backend(options.device, options.precision);
+  d->backend = make_backend(options.device, options.precision, device_backend_options(options));
   d->backbone = std::make_unique<Backbone>(release, *d->backend);
   d->backend->synchronize();  // the weights are resident before the first request
   const Backbone::Lend lend = head_on_device(options) ? Backbone::Lend::kDevice : Backbone::Lend::kHost;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "io/release.h"
 #include "model/backbone.h"
 #include "ops/backend.h"
@@ -27,6 +28,11 @@ using DeviceBackbone = std::function<LentHiddenStates(std::span<const BackboneSe
 // or "cuda" in a build without CUDA or on a machine without a GPU, is an Error naming it. The
 // returned object owns the backend and the model's resident weights; `release` must outlive it.
 std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options);
+
+// The backend options of the backbone's device, from the engine's (fp8_cache_gib). A size that
+// is negative or not finite, or a cache asked for on the CPU or in exact precision, is an
+// InvalidRequest naming the option; Engine::load and LanguageModel::load check it first.
+BackendOptions device_backend_options(const EngineOptions& options);
 
 // The backend for the joint head's products over all L rows (memory and key/value
 // projections) when the backbone runs on a GPU in fast precision: the GPU's, with the head's

@@ -90,6 +90,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   if (options.batch_tokens < 0)
     throw Error(ErrorKind::kInvalidRequest,
                 "batch_tokens must not be negative, got " + std::to_string(options.batch_tokens));
+  (void)device_backend_options(options);  // its checks, before anything loads
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);

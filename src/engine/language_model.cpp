@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/device_backbone.h"
 #include "engine/generation_sequence.h"
 #include "engine/language_model_impl.h"
 #include "engine/release_from_options.h"
@@ -65,6 +66,7 @@ LanguageModel::LanguageModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 LanguageModel::~LanguageModel() = default;
 
 std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options) {
+  const BackendOptions device_options = device_backend_options(options);  // checked before anything loads
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
@@ -73,7 +75,7 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const EngineOptions& options)
   const std::string& dir = rel.dir;
   impl->tokenizer = Tokenizer::from_file(rel.tokenizer_path);
   // The backbone on the chosen device.
-  impl->device_backend = make_backend(options.device, options.precision);
+  impl->device_backend = make_backend(options.device, options.precision, device_options);
   impl->backend = impl->device_backend.get();
   // On a device the lm_head's product runs there too (its weight resident); on the CPU, the
   // vectorized fp32 kernels in both precisions (above).

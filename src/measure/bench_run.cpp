@@ -131,6 +131,7 @@ BenchReport run_bench(const BenchOptions& o) {
   eo.precision = o.precision;
   eo.threads = o.threads;
   eo.device = o.device;
+  eo.fp8_cache_gib = o.fp8_cache_gib;
   const auto t0 = Clock::now();
   auto engine = Engine::load(eo);
   r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

@@ -27,6 +27,7 @@ struct BenchOptions {
   int batch = 1;
   Precision precision = Precision::kFast;
   std::string device = "cpu";  // where the backbone (and in fast mode the head's products) run
+  double fp8_cache_gib = 0;    // EngineOptions::fp8_cache_gib
   std::optional<ImageSize> image;
   std::function<void(const std::string&)> log;  // progress lines (stderr in the CLI)
 };

@@ -128,6 +128,7 @@ DecodeReport run_decode_bench(const DecodeBenchOptions& o) {
   eo.precision = o.precision;
   eo.threads = o.threads;
   eo.device = o.device;
+  eo.fp8_cache_gib = o.fp8_cache_gib;
   const auto t0 = Clock::now();
   const std::shared_ptr<const LanguageModel> lm = LanguageModel::load(eo);
   DecodeReport rep;

@@ -28,6 +28,7 @@ struct DecodeBenchOptions {
   int threads = 0;  // 0: all cores
   Precision precision = Precision::kFast;
   std::string device = "cpu";
+  double fp8_cache_gib = 0;  // EngineOptions::fp8_cache_gib
   uint64_t seed = 1;  // of the random prompt ids
   std::function<void(const std::string&)> log;
 };

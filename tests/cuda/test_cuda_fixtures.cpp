@@ -334,6 +334,25 @@ TEST_P(CudaFixtures, ConcurrentDecisionsPackedByBatchTokensMatchOneAtATime) {
               requests.size(), worst);
 }
 
+// EngineOptions::fp8_cache_gib: the weights' FP8 copies are the bytes each product's expansion
+// writes, so decisions with the cache equal those without it, JSON for JSON (the tiny fixtures'
+// copies all fit 1 GiB; on BF16 weights there is nothing to keep and nothing changes).
+TEST_P(CudaFixtures, Fp8CacheGivesTheSameDecisions) {
+  STAVE_REQUIRE_GPU();
+  STAVE_REQUIRE_FIXTURE("public/cases");
+  const std::string variant = GetParam();
+  EngineOptions eo;
+  eo.model = model_dir(variant);
+  eo.precision = Precision::kFast;
+  eo.device = "cuda";
+  auto plain = Engine::load(eo);
+  eo.fp8_cache_gib = 1;
+  auto cached = Engine::load(eo);
+  const std::vector<std::string> requests = default_length_requests(variant, /*with_images=*/true);
+  ASSERT_GE(requests.size(), 3u);
+  for (const auto& r : requests) EXPECT_EQ(cached->decide(r).json, plain->decide(r).json);
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, CudaFixtures, ::testing::Values("bf16", "mxfp4"));
 
 TEST(CudaDevice, UnknownDeviceIsAnError) {

@@ -370,6 +370,53 @@ TEST(CudaLinearFp8, ResidentWeightsGiveTheSameProducts) {
   EXPECT_EQ(d.fp8_weight.bytes(), 0u);
 }
 
+// An Fp8Cache keeps copies in upload order while they fit its limit: with room for exactly two
+// of three equal weights, the first two are kept and the third expands per product (counted),
+// and its products are those of the same weight kept. No limit keeps all.
+TEST(CudaLinearFp8, CacheLimitKeepsWeightsInUploadOrder) {
+  STAVE_REQUIRE_GPU();
+  const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
+  const test::ScopedEnv no_ahead("STAVE_CUDA_EXPAND_AHEAD", "off");
+  std::mt19937 rng(21);
+  const int64_t M = 40, N = 256, K = 512;
+  std::vector<Mxfp4Weight> hs;
+  for (int i = 0; i < 3; ++i) hs.push_back(make_mxfp4(rng, N, K, 118, 130, /*bias=*/false, "fp8_cache"));
+  const auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
+  cuda::GpuContext ctx(false);
+  ctx.set_linear_path(cuda::LinearPath::kFp8);
+
+  cuda::Fp8Cache cache;
+  cache.limit_bytes = 2 * N * K + N * K / 2;  // two copies and half of a third
+  const auto before = cuda::linear_fp8_stats();
+  std::vector<cuda::DeviceLinear> ds;
+  for (const auto& h : hs) ds.push_back(cuda::upload_linear(h.w, true, cuda::Fp8Weights::kResident, &cache));
+  EXPECT_EQ(ds[0].fp8_weight.bytes(), static_cast<size_t>(N * K));
+  EXPECT_EQ(ds[1].fp8_weight.bytes(), static_cast<size_t>(N * K));
+  EXPECT_EQ(ds[2].fp8_weight.bytes(), 0u);
+  EXPECT_TRUE(ds[2].fp8);  // still on the FP8 path, expanded per product
+  EXPECT_EQ(cache.kept, 2);
+  EXPECT_EQ(cache.over, 1);
+  EXPECT_EQ(cache.used_bytes, 2 * N * K);
+  const auto after = cuda::linear_fp8_stats();
+  EXPECT_EQ(after.weights_fp8_resident, before.weights_fp8_resident + 2);
+  EXPECT_EQ(after.weights_fp8_over_limit, before.weights_fp8_over_limit + 1);
+
+  // The third weight's products over a per-product expansion equal those over its kept copy.
+  const cuda::DeviceLinear kept = cuda::upload_linear(hs[2].w, true, cuda::Fp8Weights::kResident);
+  ASSERT_EQ(kept.fp8_weight.bytes(), static_cast<size_t>(N * K));
+  const auto per = run_linear(ctx, ds[2], x, M);
+  const auto from_copy = run_linear(ctx, kept, x, M);
+  ASSERT_EQ(per.size(), from_copy.size());
+  EXPECT_EQ(std::memcmp(per.data(), from_copy.data(), per.size() * sizeof(float)), 0);
+
+  cuda::Fp8Cache unlimited;  // limit_bytes < 0
+  for (const auto& h : hs)
+    EXPECT_EQ(cuda::upload_linear(h.w, true, cuda::Fp8Weights::kResident, &unlimited).fp8_weight.bytes(),
+              static_cast<size_t>(N * K));
+  EXPECT_EQ(unlimited.kept, 3);
+  EXPECT_EQ(unlimited.over, 0);
+}
+
 // A product of M rows (M not a multiple of 16) is written straight into the caller's output,
 // no copy through scratch, and each row equals the same row of the product over the input with
 // zero rows added up to the next multiple of 16 (the plan, its algorithm and each row's sums are

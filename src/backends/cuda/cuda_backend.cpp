@@ -117,6 +117,7 @@ CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
       fused_input_(fused_input_from_env()),
       fp8_weights_(options.fp8_weights.value_or(fp8_weights_from_env())),
+      fp8_cache_{options.fp8_cache_bytes},
       options_(options),
       ctx_(std::make_shared<GpuContext>(precision == Precision::kExact,
                                         options.attention_kernel.value_or(attention_kernel_from_env()))),
@@ -206,7 +207,8 @@ const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {
   auto it = weights_.find(key);
   if (it == weights_.end())
     it = weights_
-             .emplace(key, std::make_unique<DeviceLinear>(upload_linear(w, precision_ == Precision::kFast, fp8_weights_)))
+             .emplace(key, std::make_unique<DeviceLinear>(
+                           upload_linear(w, precision_ == Precision::kFast, fp8_weights_, &fp8_cache_)))
              .first;
   return *it->second;
 }

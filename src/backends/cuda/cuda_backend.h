@@ -45,6 +45,9 @@ struct CudaBackendOptions {
   // Whether fast precision keeps each MXFP4 weight's FP8 expansion resident (device_ops.h,
   // Fp8Weights); unset, STAVE_CUDA_FP8_WEIGHTS decides.
   std::optional<Fp8Weights> fp8_weights;
+  // With kResident: at most this many bytes of kept copies, in upload order (Fp8Cache); < 0: as
+  // many as device memory holds.
+  int64_t fp8_cache_bytes = -1;
 };
 
 class CudaBackend : public Backend {
@@ -127,6 +130,7 @@ class CudaBackend : public Backend {
   Precision precision_;
   bool fused_input_;  // STAVE_CUDA_FUSED_INPUT
   Fp8Weights fp8_weights_;
+  mutable Fp8Cache fp8_cache_;  // the kept copies' budget (fp8_weights_ kResident); under mutex_
   CudaBackendOptions options_;
   mutable std::mutex mutex_;  // one op at a time on the shared context and caches
   // Shared with the deleters of the tensors this backend allocates (they free on its stream).

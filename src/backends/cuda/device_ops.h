@@ -55,10 +55,10 @@ struct DeviceLinear {
 };
 // fp8_check: decide DeviceLinear::fp8 (fast precision); a weight that does not fit is counted
 // (linear_fp8_stats) and named on stderr once. `keep` kResident also keeps the weight's E4M3
-// expansion where it fits and device memory allows (else it falls back to per-product
-// expansion, said once on stderr and counted).
+// expansion where it fits, device memory allows and `cache` (if given) has room (else it falls
+// back to per-product expansion, said once on stderr and counted).
 DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check = false,
-                           Fp8Weights keep = Fp8Weights::kExpandPerProduct);
+                           Fp8Weights keep = Fp8Weights::kExpandPerProduct, Fp8Cache* cache = nullptr);
 
 // Which products fast-precision MXFP4 W4A4 linear layers use (exact precision: always fp64).
 enum class LinearPath {

@@ -31,7 +31,7 @@ constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
-std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_gemms_fused{0}, g_gemms_copied{0};
+std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_weights_over_limit{0}, g_gemms_fused{0}, g_gemms_copied{0};
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -363,9 +363,21 @@ Fp8Weights fp8_weights_from_env() {
 namespace {
 
 // w.fp8_weight = the E4M3 expansion of w (the bytes a product's expansion writes), or empty
-// where the device has no room for it: then products expand per call, as without kResident.
-void keep_fp8_expansion(DeviceLinear& w) {
+// where `cache`'s limit or the device has no room for it: then products expand per call, as
+// without kResident.
+void keep_fp8_expansion(DeviceLinear& w, Fp8Cache* cache) {
   const int64_t N = w.out, K = w.in;
+  if (cache && cache->limit_bytes >= 0 && cache->used_bytes + N * K > cache->limit_bytes) {
+    if (cache->over++ == 0)
+      std::fprintf(stderr,
+                   "stave cuda: the FP8 weight cache is full at %.2f of %.2f GiB (%lld weights kept): %s and the "
+                   "weights after it that do not fit expand per product\n",
+                   static_cast<double>(cache->used_bytes) / (1 << 30),
+                   static_cast<double>(cache->limit_bytes) / (1 << 30), static_cast<long long>(cache->kept),
+                   w.name.c_str());
+    ++g_weights_over_limit;
+    return;
+  }
   if (!w.fp8_weight.try_resize(static_cast<size_t>(N * K))) {
     if (g_weights_not_kept.fetch_add(1) == 0)
       std::fprintf(stderr,
@@ -379,11 +391,15 @@ void keep_fp8_expansion(DeviceLinear& w) {
   // stream reads the copy.
   STAVE_CUDA_CHECK(cudaDeviceSynchronize());
   ++g_weights_resident;
+  if (cache) {
+    cache->used_bytes += N * K;
+    ++cache->kept;
+  }
 }
 
 }  // namespace
 
-void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep) {
+void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep, Fp8Cache* cache) {
   w.fp8 = false;
   w.fp8_weight = DeviceBuffer();
   w.fp8_source.reset();
@@ -408,7 +424,7 @@ void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep) {
     w.fp8_source = std::make_shared<const Fp8Source>(Fp8Source{w.data.as<uint8_t>(), w.scales.as<uint8_t>(),
                                                                w.fp8_row_exp.as<int>(), N, K});
     ++g_weights_fp8;
-    if (keep == Fp8Weights::kResident) keep_fp8_expansion(w);
+    if (keep == Fp8Weights::kResident) keep_fp8_expansion(w, cache);
     return;
   }
   ++g_weights_out;
@@ -427,6 +443,7 @@ LinearFp8Stats linear_fp8_stats() {
   s.weights_out_of_range = g_weights_out.load();
   s.weights_fp8_resident = g_weights_resident.load();
   s.weights_fp8_not_kept = g_weights_not_kept.load();
+  s.weights_fp8_over_limit = g_weights_over_limit.load();
   s.gemms_fused = g_gemms_fused.load();
   s.gemms_scaled_in_gemm = g_scaled_in_gemm.load();
   s.gemms_scaled_after = g_scaled_after.load();

@@ -23,13 +23,14 @@
 namespace stave::cuda {
 
 // Sets w.fp8 and its row exponents and scales (upload_linear, fast precision), and with
-// kResident w.fp8_weight.
-void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep = Fp8Weights::kExpandPerProduct);
+// kResident w.fp8_weight where `cache` (if given) has room for it.
+void prepare_fp8_weight(DeviceLinear& w, Fp8Weights keep = Fp8Weights::kExpandPerProduct, Fp8Cache* cache = nullptr);
 
 struct LinearFp8Stats {
   int64_t weights_fp8 = 0;              // MXFP4 W4A4 weights uploaded that fit (fp8_check)
   int64_t weights_fp8_resident = 0;     // … of them kept resident as E4M3 (Fp8Weights::kResident)
   int64_t weights_fp8_not_kept = 0;     // … asked to be kept, but device memory ran short
+  int64_t weights_fp8_over_limit = 0;   // … asked to be kept, but past their backend's Fp8Cache limit
   int64_t weights_out_of_range = 0;     // … that do not: BF16 products
   uint64_t activation_blocks_rounded = 0;  // activation blocks below their row's FP8 range
   int64_t gemms_scaled_in_gemm = 0, gemms_scaled_after = 0;

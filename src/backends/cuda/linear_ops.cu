@@ -199,7 +199,7 @@ bool device_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check, Fp8Weights keep) {
+DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check, Fp8Weights keep, Fp8Cache* cache) {
   DeviceLinear d;
   d.name = w.name;
   d.out = w.out;
@@ -213,7 +213,7 @@ DeviceLinear upload_linear(const LinearWeight& w, bool fp8_check, Fp8Weights kee
   d.data.upload(w.data, static_cast<size_t>(w.out) * w.row_bytes());
   if (w.format == WeightFormat::kMXFP4) d.scales.upload(w.scales, static_cast<size_t>(w.out * (w.in / 32)));
   if (w.bias) d.bias.upload(w.bias, static_cast<size_t>(w.out) * sizeof(float));
-  if (fp8_check) prepare_fp8_weight(d, keep);
+  if (fp8_check) prepare_fp8_weight(d, keep, cache);
   return d;
 }
 
