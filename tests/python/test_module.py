@@ -118,6 +118,14 @@ class ModuleMatchesCli(unittest.TestCase):
             stave.load(MODEL, precision="medium")
         with self.assertRaises(ValueError):
             stave.load(MODEL, device="tpu")
+        with self.assertRaises(ValueError):
+            stave.load(MODEL, fp8_cache_gib=-1)
+        # The FP8 weight cache is a GPU's: asked for on the CPU, the engine's own message.
+        rc, printed = cli("decide", "--model", MODEL, "--fp8-cache-gib", "2", self.case("000-docs-example"))
+        self.assertEqual(rc, 2)
+        with self.assertRaises(stave.InvalidRequestError) as caught:
+            stave.load(MODEL, fp8_cache_gib=2)
+        self.assertEqual(str(caught.exception), printed["error"]["message"])
         with self.assertRaises(TypeError):
             self.exact.systemone(42)
 
