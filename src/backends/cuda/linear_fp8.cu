@@ -31,7 +31,8 @@ constexpr int64_t kAlign = 16;          // cuBLASLt FP8: dimensions multiples of
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
-std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_weights_over_limit{0}, g_gemms_fused{0}, g_gemms_copied{0};
+std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_weights_over_limit{0};
+std::atomic<int64_t> g_gemms_fused{0}, g_gemms_copied{0};
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
