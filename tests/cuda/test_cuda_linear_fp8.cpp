@@ -370,6 +370,58 @@ TEST(CudaLinearFp8, ResidentWeightsGiveTheSameProducts) {
   EXPECT_EQ(d.fp8_weight.bytes(), 0u);
 }
 
+// STAVE_CUDA_EXPAND_DEPTH=D expands up to D weights ahead in D + 1 buffers: the same bytes, so
+// the same products bit for bit at every depth, over more weights than buffers; once the order is
+// learned (two rounds), a round finds every weight ready.
+TEST(CudaLinearFp8, ExpandAheadDepthGivesTheSameProducts) {
+  STAVE_REQUIRE_GPU();
+  const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
+  std::mt19937 rng(22);
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{256, 512}, {1024, 256}, {128, 1024},
+                                                           {512, 512}, {384, 256},  {256, 768}};
+  std::vector<Mxfp4Weight> hosts;
+  std::vector<cuda::DeviceLinear> weights;
+  for (const auto& [N, K] : shapes) {
+    hosts.push_back(make_mxfp4(rng, N, K, 118, 130, false, "ahead_depth"));
+    weights.push_back(cuda::upload_linear(hosts.back().w, true));
+    ASSERT_TRUE(weights.back().fp8);
+  }
+  const int64_t M = 96;
+  std::vector<std::vector<float>> x, want;
+  for (const auto& [N, K] : shapes) x.push_back(test::random_floats(rng, M * K, -2.0f, 2.0f));
+  cuda::GpuContext plain(false);
+  plain.set_linear_path(cuda::LinearPath::kFp8);
+  {
+    const test::ScopedEnv off("STAVE_CUDA_EXPAND_AHEAD", "off");
+    for (size_t i = 0; i < shapes.size(); ++i) want.push_back(run_linear(plain, weights[i], x[i], M));
+  }
+  for (const char* depth : {"1", "2", "3", "8"}) {
+    SCOPED_TRACE(::testing::Message() << "depth " << depth);
+    const test::ScopedEnv ahead("STAVE_CUDA_EXPAND_AHEAD", "on");
+    const test::ScopedEnv d("STAVE_CUDA_EXPAND_DEPTH", depth);  // read with the context's first product
+    cuda::GpuContext ctx(false);
+    ctx.set_linear_path(cuda::LinearPath::kFp8);
+    auto round = [&] {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto got = run_linear(ctx, weights[i], x[i], M);
+        ASSERT_EQ(got.size(), want[i].size());
+        EXPECT_EQ(std::memcmp(got.data(), want[i].data(), got.size() * sizeof(float)), 0) << "weight " << i;
+      }
+    };
+    round();
+    round();
+    const auto learned = cuda::dev::expand_ahead_counts(ctx);
+    round();
+    const auto after = cuda::dev::expand_ahead_counts(ctx);
+    EXPECT_EQ(after.misses, learned.misses);
+    EXPECT_EQ(after.hits, learned.hits + static_cast<int64_t>(shapes.size()));
+    for (size_t i : {5u, 0u, 3u, 1u}) {  // another order: misses, the same bytes
+      const auto got = run_linear(ctx, weights[i], x[i], M);
+      EXPECT_EQ(std::memcmp(got.data(), want[i].data(), got.size() * sizeof(float)), 0) << "weight " << i;
+    }
+  }
+}
+
 // An Fp8Cache keeps copies in upload order while they fit its limit: with room for exactly two
 // of three equal weights, the first two are kept and the third expands per product (counted),
 // and its products are those of the same weight kept. No limit keeps all.

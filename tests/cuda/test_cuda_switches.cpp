@@ -106,5 +106,21 @@ TEST(CudaSwitches, GemmSmTarget) {
   }
 }
 
+TEST(CudaSwitches, ExpandDepth) {
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_DEPTH", nullptr);
+    EXPECT_EQ(cuda::expand_depth_from_env(), 1);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_DEPTH", "3");
+    EXPECT_EQ(cuda::expand_depth_from_env(), 3);
+  }
+  for (const char* v : {"0", "9", "two"}) {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_DEPTH", v);
+    const std::string msg = error_of([] { cuda::expand_depth_from_env(); });
+    EXPECT_EQ(msg, std::string("STAVE_CUDA_EXPAND_DEPTH is '") + v + "': expected 1 … 8");
+  }
+}
+
 }  // namespace
 }  // namespace stave

@@ -1,6 +1,8 @@
 // Expansion ahead: see expand_ahead.h.
 #include "backends/cuda/expand_ahead.h"
 
+#include <algorithm>
+
 #include "util/env_choice.h"
 
 namespace stave::cuda {
@@ -9,7 +11,16 @@ bool expand_ahead_from_env() { return env_choice<bool>("STAVE_CUDA_EXPAND_AHEAD"
 
 int gemm_sm_target_from_env() { return env_int("STAVE_CUDA_GEMM_SMS", 0, 1024, 0); }
 
-ExpandAhead::ExpandAhead(cudaStream_t main, Expand expand) : main_(main), expand_(expand) {
+int expand_depth_from_env() { return env_int("STAVE_CUDA_EXPAND_DEPTH", 1, 8, 1); }
+
+ExpandAhead::ExpandAhead(cudaStream_t main, Expand expand, int depth)
+    : main_(main),
+      expand_(expand),
+      depth_(std::max(depth, 1)),
+      buf_(static_cast<size_t>(depth_) + 1),
+      holds_(buf_.size()),
+      ready_(buf_.size(), nullptr),
+      used_(buf_.size(), 0) {
   int least = 0, greatest = 0;
   STAVE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   // The lowest priority: where both streams have blocks waiting, the main stream's go first.
@@ -31,6 +42,21 @@ bool ExpandAhead::holds(int slot, const Fp8Source* w) const {
   return h && h.get() == w;
 }
 
+int ExpandAhead::slot_of(const Fp8Source* w) const {
+  for (int i = 0; i < static_cast<int>(buf_.size()); ++i)
+    if (holds(i, w)) return i;
+  return -1;
+}
+
+int ExpandAhead::victim(const std::vector<int>& keep) const {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(buf_.size()); ++i) {
+    if (std::find(keep.begin(), keep.end(), i) != keep.end()) continue;
+    if (best < 0 || used_[i] < used_[best]) best = i;
+  }
+  return best;
+}
+
 // Grows buffer `slot` to `bytes` once nothing in flight uses it (growing happens in the first
 // forward only: the buffers end at the largest weight's size).
 void ExpandAhead::fit(int slot, size_t bytes) {
@@ -50,33 +76,53 @@ void ExpandAhead::prefetch(int slot, const std::shared_ptr<const Fp8Source>& w) 
   expand_(*w, buf_[slot].as<uint8_t>(), side_);
   STAVE_CUDA_CHECK(cudaEventRecord(ready_[slot], side_));
   holds_[slot] = w;
+  used_[slot] = ++clock_;
 }
 
 const uint8_t* ExpandAhead::weight(const std::shared_ptr<const Fp8Source>& w) {
   if (previous_ && previous_ != w.get()) next_[previous_] = w;
   previous_ = w.get();
-  int slot = holds(0, w.get()) ? 0 : holds(1, w.get()) ? 1 : -1;
+  const int last_slot = [&] {
+    for (int i = 0; i < static_cast<int>(buf_.size()); ++i)
+      if (last_ptr_ && last_ptr_ == buf_[i].as<uint8_t>()) return i;
+    return -1;
+  }();
+  int slot = slot_of(w.get());
   if (slot >= 0) {
     ++hits_;
   } else {
     ++misses_;
-    // Not prefetched: expanded here, into the buffer the last product did not read, once any
-    // side-stream write into it (a prefetch that guessed wrong) is done.
-    slot = last_ptr_ && last_ptr_ == buf_[0].as<uint8_t>() ? 1 : 0;
+    // Not prefetched: expanded here, into the least recently used buffer the last product did
+    // not read, once any side-stream write into it (a prefetch that guessed wrong) is done.
+    slot = victim({last_slot});
     fit(slot, static_cast<size_t>(w->rows * w->cols));
     STAVE_CUDA_CHECK(cudaStreamWaitEvent(main_, ready_[slot], 0));
     expand_(*w, buf_[slot].as<uint8_t>(), main_);
     STAVE_CUDA_CHECK(cudaEventRecord(ready_[slot], main_));
     holds_[slot] = w;
   }
+  used_[slot] = ++clock_;
   // The buffer's last write (on either stream) is complete before main reads it.
   STAVE_CUDA_CHECK(cudaStreamWaitEvent(main_, ready_[slot], 0));
   uint8_t* out = buf_[slot].as<uint8_t>();
   last_ptr_ = out;
-  const auto it = next_.find(w.get());
-  if (it != next_.end()) {
-    const std::shared_ptr<const Fp8Source> n = it->second.lock();
-    if (n && n != w && !holds(1 - slot, n.get())) prefetch(1 - slot, n);
+  // The weights that followed w last time, up to depth_ of them: each one not already held goes
+  // into a buffer that holds neither w nor one of those before it in the chain.
+  std::vector<int> keep{slot};
+  std::shared_ptr<const Fp8Source> at = w;
+  for (int d = 0; d < depth_; ++d) {
+    const auto it = next_.find(at.get());
+    if (it == next_.end()) break;
+    std::shared_ptr<const Fp8Source> n = it->second.lock();
+    if (!n || n == w) break;
+    int held = slot_of(n.get());
+    if (held < 0) {
+      held = victim(keep);
+      if (held < 0) break;
+      prefetch(held, n);
+    }
+    keep.push_back(held);
+    at = std::move(n);
   }
   return out;
 }

@@ -6,12 +6,18 @@
 // runs on the main stream; the next product then finds its weight ready. A weight not found
 // ready (the first forward, or an order that changed) is expanded on the main stream as
 // without the switch. The bytes are the same either way, so the products are too.
+// STAVE_CUDA_EXPAND_DEPTH=D (1 … 8, default 1) looks D weights ahead along the learned order,
+// in D + 1 buffers, so that a long stretch without products (the Gated DeltaNet's conv and delta
+// rule, attention) expands the next several weights instead of one. An experiment, off by
+// default until measured: at depth 1 the buffers and the order of the side stream's work are
+// those of the two-buffer form before it.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/cuda/device_buffer.h"
 
@@ -33,6 +39,10 @@ struct Fp8Source {
 // 83.2 / 195 / 717 → 77.5 / 191 / 718 ms at 512 / 2048 / 8192 tokens, docs/benchmarks.md).
 bool expand_ahead_from_env();
 
+// STAVE_CUDA_EXPAND_DEPTH: how many weights ahead to expand (1 … 8; unset: 1). Anything else is
+// an Error naming the variable.
+int expand_depth_from_env();
+
 // STAVE_CUDA_GEMM_SMS: the number of SMs cuBLASLt's FP8 GEMMs aim at
 // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the expansion ahead; unset or 0:
 // all. Anything but 0 … 1024 is an Error naming the variable.
@@ -42,14 +52,16 @@ class ExpandAhead {
  public:
   // Writes w's E4M3 expansion [w.rows, w.cols] to out on stream s.
   using Expand = void (*)(const Fp8Source& w, uint8_t* out, cudaStream_t s);
-  ExpandAhead(cudaStream_t main, Expand expand);
+  // depth: how many weights ahead of each product to expand (≥ 1), in depth + 1 buffers.
+  ExpandAhead(cudaStream_t main, Expand expand, int depth = 1);
   ~ExpandAhead();
   ExpandAhead(const ExpandAhead&) = delete;
   ExpandAhead& operator=(const ExpandAhead&) = delete;
 
   // w's expansion, complete for work enqueued on the main stream after this call; then starts
-  // the expansion of the weight that followed w last time, on the side stream. Call it right
-  // before enqueuing w's product: that product and everything after it overlap the expansion.
+  // the expansions of the `depth` weights that followed w last time (those not already held),
+  // on the side stream. Call it right before enqueuing w's product: that product and everything
+  // after it overlap the expansions.
   const uint8_t* weight(const std::shared_ptr<const Fp8Source>& w);
   // The buffer the last weight() returned (benchmarks rerun that product).
   const uint8_t* last() const { return last_ptr_; }
@@ -61,12 +73,18 @@ class ExpandAhead {
   void fit(int slot, size_t bytes);
   void prefetch(int slot, const std::shared_ptr<const Fp8Source>& w);
   bool holds(int slot, const Fp8Source* w) const;
+  int slot_of(const Fp8Source* w) const;  // the buffer holding w's expansion, or −1
+  // The least recently used buffer that is none of `keep` (−1 entries ignored).
+  int victim(const std::vector<int>& keep) const;
 
   cudaStream_t main_, side_ = nullptr;
   Expand expand_;
-  DeviceBuffer buf_[2];
-  std::weak_ptr<const Fp8Source> holds_[2];  // whose expansion each buffer has (or will have)
-  cudaEvent_t ready_[2] = {nullptr, nullptr};          // recorded after each buffer's last write
+  int depth_;
+  std::vector<DeviceBuffer> buf_;                      // depth + 1
+  std::vector<std::weak_ptr<const Fp8Source>> holds_;  // whose expansion each buffer has (or will have)
+  std::vector<cudaEvent_t> ready_;                     // recorded after each buffer's last write
+  std::vector<uint64_t> used_;                         // when each buffer was last read or filled
+  uint64_t clock_ = 0;
   cudaEvent_t main_mark_ = nullptr;                    // main's work so far (reads of a buffer included)
   // The weight that followed each one last time (keyed by address: a new weight at a freed one's
   // address inherits a prediction, never its bytes).

@@ -190,6 +190,7 @@ struct Fp8Gemm {
   // as before 2026-12-06 (for A/B runs); unset or "exact": straight into the output.
   bool padded_rows = env_choice<bool>("STAVE_CUDA_FP8_ROWS", {{"exact", false}, {"padded", true}});
   bool ahead = expand_ahead_from_env();
+  int ahead_depth = expand_depth_from_env();  // STAVE_CUDA_EXPAND_DEPTH
   std::unique_ptr<ExpandAhead> expand_ahead;  // made on the first expansion with `ahead`
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8Plan> plans;
 
@@ -588,7 +589,7 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   if (!g.plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
   if (!w.fp8_weight.bytes()) {
     if (g.ahead) {
-      if (!g.expand_ahead) g.expand_ahead = std::make_unique<ExpandAhead>(ctx.stream(), expand_fp8);
+      if (!g.expand_ahead) g.expand_ahead = std::make_unique<ExpandAhead>(ctx.stream(), expand_fp8, g.ahead_depth);
       op.w = const_cast<uint8_t*>(g.expand_ahead->weight(w.fp8_source));
     } else {
       expand_weight_fp8(w, op.w, ctx.stream());
