@@ -76,11 +76,14 @@ STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block "$bin/stave_cuda_tests" -
 echo "== again with STAVE_CUDA_FP8_WEIGHTS=resident"
 STAVE_CUDA_FP8_WEIGHTS=resident "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
 STAVE_CUDA_FP8_WEIGHTS=resident "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
-# The expansion three weights ahead (STAVE_CUDA_EXPAND_DEPTH=3, an experiment; 1 is the default)
-# under the fast-precision model suites and the fixture decisions.
-echo "== again with STAVE_CUDA_EXPAND_DEPTH=3"
-STAVE_CUDA_EXPAND_DEPTH=3 "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
-STAVE_CUDA_EXPAND_DEPTH=3 "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
+# The expansion three weights ahead (STAVE_CUDA_EXPAND_DEPTH=3) by the byte-table kernel
+# (STAVE_CUDA_EXPAND_KERNEL=perm), two experiments (the defaults: 1 and float), under the
+# fast-precision model suites and the fixture decisions.
+echo "== again with STAVE_CUDA_EXPAND_DEPTH=3 STAVE_CUDA_EXPAND_KERNEL=perm"
+STAVE_CUDA_EXPAND_DEPTH=3 STAVE_CUDA_EXPAND_KERNEL=perm "${suite:-$bin}/stave_tests" \
+  --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
+STAVE_CUDA_EXPAND_DEPTH=3 STAVE_CUDA_EXPAND_KERNEL=perm "$bin/stave_cuda_tests" \
+  --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 # The fused MXFP4 GEMM's own tests in a process of their own: a kernel fault poisons the CUDA
 # context, and every later test in the same process would fail with it.
 if [ $# -eq 0 ]; then

@@ -370,6 +370,38 @@ TEST(CudaLinearFp8, ResidentWeightsGiveTheSameProducts) {
   EXPECT_EQ(d.fp8_weight.bytes(), 0u);
 }
 
+// The two expansion kernels (STAVE_CUDA_EXPAND_KERNEL) write the same E4M3 bytes: over rows whose
+// blocks take every shift from kMinShift to kMaxShift, all-zero blocks with exponents far outside
+// the row's range, and shapes whose chunk count is not a multiple of the launch's blocks.
+TEST(CudaLinearFp8, ExpandKernelsWriteTheSameBytes) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  for (const auto& [N, K] : std::vector<std::pair<int64_t, int64_t>>{{64, 512}, {257, 96}, {1024, 5120}, {3, 32}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << N << " K " << K);
+    Mxfp4Weight h = make_mxfp4(rng, N, K, 127 - 7, 127 + 7, false, "expand_kernels");  // 14 binades
+    for (int64_t b = 0; b < N * K / 32; b += 7) {  // all-zero blocks far below and above the range
+      h.scales[b] = static_cast<uint8_t>(b % 2 ? 3 : 250);
+      for (int j = 0; j < 16; ++j) h.codes[b * 16 + j] = (j % 2) ? 0x88 : 0x00;  // ±0
+    }
+    const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
+    ASSERT_TRUE(d.fp8);
+    cuda::DeviceBuffer a(static_cast<size_t>(N * K)), b(static_cast<size_t>(N * K));
+    cuda::dev::expand_fp8(*d.fp8_source, a.as<uint8_t>(), nullptr, cuda::ExpandKernel::kFloat);
+    cuda::dev::expand_fp8(*d.fp8_source, b.as<uint8_t>(), nullptr, cuda::ExpandKernel::kPerm);
+    STAVE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint8_t> fa(static_cast<size_t>(N * K)), fb(fa.size());
+    a.download(fa.data(), fa.size());
+    b.download(fb.data(), fb.size());
+    size_t first = fa.size();
+    for (size_t i = 0; i < fa.size(); ++i)
+      if (fa[i] != fb[i]) {
+        first = i;
+        break;
+      }
+    EXPECT_EQ(first, fa.size()) << "first differing byte (row " << first / K << ", column " << first % K << ")";
+  }
+}
+
 // STAVE_CUDA_EXPAND_DEPTH=D expands up to D weights ahead in D + 1 buffers: the same bytes, so
 // the same products bit for bit at every depth, over more weights than buffers; once the order is
 // learned (two rounds), a round finds every weight ready.

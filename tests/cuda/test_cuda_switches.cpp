@@ -9,6 +9,7 @@
 #include "backends/cuda/expand_ahead.h"
 #include "backends/cuda/gated_delta_chunk.h"
 #include "backends/cuda/gemm_mxfp4_fp8.h"
+#include "backends/cuda/linear_fp8.h"
 #include "stave/errors.h"
 #include "test_env.h"
 #include "test_errors.h"
@@ -104,6 +105,20 @@ TEST(CudaSwitches, GemmSmTarget) {
     const std::string msg = error_of([] { cuda::gemm_sm_target_from_env(); });
     EXPECT_EQ(msg, std::string("STAVE_CUDA_GEMM_SMS is '") + v + "': expected 0 … 1024");
   }
+}
+
+TEST(CudaSwitches, ExpandKernel) {
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_KERNEL", nullptr);
+    EXPECT_EQ(cuda::expand_kernel_from_env(), cuda::ExpandKernel::kFloat);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_KERNEL", "perm");
+    EXPECT_EQ(cuda::expand_kernel_from_env(), cuda::ExpandKernel::kPerm);
+  }
+  const test::ScopedEnv e("STAVE_CUDA_EXPAND_KERNEL", "lut");
+  const std::string msg = error_of([] { cuda::expand_kernel_from_env(); });
+  EXPECT_NE(msg.find("STAVE_CUDA_EXPAND_KERNEL is 'lut'"), std::string::npos) << msg;
 }
 
 TEST(CudaSwitches, ExpandDepth) {

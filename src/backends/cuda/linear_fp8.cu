@@ -96,14 +96,32 @@ __global__ void expand_fp8_kernel(const uint8_t* codes, const uint8_t* scales, c
   *reinterpret_cast<uint4*>(out + r * K + c * 16) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
-// A packed weight expanded to E4M3 [rows, cols] in out, on stream s (per product, once to keep,
-// or ahead on a side stream).
-void expand_fp8(const Fp8Source& w, uint8_t* out, cudaStream_t s) {
-  const int64_t N = w.rows, K = w.cols;
-  expand_fp8_kernel<<<blocks_for(N * K / 16), kThreads, 0, s>>>(w.codes, w.scales, w.row_exp, N * K / 16, K, out);
-  STAVE_CUDA_LAUNCHED();
+// The same bytes by table lookup (ExpandKernel::kPerm): e2m1_e4m3.h's eight-byte table per
+// shift (in shared memory), one byte_perm per four codes' magnitudes and the signs moved, as the
+// fused GEMM expands its tiles: 68 PTX instructions per 16 weights after the table setup against
+// the float form's 140, one index division per 16 weights in `Index` (32-bit where the chunks fit). Thread i reads code
+// bytes 8i … 8i + 7 and writes output bytes 16i … 16i + 15; its MX block is i / 2 (K % 32 == 0).
+template <class Index>
+__global__ void expand_fp8_perm_kernel(const uint8_t* codes, const uint8_t* scales, const int* row_exp, Index n_chunks,
+                                       Index chunks_per_row, uint8_t* out) {
+  constexpr int kTables = kMaxShift - kMinShift + 1;
+  __shared__ uint2 tables[kTables];
+  if (threadIdx.x < kTables) tables[threadIdx.x] = e4m3_shift_table(kMinShift + static_cast<int>(threadIdx.x));
+  __syncthreads();
+  const Index i = static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + static_cast<Index>(threadIdx.x);
+  if (i >= n_chunks) return;
+  const uint2 table = tables[block_shift(scales[i / 2], row_exp[i / chunks_per_row]) - kMinShift];
+  const uint2 packed = *reinterpret_cast<const uint2*>(codes + static_cast<int64_t>(i) * 8);
+  const uint2 lo = e2m1x8_to_e4m3(packed.x, table), hi = e2m1x8_to_e4m3(packed.y, table);
+  *reinterpret_cast<uint4*>(out + static_cast<int64_t>(i) * 16) = make_uint4(lo.x, lo.y, hi.x, hi.y);
 }
-void expand_weight_fp8(const DeviceLinear& w, uint8_t* out, cudaStream_t s) { expand_fp8(*w.fp8_source, out, s); }
+
+// A packed weight expanded to E4M3 [rows, cols] in out, on stream s (per product, once to keep,
+// or ahead on a side stream), by STAVE_CUDA_EXPAND_KERNEL's form.
+void expand_by_env(const Fp8Source& w, uint8_t* out, cudaStream_t s) {
+  dev::expand_fp8(w, out, s, expand_kernel_from_env());
+}
+void expand_weight_fp8(const DeviceLinear& w, uint8_t* out, cudaStream_t s) { expand_by_env(*w.fp8_source, out, s); }
 
 // y[m, n] = acc[m, n] · sa[m] · sw[n] (+ bias[n]) for m < M (acc has ld N).
 __global__ void scale_rows_cols_kernel(const float* acc, int64_t M, int64_t N, const float* sa, const float* sw,
@@ -357,6 +375,10 @@ LinearPath linear_path_from_env() {
                                                       {"fp8-fused", LinearPath::kFp8Fused}});
 }
 
+ExpandKernel expand_kernel_from_env() {
+  return env_choice<ExpandKernel>("STAVE_CUDA_EXPAND_KERNEL", {{"float", ExpandKernel::kFloat}, {"perm", ExpandKernel::kPerm}});
+}
+
 Fp8Weights fp8_weights_from_env() {
   return env_choice<Fp8Weights>("STAVE_CUDA_FP8_WEIGHTS",
                                 {{"expand", Fp8Weights::kExpandPerProduct}, {"resident", Fp8Weights::kResident}});
@@ -589,7 +611,7 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
   if (!g.plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
   if (!w.fp8_weight.bytes()) {
     if (g.ahead) {
-      if (!g.expand_ahead) g.expand_ahead = std::make_unique<ExpandAhead>(ctx.stream(), expand_fp8, g.ahead_depth);
+      if (!g.expand_ahead) g.expand_ahead = std::make_unique<ExpandAhead>(ctx.stream(), expand_by_env, g.ahead_depth);
       op.w = const_cast<uint8_t*>(g.expand_ahead->weight(w.fp8_source));
     } else {
       expand_weight_fp8(w, op.w, ctx.stream());
@@ -602,6 +624,20 @@ bool linear_fp8_quantized(GpuContext& ctx, const DeviceLinear& w, int64_t M, flo
 bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y) {
   if (M <= 0) return true;
   return linear_fp8_quantize_input(ctx, w, x, M) && linear_fp8_quantized(ctx, w, M, y);
+}
+
+void expand_fp8(const Fp8Source& w, uint8_t* out, cudaStream_t s, ExpandKernel kernel) {
+  const int64_t N = w.rows, K = w.cols, chunks = N * K / 16;
+  if (chunks <= 0) return;
+  if (kernel == ExpandKernel::kPerm && chunks < (int64_t{1} << 31))
+    expand_fp8_perm_kernel<uint32_t><<<blocks_for(chunks), kThreads, 0, s>>>(
+        w.codes, w.scales, w.row_exp, static_cast<uint32_t>(chunks), static_cast<uint32_t>(K / 16), out);
+  else if (kernel == ExpandKernel::kPerm)
+    expand_fp8_perm_kernel<int64_t><<<blocks_for(chunks), kThreads, 0, s>>>(w.codes, w.scales, w.row_exp, chunks,
+                                                                           K / 16, out);
+  else
+    expand_fp8_kernel<<<blocks_for(chunks), kThreads, 0, s>>>(w.codes, w.scales, w.row_exp, chunks, K, out);
+  STAVE_CUDA_LAUNCHED();
 }
 
 ExpandAheadCounts expand_ahead_counts(GpuContext& ctx) {

@@ -40,6 +40,16 @@ struct LinearFp8Stats {
 // Process-wide counters; waits for the device (the activation counter lives there).
 LinearFp8Stats linear_fp8_stats();
 
+// How a packed weight is expanded to E4M3 (the same bytes either way). STAVE_CUDA_EXPAND_KERNEL:
+// unset or "float" → kFloat (per weight a float table, a multiply and a conversion), "perm" →
+// kPerm (e2m1_e4m3.h's byte tables, one byte_perm per four weights, as the fused GEMM expands
+// its tiles: 68 PTX instructions per 16 weights against 140, for an expansion that shares the
+// GPU with the GEMMs; an experiment, not yet run on a GPU); anything else is an Error naming the
+// variable.
+// Read at each expansion.
+enum class ExpandKernel { kFloat, kPerm };
+ExpandKernel expand_kernel_from_env();
+
 // How FP8 products carry their sums into fp32. STAVE_CUDA_FP8_ACCUM: unset or "promote" →
 // kStep (every K step of 128, cuBLASLt's default), "fast" → kWhole (the tensor cores' own
 // accumulator over the whole K: cuBLASLt's FAST_ACCUM), "block" → kBlock (every MX block of 32 on
@@ -81,6 +91,8 @@ struct ExpandAheadCounts {
   int64_t hits = 0, misses = 0;
 };
 ExpandAheadCounts expand_ahead_counts(GpuContext& ctx);
+// w's E4M3 expansion [rows, cols] into out on stream s by `kernel` (tests compare the forms).
+void expand_fp8(const Fp8Source& w, uint8_t* out, cudaStream_t s, ExpandKernel kernel);
 // Benchmarks: the last linear_fp8 call's GEMM (and scale epilogue) alone, on the operands it
 // left in ctx's scratch (same w and M); no bias.
 void linear_fp8_gemm_only(GpuContext& ctx, const DeviceLinear& w, int64_t M, float* y);
