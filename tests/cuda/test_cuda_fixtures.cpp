@@ -60,6 +60,15 @@ struct GpuBackbone {
 
 std::string model_dir(const std::string& variant) { return test::fixture("public/model-" + variant); }
 
+// The options of a fixture release's engine on the GPU in precision p.
+EngineOptions gpu_options(const std::string& variant, Precision p) {
+  EngineOptions eo;
+  eo.model = model_dir(variant);
+  eo.precision = p;
+  eo.device = "cuda";
+  return eo;
+}
+
 TEST_P(CudaFixtures, BackboneHiddenStatesMatchReference) {
   STAVE_REQUIRE_GPU();
   STAVE_REQUIRE_FIXTURE("public/model-" + GetParam());
@@ -139,11 +148,7 @@ TEST_P(CudaFixtures, ExactDecisionsMatchFixtureLogits) {
   STAVE_REQUIRE_GPU();
   STAVE_REQUIRE_FIXTURE("public/cases");
   const std::string variant = GetParam();
-  EngineOptions eo;
-  eo.model = model_dir(variant);
-  eo.precision = Precision::kExact;
-  eo.device = "cuda";
-  auto engine = Engine::load(eo);
+  auto engine = Engine::load(gpu_options(variant, Precision::kExact));
   double worst = 0;
   const auto names = case_names(variant);
   ASSERT_FALSE(names.empty());
@@ -281,11 +286,7 @@ TEST_P(CudaFixtures, BatchedDecisionsMatchOneAtATime) {
   STAVE_REQUIRE_FIXTURE("public/cases");
   const std::string variant = GetParam();
   for (Precision p : {Precision::kExact, Precision::kFast}) {
-    EngineOptions eo;
-    eo.model = model_dir(variant);
-    eo.precision = p;
-    eo.device = "cuda";
-    auto gpu = Engine::load(eo);
+    auto gpu = Engine::load(gpu_options(variant, p));
     // Cases with errors, other lengths or images are covered by the decide() tests above.
     std::vector<Request> requests;
     for (const std::string& text : default_length_requests(variant, /*with_images=*/false))
@@ -309,10 +310,7 @@ TEST_P(CudaFixtures, ConcurrentDecisionsPackedByBatchTokensMatchOneAtATime) {
   STAVE_REQUIRE_GPU();
   STAVE_REQUIRE_FIXTURE("public/cases");
   const std::string variant = GetParam();
-  EngineOptions eo;
-  eo.model = model_dir(variant);
-  eo.precision = Precision::kFast;
-  eo.device = "cuda";
+  EngineOptions eo = gpu_options(variant, Precision::kFast);
   auto alone = Engine::load(eo);
   eo.batch_tokens = 16384;
   auto packed = Engine::load(eo);
@@ -341,10 +339,7 @@ TEST_P(CudaFixtures, Fp8CacheGivesTheSameDecisions) {
   STAVE_REQUIRE_GPU();
   STAVE_REQUIRE_FIXTURE("public/cases");
   const std::string variant = GetParam();
-  EngineOptions eo;
-  eo.model = model_dir(variant);
-  eo.precision = Precision::kFast;
-  eo.device = "cuda";
+  EngineOptions eo = gpu_options(variant, Precision::kFast);
   auto plain = Engine::load(eo);
   eo.fp8_cache_gib = 1;
   auto cached = Engine::load(eo);
