@@ -37,7 +37,8 @@ BackendOptions device_backend_options(const EngineOptions& options) {
   return o;
 }
 
-std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options) {
+std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options,
+                                                     const BackendOptions& backend_options) {
   if (options.device.empty() || options.device == "cpu") return nullptr;
   struct Device {
     std::shared_ptr<const Backend> backend;
@@ -46,7 +47,7 @@ std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, con
     ~Device() { backbone.reset(); }
   };
   auto d = std::make_shared<Device>();
-  d->backend = make_backend(options.device, options.precision, device_backend_options(options));
+  d->backend = make_backend(options.device, options.precision, backend_options);
   d->backbone = std::make_unique<Backbone>(release, *d->backend);
   d->backend->synchronize();  // the weights are resident before the first request
   const Backbone::Lend lend = head_on_device(options) ? Backbone::Lend::kDevice : Backbone::Lend::kHost;

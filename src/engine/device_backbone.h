@@ -24,10 +24,12 @@ namespace stave {
 // (make_device_head_backend), in host memory otherwise.
 using DeviceBackbone = std::function<LentHiddenStates(std::span<const BackboneSequence>)>;
 
-// nullptr for device "cpu"; the backbone on the device's backend otherwise. An unknown device,
-// or "cuda" in a build without CUDA or on a machine without a GPU, is an Error naming it. The
-// returned object owns the backend and the model's resident weights; `release` must outlive it.
-std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options);
+// nullptr for device "cpu"; the backbone on the device's backend (made with `backend_options`,
+// device_backend_options' result) otherwise. An unknown device, or "cuda" in a build without
+// CUDA or on a machine without a GPU, is an Error naming it. The returned object owns the backend
+// and the model's resident weights; `release` must outlive it.
+std::shared_ptr<DeviceBackbone> make_device_backbone(const Release& release, const EngineOptions& options,
+                                                     const BackendOptions& backend_options);
 
 // The backend options of the backbone's device, from the engine's (fp8_cache_gib). A size that
 // is negative or not finite, or a cache asked for on the CPU or in exact precision, is an

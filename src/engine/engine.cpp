@@ -90,7 +90,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   if (options.batch_tokens < 0)
     throw Error(ErrorKind::kInvalidRequest,
                 "batch_tokens must not be negative, got " + std::to_string(options.batch_tokens));
-  (void)device_backend_options(options);  // its checks, before anything loads
+  const BackendOptions device_options = device_backend_options(options);  // checked before anything loads
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
@@ -101,7 +101,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->cpu = make_backend("cpu", options.precision);
   impl->backend = impl->cpu.get();
   impl->backbone = std::make_unique<Backbone>(rel, *impl->backend);
-  impl->device_backbone = make_device_backbone(rel, options);
+  impl->device_backbone = make_device_backbone(rel, options, device_options);
   if (impl->device_backbone && options.batch_tokens > 0)
     impl->coalescer = std::make_unique<PrefillCoalescer>(*impl->device_backbone, options.batch_tokens,
                                                          kMaxPackedSequences);
