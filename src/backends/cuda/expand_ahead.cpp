@@ -82,11 +82,6 @@ void ExpandAhead::prefetch(int slot, const std::shared_ptr<const Fp8Source>& w) 
 const uint8_t* ExpandAhead::weight(const std::shared_ptr<const Fp8Source>& w) {
   if (previous_ && previous_ != w.get()) next_[previous_] = w;
   previous_ = w.get();
-  const int last_slot = [&] {
-    for (int i = 0; i < static_cast<int>(buf_.size()); ++i)
-      if (last_ptr_ && last_ptr_ == buf_[i].as<uint8_t>()) return i;
-    return -1;
-  }();
   int slot = slot_of(w.get());
   if (slot >= 0) {
     ++hits_;
@@ -94,7 +89,7 @@ const uint8_t* ExpandAhead::weight(const std::shared_ptr<const Fp8Source>& w) {
     ++misses_;
     // Not prefetched: expanded here, into the least recently used buffer the last product did
     // not read, once any side-stream write into it (a prefetch that guessed wrong) is done.
-    slot = victim({last_slot});
+    slot = victim({last_slot_});
     fit(slot, static_cast<size_t>(w->rows * w->cols));
     STAVE_CUDA_CHECK(cudaStreamWaitEvent(main_, ready_[slot], 0));
     expand_(*w, buf_[slot].as<uint8_t>(), main_);
@@ -105,7 +100,7 @@ const uint8_t* ExpandAhead::weight(const std::shared_ptr<const Fp8Source>& w) {
   // The buffer's last write (on either stream) is complete before main reads it.
   STAVE_CUDA_CHECK(cudaStreamWaitEvent(main_, ready_[slot], 0));
   uint8_t* out = buf_[slot].as<uint8_t>();
-  last_ptr_ = out;
+  last_slot_ = slot;
   // The weights that followed w last time, up to depth_ of them: each one not already held goes
   // into a buffer that holds neither w nor one of those before it in the chain.
   std::vector<int> keep{slot};

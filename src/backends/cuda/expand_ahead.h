@@ -64,7 +64,7 @@ class ExpandAhead {
   // after it overlap the expansions.
   const uint8_t* weight(const std::shared_ptr<const Fp8Source>& w);
   // The buffer the last weight() returned (benchmarks rerun that product).
-  const uint8_t* last() const { return last_ptr_; }
+  const uint8_t* last() const { return last_slot_ < 0 ? nullptr : buf_[last_slot_].as<uint8_t>(); }
   // Expansions found ready / done on the main stream (tests and benchmarks).
   int64_t hits() const { return hits_; }
   int64_t misses() const { return misses_; }
@@ -90,7 +90,7 @@ class ExpandAhead {
   // address inherits a prediction, never its bytes).
   std::unordered_map<const Fp8Source*, std::weak_ptr<const Fp8Source>> next_;
   const Fp8Source* previous_ = nullptr;
-  const uint8_t* last_ptr_ = nullptr;
+  int last_slot_ = -1;  // the buffer the last weight() returned
   int64_t hits_ = 0, misses_ = 0;
 };
 
