@@ -76,13 +76,13 @@ STAVE_CUDA_LINEAR=fp8-fused STAVE_CUDA_FP8_ACCUM=block "$bin/stave_cuda_tests" -
 echo "== again with STAVE_CUDA_FP8_WEIGHTS=resident"
 STAVE_CUDA_FP8_WEIGHTS=resident "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
 STAVE_CUDA_FP8_WEIGHTS=resident "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
-# The expansion three weights ahead (STAVE_CUDA_EXPAND_DEPTH=3) by the byte-table kernel
-# (STAVE_CUDA_EXPAND_KERNEL=perm), two experiments (the defaults: 1 and float), under the
-# fast-precision model suites and the fixture decisions.
-echo "== again with STAVE_CUDA_EXPAND_DEPTH=3 STAVE_CUDA_EXPAND_KERNEL=perm"
-STAVE_CUDA_EXPAND_DEPTH=3 STAVE_CUDA_EXPAND_KERNEL=perm "${suite:-$bin}/stave_tests" \
+# The expansion's earlier forms (the defaults since 2026-12-07: four weights ahead by the
+# byte-table kernel): one weight ahead by the float kernel, under the fast-precision model suites
+# and the fixture decisions.
+echo "== again with STAVE_CUDA_EXPAND_DEPTH=1 STAVE_CUDA_EXPAND_KERNEL=float"
+STAVE_CUDA_EXPAND_DEPTH=1 STAVE_CUDA_EXPAND_KERNEL=float "${suite:-$bin}/stave_tests" \
   --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
-STAVE_CUDA_EXPAND_DEPTH=3 STAVE_CUDA_EXPAND_KERNEL=perm "$bin/stave_cuda_tests" \
+STAVE_CUDA_EXPAND_DEPTH=1 STAVE_CUDA_EXPAND_KERNEL=float "$bin/stave_cuda_tests" \
   --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 # The fused MXFP4 GEMM's own tests in a process of their own: a kernel fault poisons the CUDA
 # context, and every later test in the same process would fail with it.

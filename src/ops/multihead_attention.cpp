@@ -42,7 +42,11 @@ void mha_context(const MultiheadAttentionWeights& w, const float* q, int64_t que
   if (kv.rows <= 0) throw Error(ErrorKind::kInternal, "multihead attention over an empty key set");
   const int64_t E = w.embed_dim, d = w.head_dim(), Nk = kv.rows;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-#pragma omp parallel
+  // The joint head's field self-attention has a few rows, keys and heads: its work is far below
+  // what waking the thread team costs, which on a GPU host whose cores are busy elsewhere was
+  // 12–18 ms per call (the head's "decoder: self-attention" stage). Each (row, head) is computed
+  // the same way on any thread, so the clause changes no value.
+#pragma omp parallel if (query_rows * w.heads * Nk * d >= (int64_t{1} << 18))
   {
     std::vector<float> scores(static_cast<size_t>(Nk));
     std::vector<double> acc(static_cast<size_t>(d));

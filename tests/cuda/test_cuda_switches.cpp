@@ -110,11 +110,11 @@ TEST(CudaSwitches, GemmSmTarget) {
 TEST(CudaSwitches, ExpandKernel) {
   {
     const test::ScopedEnv e("STAVE_CUDA_EXPAND_KERNEL", nullptr);
-    EXPECT_EQ(cuda::expand_kernel_from_env(), cuda::ExpandKernel::kFloat);
+    EXPECT_EQ(cuda::expand_kernel_from_env(), cuda::ExpandKernel::kPerm);
   }
   {
-    const test::ScopedEnv e("STAVE_CUDA_EXPAND_KERNEL", "perm");
-    EXPECT_EQ(cuda::expand_kernel_from_env(), cuda::ExpandKernel::kPerm);
+    const test::ScopedEnv e("STAVE_CUDA_EXPAND_KERNEL", "float");
+    EXPECT_EQ(cuda::expand_kernel_from_env(), cuda::ExpandKernel::kFloat);
   }
   const test::ScopedEnv e("STAVE_CUDA_EXPAND_KERNEL", "lut");
   const std::string msg = error_of([] { cuda::expand_kernel_from_env(); });
@@ -124,7 +124,7 @@ TEST(CudaSwitches, ExpandKernel) {
 TEST(CudaSwitches, ExpandDepth) {
   {
     const test::ScopedEnv e("STAVE_CUDA_EXPAND_DEPTH", nullptr);
-    EXPECT_EQ(cuda::expand_depth_from_env(), 1);
+    EXPECT_EQ(cuda::expand_depth_from_env(), 4);
   }
   {
     const test::ScopedEnv e("STAVE_CUDA_EXPAND_DEPTH", "3");

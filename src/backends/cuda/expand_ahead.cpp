@@ -11,7 +11,7 @@ bool expand_ahead_from_env() { return env_choice<bool>("STAVE_CUDA_EXPAND_AHEAD"
 
 int gemm_sm_target_from_env() { return env_int("STAVE_CUDA_GEMM_SMS", 0, 1024, 0); }
 
-int expand_depth_from_env() { return env_int("STAVE_CUDA_EXPAND_DEPTH", 1, 8, 1); }
+int expand_depth_from_env() { return env_int("STAVE_CUDA_EXPAND_DEPTH", 1, 8, 4); }
 
 ExpandAhead::ExpandAhead(cudaStream_t main, Expand expand, int depth)
     : main_(main),

@@ -6,11 +6,13 @@
 // runs on the main stream; the next product then finds its weight ready. A weight not found
 // ready (the first forward, or an order that changed) is expanded on the main stream as
 // without the switch. The bytes are the same either way, so the products are too.
-// STAVE_CUDA_EXPAND_DEPTH=D (1 … 8, default 1) looks D weights ahead along the learned order,
+// STAVE_CUDA_EXPAND_DEPTH=D (1 … 8, default 4) looks D weights ahead along the learned order,
 // in D + 1 buffers, so that a long stretch without products (the Gated DeltaNet's conv and delta
-// rule, attention) expands the next several weights instead of one. An experiment, off by
-// default until measured: at depth 1 the buffers and the order of the side stream's work are
-// those of the two-buffer form before it.
+// rule, attention) expands the next several weights instead of one. Depth 4 is the default since
+// 2026-12-07 10:30 (27B backbone on an H100, 512 / 2048 tokens, with the byte-table expansion:
+// depth 1 70.6 / 152.4 ms, 2 69.7 / 151.8, 3 66.6 / 151.5, 4 65.6 / 150.4, 5 65.3–65.5 /
+// 149.6–151.2, 6 69.6 / 151.7, 8 69.2–69.4 / 152.0–152.8; docs/benchmarks.md). Depth 1 is the
+// two-buffer form before it.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -39,7 +41,7 @@ struct Fp8Source {
 // 83.2 / 195 / 717 → 77.5 / 191 / 718 ms at 512 / 2048 / 8192 tokens, docs/benchmarks.md).
 bool expand_ahead_from_env();
 
-// STAVE_CUDA_EXPAND_DEPTH: how many weights ahead to expand (1 … 8; unset: 1). Anything else is
+// STAVE_CUDA_EXPAND_DEPTH: how many weights ahead to expand (1 … 8; unset: 4). Anything else is
 // an Error naming the variable.
 int expand_depth_from_env();
 

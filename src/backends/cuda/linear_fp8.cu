@@ -376,7 +376,7 @@ LinearPath linear_path_from_env() {
 }
 
 ExpandKernel expand_kernel_from_env() {
-  return env_choice<ExpandKernel>("STAVE_CUDA_EXPAND_KERNEL", {{"float", ExpandKernel::kFloat}, {"perm", ExpandKernel::kPerm}});
+  return env_choice<ExpandKernel>("STAVE_CUDA_EXPAND_KERNEL", {{"perm", ExpandKernel::kPerm}, {"float", ExpandKernel::kFloat}});
 }
 
 Fp8Weights fp8_weights_from_env() {
