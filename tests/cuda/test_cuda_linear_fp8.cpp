@@ -427,7 +427,7 @@ TEST(CudaLinearFp8, ExpandAheadDepthGivesTheSameProducts) {
     const test::ScopedEnv off("STAVE_CUDA_EXPAND_AHEAD", "off");
     for (size_t i = 0; i < shapes.size(); ++i) want.push_back(run_linear(plain, weights[i], x[i], M));
   }
-  for (const char* depth : {"1", "2", "3", "8"}) {
+  for (const char* depth : {"1", "2", "3", "4", "8"}) {
     SCOPED_TRACE(::testing::Message() << "depth " << depth);
     const test::ScopedEnv ahead("STAVE_CUDA_EXPAND_AHEAD", "on");
     const test::ScopedEnv d("STAVE_CUDA_EXPAND_DEPTH", depth);  // read with the context's first product
@@ -533,10 +533,12 @@ TEST(CudaLinearFp8, RaggedRowsGoStraightToTheOutput) {
 // STAVE_CUDA_EXPAND_AHEAD=on expands the next weight on a side stream while this one's product
 // runs: the same bytes, so the same products bit for bit, in the order it learned (hits) and in
 // one it did not (misses: expanded on the main stream), and with a weight freed and another
-// uploaded since (never read from its stale expansion).
+// uploaded since (never read from its stale expansion). One weight ahead (depth 1, whose hits
+// and misses are counted below; ExpandAheadDepthGivesTheSameProducts takes the deeper forms).
 TEST(CudaLinearFp8, ExpandAheadGivesTheSameProducts) {
   STAVE_REQUIRE_GPU();
   const test::ScopedEnv no_small_m("STAVE_CUDA_SMALL_M", "off");
+  const test::ScopedEnv depth("STAVE_CUDA_EXPAND_DEPTH", "1");  // read at a context's first FP8 product
   std::mt19937 rng(21);
   struct Shape {
     int64_t N, K;
