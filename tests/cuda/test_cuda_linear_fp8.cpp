@@ -75,6 +75,39 @@ TEST(CudaLinearFp8, BothScaleModesRaggedAndClefShapes) {
     }
 }
 
+// STAVE_CUDA_FP8_CLUSTER=fit: below 1,024 padded rows, a product whose rows 128-row tiles pad
+// more than a 176- or 136-row tile would runs with that tile (plans_fit_tile counts it); rows
+// that 128 divides, and 1,024 rows or more, keep the heuristic's. At the 27B's GDN z shape
+// (6144 × 5120, whose heuristic tile at 528 rows is 128 × 128 on an H100), its products stay
+// within the FP8 path's bound of the default rule's (the reference is too slow on the CPU here:
+// the small shapes above hold the path to it).
+TEST(CudaLinearFp8, FitTilesGiveTheSameProductsWithinTheBound) {
+  STAVE_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const int64_t N = 6144, K = 5120;
+  const Mxfp4Weight h = make_mxfp4(rng, N, K, 118, 130, false, "fit_tile");
+  const cuda::DeviceLinear d = cuda::upload_linear(h.w, /*fp8_check=*/true);
+  ASSERT_TRUE(d.fp8);
+  cuda::GpuContext pairs(/*exact=*/false), fit(/*exact=*/false);
+  pairs.set_linear_path(cuda::LinearPath::kFp8);
+  fit.set_linear_path(cuda::LinearPath::kFp8);
+  for (const auto& [M, fits] : std::vector<std::pair<int64_t, bool>>{{516, true}, {700, true}, {512, false}, {1040, false}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M);
+    const auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
+    std::vector<float> want;
+    {
+      const test::ScopedEnv rule("STAVE_CUDA_FP8_CLUSTER", nullptr);  // read at a context's first FP8 product
+      want = run_linear(pairs, d, x, M);
+    }
+    const test::ScopedEnv rule("STAVE_CUDA_FP8_CLUSTER", "fit");
+    const auto before = cuda::linear_fp8_stats();
+    const auto got = run_linear(fit, d, x, M);
+    const auto after = cuda::linear_fp8_stats();
+    EXPECT_LE(scaled_diff(got, want), kTol);
+    EXPECT_EQ(after.plans_fit_tile - before.plans_fit_tile, fits ? 1 : 0);
+  }
+}
+
 TEST(CudaLinearFp8, WideWeightRowsTakeBf16Products) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(6);

@@ -32,7 +32,7 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 std::atomic<int64_t> g_weights_fp8{0}, g_weights_out{0}, g_scaled_in_gemm{0}, g_scaled_after{0};
 std::atomic<int64_t> g_weights_resident{0}, g_weights_not_kept{0}, g_weights_over_limit{0};
-std::atomic<int64_t> g_gemms_fused{0}, g_gemms_copied{0};
+std::atomic<int64_t> g_gemms_fused{0}, g_gemms_copied{0}, g_plans_fit_tile{0};
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -183,17 +183,31 @@ static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 
 // heuristic's; attention k / v, N = 1024, gained nothing); at 512 rows taller clusters are
 // faster still for most of them. On the 27B: 12 / 52 ms off the backbone at 2048 / 8192 tokens,
 // < 1 ms at 512. The tile and the stages are the heuristic's; the fixture decisions' worst
-// differences did not change. "tall" (an experiment, not yet timed end to end): 1 × 4 × 1 for
-// products of fewer than kTallBelowRows padded rows (the search's best shape at 512 rows for MLP up
-// / down and GDN qkv / out, 1.03–1.14× the heuristic's), 1 × 2 × 1 from there on; a shape cuBLASLt
-// refuses falls back to 1 × 2 × 1, then to the heuristic's.
-enum class ClusterRule { kPairs, kHeuristic, kTall };
+// differences did not change. ("tall", 1 × 4 × 1 clusters below 1,024 rows, measured slower end
+// to end on an H100, 2026-12-07: 27B backbone 64.4 → 72.1 ms at 516 tokens; removed.)
+// "fit" (an experiment): as "pairs", and below kFitBelowRows padded rows the tile whose token side
+// covers them with the fewest padded rows (fit_tile): the heuristic's 128 × 128 tile computes 640
+// rows for a 516-token decision (528 padded), a quarter of the products' work for 16 rows. At 528
+// rows bench_cuda_fp8_gemm's search (an H100) found 64 × 176 tiles (3 × 176 = 528) in 4 × 1 × 1
+// clusters 1.45–1.73× faster than the heuristic's for MLP down, GDN qkv and GDN out, and 128 × 136
+// tiles 1.43–1.54× for MLP up, GDN z and attention q.
+enum class ClusterRule { kPairs, kHeuristic, kFit };
 static ClusterRule cluster_rule_from_env() {
   return env_choice<ClusterRule>("STAVE_CUDA_FP8_CLUSTER", {{"pairs", ClusterRule::kPairs},
                                                             {"heuristic", ClusterRule::kHeuristic},
-                                                            {"tall", ClusterRule::kTall}});
+                                                            {"fit", ClusterRule::kFit}});
 }
-constexpr int64_t kTallBelowRows = 1024;
+constexpr int64_t kFitBelowRows = 1024;
+
+// The candidate tiles of the "fit" rule: token side, cuBLASLt's tile and the cluster shape it ran
+// fastest in at 528 rows.
+struct FitTile {
+  int64_t rows;
+  uint16_t tile, cluster;
+};
+constexpr FitTile kFitTiles[] = {{176, CUBLASLT_MATMUL_TILE_64x176, CUBLASLT_CLUSTER_SHAPE_4x1x1},
+                                 {136, CUBLASLT_MATMUL_TILE_128x136, CUBLASLT_CLUSTER_SHAPE_1x1x1}};
+int64_t padded_to(int64_t rows, int64_t tile) { return (rows + tile - 1) / tile * tile; }
 constexpr int64_t kPairsFromN = 2048, kPairsFromRows = 512;
 
 struct Fp8Gemm {
@@ -287,23 +301,55 @@ struct Fp8Gemm {
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       return scaled ? why_unscaled(Mp, N, K, "the heuristic offers no algorithm", st) : false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
-    if (cluster_rule != ClusterRule::kHeuristic && N >= kPairsFromN && Mp >= kPairsFromRows)
-      prefer_clusters(p, cluster_rule == ClusterRule::kTall && Mp < kTallBelowRows);
+    const bool fitted = cluster_rule == ClusterRule::kFit && N >= kPairsFromN && Mp < kFitBelowRows && fit_tile(p, Mp);
+    if (!fitted && cluster_rule != ClusterRule::kHeuristic && N >= kPairsFromN && Mp >= kPairsFromRows)
+      prefer_clusters(p);
     p.in_gemm = scaled;
     p.cols = Mp;
     return true;
   }
 
-  // The plan's algorithm with 1 × 4 × 1 clusters (`tall`) or 1 × 2 × 1 (STAVE_CUDA_FP8_CLUSTER)
-  // where the heuristic chose 1 × 1 × 1: the first shape cuBLASLt accepts; otherwise unchanged.
-  void prefer_clusters(Fp8Plan& p, bool tall) const {
+  // The "fit" rule: where the heuristic's tile is 128 × 128, the candidate (kFitTiles) that pads
+  // the Mp rows least, if it pads them less than 128-row tiles do and cublasLtMatmulAlgoCheck
+  // accepts it (then the next best); true if the plan took one.
+  bool fit_tile(Fp8Plan& p, int64_t Mp) const {
+    uint16_t tile = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written) !=
+            CUBLAS_STATUS_SUCCESS ||
+        tile != CUBLASLT_MATMUL_TILE_128x128)
+      return false;
+    std::vector<FitTile> better;
+    for (const FitTile& f : kFitTiles)
+      if (padded_to(Mp, f.rows) < padded_to(Mp, 128)) better.push_back(f);
+    std::stable_sort(better.begin(), better.end(),
+                     [Mp](const FitTile& a, const FitTile& b) { return padded_to(Mp, a.rows) < padded_to(Mp, b.rows); });
+    for (const FitTile& f : better) {
+      cublasLtMatmulAlgo_t changed = p.algo;
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoConfigSetAttribute(&changed, CUBLASLT_ALGO_CONFIG_TILE_ID, &f.tile, sizeof(f.tile)) ==
+              CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoConfigSetAttribute(&changed, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &f.cluster,
+                                               sizeof(f.cluster)) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoCheck(lt, p.desc, p.a, p.b, p.d, p.d, &changed, &check) == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= kWorkspaceBytes) {
+        p.algo = changed;
+        ++g_plans_fit_tile;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The plan's algorithm with 1 × 2 × 1 clusters (STAVE_CUDA_FP8_CLUSTER) where the heuristic
+  // chose 1 × 1 × 1, if cuBLASLt accepts it; otherwise unchanged.
+  void prefer_clusters(Fp8Plan& p) const {
     uint16_t cluster = 0;
     size_t written = 0;
     if (cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster),
                                              &written) != CUBLAS_STATUS_SUCCESS ||
         cluster != CUBLASLT_CLUSTER_SHAPE_1x1x1)
       return;
-    if (tall && try_cluster(p, CUBLASLT_CLUSTER_SHAPE_1x4x1)) return;
     try_cluster(p, CUBLASLT_CLUSTER_SHAPE_1x2x1);
   }
   bool try_cluster(Fp8Plan& p, uint16_t shape) const {
@@ -472,6 +518,7 @@ LinearFp8Stats linear_fp8_stats() {
   s.gemms_scaled_in_gemm = g_scaled_in_gemm.load();
   s.gemms_scaled_after = g_scaled_after.load();
   s.gemms_copied = g_gemms_copied.load();
+  s.plans_fit_tile = g_plans_fit_tile.load();
   s.activation_blocks_rounded = activation_blocks_rounded();
   return s;
 }

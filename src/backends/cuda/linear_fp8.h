@@ -36,6 +36,7 @@ struct LinearFp8Stats {
   int64_t gemms_scaled_in_gemm = 0, gemms_scaled_after = 0;
   int64_t gemms_copied = 0;             // … scaled in the GEMM into scratch and copied (y unaligned)
   int64_t gemms_fused = 0;              // products by the fused MXFP4 GEMM (LinearPath::kFp8Fused)
+  int64_t plans_fit_tile = 0;           // cuBLASLt plans given a row-fitting tile (STAVE_CUDA_FP8_CLUSTER=fit)
 };
 // Process-wide counters; waits for the device (the activation counter lives there).
 LinearFp8Stats linear_fp8_stats();
