@@ -203,7 +203,8 @@ constexpr int64_t kFitBelowRows = 1024;
 // fastest in at 528 rows.
 struct FitTile {
   int64_t rows;
-  uint16_t tile, cluster;
+  uint32_t tile;     // CUBLASLT_ALGO_CONFIG_TILE_ID is a uint32_t
+  uint16_t cluster;  // CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID a uint16_t
 };
 constexpr FitTile kFitTiles[] = {{176, CUBLASLT_MATMUL_TILE_64x176, CUBLASLT_CLUSTER_SHAPE_4x1x1},
                                  {136, CUBLASLT_MATMUL_TILE_128x136, CUBLASLT_CLUSTER_SHAPE_1x1x1}};
@@ -313,7 +314,7 @@ struct Fp8Gemm {
   // the Mp rows least, if it pads them less than 128-row tiles do and cublasLtMatmulAlgoCheck
   // accepts it (then the next best); true if the plan took one.
   bool fit_tile(Fp8Plan& p, int64_t Mp) const {
-    uint16_t tile = 0;
+    uint32_t tile = 0;
     size_t written = 0;
     if (cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written) !=
             CUBLAS_STATUS_SUCCESS ||
