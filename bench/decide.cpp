@@ -1,5 +1,8 @@
-// Decision latency through the public Engine at a given prompt length (batch 1): the state is
-// padded with a repeated sentence until the request encodes to about N tokens.
+// Decision latency through the public Engine at a given prompt length (batch 1): a request of
+// exactly N tokens, as `stave bench` builds them (measure::synthesize_request: three questions,
+// the state grown word by word; since 2026-12-07 11:30, before which the state was a repeated
+// sentence and Decide/512 ran 516 tokens, 2048 2046 and 8192 8196: 516 pad to 640 rows in the
+// FP8 products' 128-row tiles where 512 fill four, 9 ms of the 27B's backbone on an H100).
 //   STAVE_BENCH_MODEL=RELEASE [STAVE_BENCH_DEVICE=cuda] [STAVE_BENCH_PRECISION=fast]
 //   [STAVE_BENCH_FP8_CACHE_GIB=N (EngineOptions::fp8_cache_gib)]
 //     ./build/bench/bench_decide --benchmark_filter='Decide/512'
@@ -10,16 +13,22 @@
 // backbone time) — the throughput side, where Decide is the latency side.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #ifdef STAVE_BENCH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
+#include "decide/encoder.h"
+#include "decide/request.h"
+#include "io/release.h"
+#include "measure/synthetic_request.h"
 #include "stave/engine.h"
+#include "text/tokenizer.h"
 
 namespace {
 
@@ -44,27 +53,18 @@ const stave::Engine* engine() {
   return e.get();
 }
 
-std::string request(int repeats) {
-  std::string state;
-  for (int i = 0; i < repeats; ++i) state += "Our checkout started returning errors and orders are blocked. ";
-  nlohmann::ordered_json r;
-  r["model"] = "clef";
-  r["state"] = state;
-  r["questions"]["department"] = {{"type", "choice"},
-                                  {"instructions", "Which team should handle the message?"},
-                                  {"criteria", {{"billing", "Payments or invoices"}, {"technical", "Bugs or outages"}}}};
-  r["questions"]["urgency"] = {{"type", "score"}, {"criteria", {"Can wait", "This week", "Today"}}};
-  r["questions"]["outage"] = {{"type", "noul"}, {"instructions", "Is a service down?"}};
-  return r.dump();
-}
-
-// The request whose encoding is closest to `target` tokens (two probes: the length is affine in
-// the repeat count).
-std::string request_with_tokens(const stave::Engine& e, int64_t target) {
-  const int64_t t1 = e.decide(request(1)).usage.input_tokens, t2 = e.decide(request(11)).usage.input_tokens;
-  const double per = static_cast<double>(t2 - t1) / 10.0;
-  const int reps = std::max(1, static_cast<int>(1 + (static_cast<double>(target - t1) / per) + 0.5));
-  return request(reps);
+// A request of exactly `target` tokens by the release's tokenizer (three questions: noul,
+// choice, score), as `stave bench` builds them.
+std::string request_with_tokens(int64_t target) {
+  const std::unique_ptr<stave::Release> release = stave::open_release(env_or("STAVE_BENCH_MODEL", ""));
+  const std::unique_ptr<stave::Tokenizer> tokenizer = stave::Tokenizer::from_file(release->tokenizer_path);
+  const stave::measure::EncodedLength length = [&](const std::string& json) -> int64_t {
+    stave::EncodeOptions eo;
+    eo.max_length = std::max<int64_t>(stave::kDefaultMaxLength, target + 1);
+    return static_cast<int64_t>(
+        stave::encode_request(stave::parse_decision_request(json), *tokenizer, eo, nullptr).input_ids.size());
+  };
+  return stave::measure::synthesize_request({target, 3, std::nullopt}, length).json;
 }
 
 // Device memory in use (total − free, GiB) where the engine runs on a GPU: the weights, the
@@ -87,8 +87,12 @@ void BM_Decide(benchmark::State& state) {
     state.SkipWithError("set STAVE_BENCH_MODEL to a release folder");
     return;
   }
-  const std::string req = request_with_tokens(*e, state.range(0));
+  const std::string req = request_with_tokens(state.range(0));
   stave::Decision warm = e->decide(req);  // warm-up: scratch allocation, cuBLAS heuristics
+  if (warm.usage.input_tokens != state.range(0)) {
+    state.SkipWithError("the engine read another length than the request was built to");
+    return;
+  }
   double backbone = 0, head = 0;
   int64_t n = 0;
   for (auto _ : state) {
@@ -113,7 +117,7 @@ void BM_DecideBatch(benchmark::State& state) {
     return;
   }
   const int64_t batch = state.range(0);
-  const std::string req = request_with_tokens(*e, state.range(1));
+  const std::string req = request_with_tokens(state.range(1));
   const std::vector<stave::Request> requests(static_cast<size_t>(batch), stave::Request::parse(req));
   const auto warm = e->decide_batch(requests);  // warm-up: scratch grown to the batch
   int64_t tokens = 0;
