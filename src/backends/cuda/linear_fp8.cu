@@ -185,7 +185,8 @@ static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 
 // < 1 ms at 512. The tile and the stages are the heuristic's; the fixture decisions' worst
 // differences did not change. ("tall", 1 × 4 × 1 clusters below 1,024 rows, measured slower end
 // to end on an H100, 2026-12-07: 27B backbone 64.4 → 72.1 ms at 516 tokens; removed.)
-// "fit" (an experiment): as "pairs", and below kFitBelowRows padded rows the tile whose token side
+// "fit" (an experiment): as "pairs", and from kPairsFromRows to kFitBelowRows padded rows (fewer,
+// the batched decode steps, were not searched) the tile whose token side
 // covers them with the fewest padded rows (fit_tile): the heuristic's 128 × 128 tile computes 640
 // rows for a 516-token decision (528 padded), a quarter of the products' work for 16 rows. At 528
 // rows bench_cuda_fp8_gemm's search (an H100) found 64 × 176 tiles (3 × 176 = 528) in 4 × 1 × 1
@@ -302,7 +303,8 @@ struct Fp8Gemm {
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       return scaled ? why_unscaled(Mp, N, K, "the heuristic offers no algorithm", st) : false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
-    const bool fitted = cluster_rule == ClusterRule::kFit && N >= kPairsFromN && Mp < kFitBelowRows && fit_tile(p, Mp);
+    const bool fitted = cluster_rule == ClusterRule::kFit && N >= kPairsFromN && Mp >= kPairsFromRows &&
+                        Mp < kFitBelowRows && fit_tile(p, Mp);
     if (!fitted && cluster_rule != ClusterRule::kHeuristic && N >= kPairsFromN && Mp >= kPairsFromRows)
       prefer_clusters(p);
     p.in_gemm = scaled;
