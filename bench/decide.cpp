@@ -1,5 +1,5 @@
 // Decision latency through the public Engine at a given prompt length (batch 1): a request of
-// exactly N tokens, as `stave bench` builds them (measure::synthesize_request: three questions,
+// exactly N tokens, as `stave bench` builds them (measure::bench_requests: three questions,
 // the state grown word by word; since 2026-12-07 11:30, before which the state was a repeated
 // sentence and Decide/512 ran 516 tokens, 2048 2046 and 8192 8196: 516 pad to 640 rows in the
 // FP8 products' 128-row tiles where 512 fill four, 9 ms of the 27B's backbone on an H100).
@@ -13,22 +13,16 @@
 // backbone time) — the throughput side, where Decide is the latency side.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <optional>
 #include <string>
 
 #ifdef STAVE_BENCH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
-#include "decide/encoder.h"
-#include "decide/request.h"
-#include "io/release.h"
-#include "measure/synthetic_request.h"
+#include "measure/bench_run.h"
 #include "stave/engine.h"
-#include "text/tokenizer.h"
 
 namespace {
 
@@ -53,18 +47,13 @@ const stave::Engine* engine() {
   return e.get();
 }
 
-// A request of exactly `target` tokens by the release's tokenizer (three questions: noul,
-// choice, score), as `stave bench` builds them.
+// A request of exactly `target` tokens by the release's tokenizer, three questions (noul, choice,
+// score), as `stave bench` builds them.
 std::string request_with_tokens(int64_t target) {
-  const std::unique_ptr<stave::Release> release = stave::open_release(env_or("STAVE_BENCH_MODEL", ""));
-  const std::unique_ptr<stave::Tokenizer> tokenizer = stave::Tokenizer::from_file(release->tokenizer_path);
-  const stave::measure::EncodedLength length = [&](const std::string& json) -> int64_t {
-    stave::EncodeOptions eo;
-    eo.max_length = std::max<int64_t>(stave::kDefaultMaxLength, target + 1);
-    return static_cast<int64_t>(
-        stave::encode_request(stave::parse_decision_request(json), *tokenizer, eo, nullptr).input_ids.size());
-  };
-  return stave::measure::synthesize_request({target, 3, std::nullopt}, length).json;
+  stave::measure::BenchOptions o;
+  o.prompt_tokens = {target};
+  o.questions = 3;
+  return stave::measure::bench_requests(o, env_or("STAVE_BENCH_MODEL", "")).front().request.json;
 }
 
 // Device memory in use (total − free, GiB) where the engine runs on a GPU: the weights, the

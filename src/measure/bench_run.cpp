@@ -26,14 +26,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Prepared {
-  SyntheticRequest request;
-  int64_t image_tokens = 0;
-};
+}  // namespace
 
 // Builds every request before the engine loads (the release is opened here only for its
 // tokenizer and configs, then closed, so the engine's memory figures are its own).
-std::vector<Prepared> prepare_requests(const BenchOptions& o, const std::string& dir) {
+std::vector<BenchRequest> bench_requests(const BenchOptions& o, const std::string& dir) {
   auto release = open_release(dir);
   auto tokenizer = Tokenizer::from_file(release->tokenizer_path);
   std::optional<MediaTokenIds> media_ids;
@@ -42,7 +39,7 @@ std::vector<Prepared> prepare_requests(const BenchOptions& o, const std::string&
       throw Error(ErrorKind::kInvalidRequest, "--image needs a release with a vision tower and a processor config");
     media_ids = media_token_ids(*tokenizer, release->config);
   }
-  std::vector<Prepared> out;
+  std::vector<BenchRequest> out;
   for (int64_t n : o.prompt_tokens) {
     int64_t image_tokens = 0;
     EncodedLength measure = [&](const std::string& json) -> int64_t {
@@ -58,12 +55,14 @@ std::vector<Prepared> prepare_requests(const BenchOptions& o, const std::string&
       return static_cast<int64_t>(enc.input_ids.size());
     };
     SyntheticRequestSpec spec{n, o.questions, o.image};
-    Prepared p{synthesize_request(spec, measure), 0};
+    BenchRequest p{synthesize_request(spec, measure), 0};
     p.image_tokens = image_tokens;
     out.push_back(std::move(p));
   }
   return out;
 }
+
+namespace {
 
 Summary summary_of(const std::vector<Timings>& t, double Timings::*field) {
   std::vector<double> v;
@@ -116,7 +115,7 @@ BenchReport run_bench(const BenchOptions& o) {
   };
   const std::string dir = resolve_model_path(o.model);
   log("building requests of exactly " + std::to_string(o.prompt_tokens.size()) + " length(s)");
-  std::vector<Prepared> requests = prepare_requests(o, dir);
+  std::vector<BenchRequest> requests = bench_requests(o, dir);
 
   BenchReport r;
   r.model = dir;
@@ -148,7 +147,7 @@ BenchReport run_bench(const BenchOptions& o) {
   r.weights_resident_after_load = m.resident;
   log("loaded " + r.model_name + " in " + std::to_string(static_cast<int>(r.load_ms)) + " ms");
 
-  for (const Prepared& p : requests) {
+  for (const BenchRequest& p : requests) {
     DecideOptions d;
     d.max_length = std::max<int64_t>(kDefaultMaxLength, p.request.tokens + 1);
     std::vector<Timings> times;

@@ -61,6 +61,15 @@ struct BenchReport {
 // Throws stave::Error for a bad model or option.
 BenchReport run_bench(const BenchOptions& options);
 
+// The requests run_bench times: per length of o.prompt_tokens, one of exactly that many tokens
+// (o.questions questions, o.image) by the tokenizer of the release in `dir`, with its image
+// tokens. The release is opened only for its tokenizer and configs, then closed.
+struct BenchRequest {
+  SyntheticRequest request;
+  int64_t image_tokens = 0;
+};
+std::vector<BenchRequest> bench_requests(const BenchOptions& o, const std::string& dir);
+
 // "128,512,2048" → {128, 512, 2048}; throws stave::Error(kInvalidRequest) naming the option
 // (`option`, e.g. "--prompt-tokens") and the bad item.
 std::vector<int64_t> parse_token_list(const std::string& text, const std::string& option = "--prompt-tokens");

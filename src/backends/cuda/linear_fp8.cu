@@ -209,7 +209,6 @@ struct FitTile {
 };
 constexpr FitTile kFitTiles[] = {{176, CUBLASLT_MATMUL_TILE_64x176, CUBLASLT_CLUSTER_SHAPE_4x1x1},
                                  {136, CUBLASLT_MATMUL_TILE_128x136, CUBLASLT_CLUSTER_SHAPE_1x1x1}};
-int64_t padded_to(int64_t rows, int64_t tile) { return (rows + tile - 1) / tile * tile; }
 constexpr int64_t kPairsFromN = 2048, kPairsFromRows = 512;
 
 struct Fp8Gemm {
@@ -303,10 +302,10 @@ struct Fp8Gemm {
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
       return scaled ? why_unscaled(Mp, N, K, "the heuristic offers no algorithm", st) : false;
     p.algo = results[std::min(algo_index, found - 1)].algo;
-    const bool fitted = cluster_rule == ClusterRule::kFit && N >= kPairsFromN && Mp >= kPairsFromRows &&
-                        Mp < kFitBelowRows && fit_tile(p, Mp);
-    if (!fitted && cluster_rule != ClusterRule::kHeuristic && N >= kPairsFromN && Mp >= kPairsFromRows)
-      prefer_clusters(p);
+    if (cluster_rule != ClusterRule::kHeuristic && N >= kPairsFromN && Mp >= kPairsFromRows) {
+      const bool fitted = cluster_rule == ClusterRule::kFit && Mp < kFitBelowRows && fit_tile(p, Mp);
+      if (!fitted) prefer_clusters(p);
+    }
     p.in_gemm = scaled;
     p.cols = Mp;
     return true;
@@ -324,9 +323,9 @@ struct Fp8Gemm {
       return false;
     std::vector<FitTile> better;
     for (const FitTile& f : kFitTiles)
-      if (padded_to(Mp, f.rows) < padded_to(Mp, 128)) better.push_back(f);
+      if (round_up(Mp, f.rows) < round_up(Mp, 128)) better.push_back(f);
     std::stable_sort(better.begin(), better.end(),
-                     [Mp](const FitTile& a, const FitTile& b) { return padded_to(Mp, a.rows) < padded_to(Mp, b.rows); });
+                     [Mp](const FitTile& a, const FitTile& b) { return round_up(Mp, a.rows) < round_up(Mp, b.rows); });
     for (const FitTile& f : better) {
       cublasLtMatmulAlgo_t changed = p.algo;
       cublasLtMatmulHeuristicResult_t check{};
