@@ -108,6 +108,27 @@ __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(co
   }
   __pipeline_commit();
   if (tid < kC) gc[tid] = gcum[slot * kC + tid];
+  // With kInterDone the output rows already hold the pass's part: each thread's float4s of them
+  // are loaded here, all at once, and stay in registers until its own part is added at the end
+  // (a loop that loads and stores in turn waits for each load: a store may alias the next load).
+  const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
+  const bool inter_early = kInterDone && aligned16(out, row_stride);
+  constexpr int kSteps = kC * kD / 4 / kThreads;
+  static_assert(kC * kD / 4 % kThreads == 0, "the chunk's float4s split evenly over the threads");
+  const auto inter_at = [&](int e) {
+    return reinterpret_cast<float4*>(out + (t0 + e / (kD / 4)) * row_stride + static_cast<int64_t>(h) * kD +
+                                     4 * (e % (kD / 4)));
+  };
+  float4 inter[kInterDone ? kSteps : 1];
+  if constexpr (kInterDone) {
+    if (inter_early) {
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) {
+        const int e = tid + i * kThreads;
+        if (e < len * kD / 4) inter[i] = __ldcg(inter_at(e));
+      }
+    }
+  }
   __pipeline_wait_prior(0);
   __syncthreads();
   lower_tiles_xyt<kThreads, kSplit>(Qs, Ql, KV, KVl, QK, warp);  // q̂ k̂ᵀ on and below the diagonal
@@ -185,17 +206,20 @@ __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(co
     wmma::store_matrix_sync(O + ti * 16 * kLdO + tn * 16, acc[j], kLdO, wmma::mem_row_major);
   }
   __syncthreads();
-  const int64_t row_stride = static_cast<int64_t>(n_v) * kD;
-  if (aligned16(out, row_stride)) {
+  if (inter_early) {
+    // The sums of the pass, loaded at the start, plus this kernel's part.
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      const int e = tid + i * kThreads;
+      if (e >= len * kD / 4) break;
+      const float4 o = *reinterpret_cast<const float4*>(O + (e / (kD / 4)) * kLdO + 4 * (e % (kD / 4)));
+      *inter_at(e) = make_float4(inter[i].x + o.x, inter[i].y + o.y, inter[i].z + o.z, inter[i].w + o.w);
+    }
+  } else if (aligned16(out, row_stride)) {
     for (int e = tid; e < len * kD / 4; e += kThreads) {
       const int r = e / (kD / 4), c = 4 * (e % (kD / 4));
-      float4* dst = reinterpret_cast<float4*>(out + (t0 + r) * row_stride + static_cast<int64_t>(h) * kD + c);
-      float4 o = *reinterpret_cast<const float4*>(O + r * kLdO + c);
-      if constexpr (kInterDone) {
-        const float4 inter = *dst;
-        o = make_float4(inter.x + o.x, inter.y + o.y, inter.z + o.z, inter.w + o.w);
-      }
-      *dst = o;
+      *reinterpret_cast<float4*>(out + (t0 + r) * row_stride + static_cast<int64_t>(h) * kD + c) =
+          *reinterpret_cast<const float4*>(O + r * kLdO + c);
     }
   } else {
     for (int e = tid; e < len * kD; e += kThreads) {

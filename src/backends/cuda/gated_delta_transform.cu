@@ -152,6 +152,21 @@ __global__ void __launch_bounds__(kThreads) wu_kernel(const bf16* kn, const bf16
   fetch_rows<kThreads>(kn, t0, len, n_k, kh, Ks, tid);
   if constexpr (kSplit) fetch_rows<kThreads>(kn_lo, t0, len, n_k, kh, Kl, tid);
   __pipeline_commit();
+  // v's rows, where they are 16-byte aligned (the packed projection's): every load of this
+  // thread issued here, before the first barrier, so that they are in flight together with the
+  // k̂ copies and β, g (one round trip to memory instead of one per step of a loop).
+  const bool v_aligned = aligned16(v, stride);
+  constexpr int kVSteps = kC * kD / 4 / kThreads;
+  static_assert(kC * kD / 4 % kThreads == 0, "v's float4s split evenly over the threads");
+  float4 vx[kVSteps];
+  if (v_aligned) {
+#pragma unroll
+    for (int i = 0; i < kVSteps; ++i) {
+      const int e = tid + i * kThreads, r = e / (kD / 4), a = 4 * (e % (kD / 4));
+      vx[i] = r < len ? __ldg(reinterpret_cast<const float4*>(v + (t0 + r) * stride + static_cast<int64_t>(h) * kD + a))
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
   if (tid < kC) {
     bt[tid] = tid < len ? beta[(t0 + tid) * n_v + h] : 0.0f;
     gc[tid] = tid < len ? g[(t0 + tid) * n_v + h] : 0.0f;
@@ -171,16 +186,13 @@ __global__ void __launch_bounds__(kThreads) wu_kernel(const bf16* kn, const bf16
     ex[2 * lane] = __expf(gc[2 * lane]);
     ex[2 * lane + 1] = __expf(run);
   }
-  // β v in BF16: four values per step where the rows are 16-byte aligned (the packed projection's).
-  if (aligned16(v, stride)) {
-    for (int e = tid; e < kC * kD / 4; e += kThreads) {
-      const int r = e / (kD / 4), a = 4 * (e % (kD / 4));
-      float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (r < len) {
-        x = *reinterpret_cast<const float4*>(v + (t0 + r) * stride + static_cast<int64_t>(h) * kD + a);
-        const float b = bt[r];
-        x = make_float4(x.x * b, x.y * b, x.z * b, x.w * b);
-      }
+  // β v in BF16 (rows past len are 0, as is β there).
+  if (v_aligned) {
+#pragma unroll
+    for (int i = 0; i < kVSteps; ++i) {
+      const int e = tid + i * kThreads, r = e / (kD / 4), a = 4 * (e % (kD / 4));
+      const float b = bt[r];
+      const float4 x = make_float4(vx[i].x * b, vx[i].y * b, vx[i].z * b, vx[i].w * b);
       store_bf16x4(Vs + r * kLdB + a, x);
       if constexpr (kSplit) store_bf16x4(Vl + r * kLdB + a, bf16_residue4(x));
     }
