@@ -268,12 +268,20 @@ __global__ void conv1d_silu_run_kernel(const float* x, int tokens, int channels,
     const int s = t0 - H + j;
     win[j] = s < 0 ? history[static_cast<int64_t>(H + s) * channels + c] : x[static_cast<int64_t>(s) * channels + c];
   }
-  for (int t = t0; t < t1; ++t) {
-    win[H] = x[static_cast<int64_t>(t) * channels + c];
+  // The run's inputs, all loaded before the first store: a loop that loads and stores in turn
+  // waits for each load (a store to y may alias the next load of x).
+  float run[kConvRun];
+#pragma unroll
+  for (int i = 0; i < kConvRun; ++i)
+    if (t0 + i < t1) run[i] = x[static_cast<int64_t>(t0 + i) * channels + c];
+#pragma unroll
+  for (int i = 0; i < kConvRun; ++i) {
+    if (t0 + i >= t1) break;
+    win[H] = run[i];
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < kConvTaps; ++j) acc = fmaf(w[j], win[j], acc);
-    y[static_cast<int64_t>(t) * channels + c] = silu_f(acc);
+    y[static_cast<int64_t>(t0 + i) * channels + c] = silu_f(acc);
 #pragma unroll
     for (int j = 0; j < H; ++j) win[j] = win[j + 1];
   }

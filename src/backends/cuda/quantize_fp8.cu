@@ -88,6 +88,7 @@ constexpr int kRegsThreads = kRowGroupThreads;  // at most (kG = 8 takes 116 reg
 //   kAddNorm     h = x + aux written to h_out, then the row's zero-centred RMSNorm (written to
 //                x_out unless null): add_rms_norm_zero_centered's grouped fast form
 //   kNorm        the same without the add (rms_norm_zero_centered)
+constexpr int kStoreAfterLoadsUpTo = 4;  // groups per thread
 template <int kG, Prologue kP = Prologue::kPlain>
 __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(const float* x, RowPrologue pro,
                                                                               int64_t M, int64_t K, int mode,
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
       if constexpr (kP == Prologue::kAddNorm) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) v[j][i] = __fadd_rn(v[j][i], u[i]);
-        store8(pro.h_out + r * K + 8 * g, v[j]);
+        if constexpr (kG > kStoreAfterLoadsUpTo) store8(pro.h_out + r * K + 8 * g, v[j]);
       }
     }
     if constexpr (kP == Prologue::kSiluUp) {
@@ -131,6 +132,16 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
       for (int i = 0; i < 8; ++i) v[j][i] = v[j][i] * sigmoid_f(u[i]);
     } else if constexpr (kP == Prologue::kGatedNorm) {
       gated_norm_group8(v[j], u, w8, pro.norm_lanes, pro.eps);
+    }
+  }
+  // The sums go back to h once every load of the row is issued (a store between them would make
+  // each next load wait: h_out may alias x); rows of more groups store as they go (at kG = 8 the
+  // sums held until then would spill).
+  if constexpr (kP == Prologue::kAddNorm && kG <= kStoreAfterLoadsUpTo) {
+#pragma unroll
+    for (int j = 0; j < kG; ++j) {
+      const int64_t g = tid + static_cast<int64_t>(j) * blockDim.x;
+      if (g < groups) store8(pro.h_out + r * K + 8 * g, v[j]);
     }
   }
   if constexpr (kRowNorm) {
