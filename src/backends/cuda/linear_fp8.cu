@@ -99,21 +99,26 @@ __global__ void expand_fp8_kernel(const uint8_t* codes, const uint8_t* scales, c
 // The same bytes by table lookup (ExpandKernel::kPerm): e2m1_e4m3.h's eight-byte table per
 // shift (in shared memory), one byte_perm per four codes' magnitudes and the signs moved, as the
 // fused GEMM expands its tiles: 68 PTX instructions per 16 weights after the table setup against
-// the float form's 140, one index division per 16 weights in `Index` (32-bit where the chunks fit). Thread i reads code
-// bytes 8i … 8i + 7 and writes output bytes 16i … 16i + 15; its MX block is i / 2 (K % 32 == 0).
+// the float form's 140. One thread per MX block of 32 weights (K % 32 == 0; since 2026-12-07 13:50,
+// one per 16 before): thread i reads code bytes 16i … 16i + 15 and scale byte i, and writes output
+// bytes 32i … 32i + 31, so the block's scale, row exponent and table are looked up once for its
+// 32 weights and the index division (in `Index`: 32-bit where the blocks fit) is done once.
 template <class Index>
-__global__ void expand_fp8_perm_kernel(const uint8_t* codes, const uint8_t* scales, const int* row_exp, Index n_chunks,
-                                       Index chunks_per_row, uint8_t* out) {
+__global__ void expand_fp8_perm_kernel(const uint8_t* codes, const uint8_t* scales, const int* row_exp, Index n_blocks,
+                                       Index blocks_per_row, uint8_t* out) {
   constexpr int kTables = kMaxShift - kMinShift + 1;
   __shared__ uint2 tables[kTables];
   if (threadIdx.x < kTables) tables[threadIdx.x] = e4m3_shift_table(kMinShift + static_cast<int>(threadIdx.x));
   __syncthreads();
   const Index i = static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + static_cast<Index>(threadIdx.x);
-  if (i >= n_chunks) return;
-  const uint2 table = tables[block_shift(scales[i / 2], row_exp[i / chunks_per_row]) - kMinShift];
-  const uint2 packed = *reinterpret_cast<const uint2*>(codes + static_cast<int64_t>(i) * 8);
-  const uint2 lo = e2m1x8_to_e4m3(packed.x, table), hi = e2m1x8_to_e4m3(packed.y, table);
-  *reinterpret_cast<uint4*>(out + static_cast<int64_t>(i) * 16) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+  if (i >= n_blocks) return;
+  const uint4 packed = *reinterpret_cast<const uint4*>(codes + static_cast<int64_t>(i) * 16);
+  const uint2 table = tables[block_shift(scales[i], row_exp[i / blocks_per_row]) - kMinShift];
+  const uint2 w0 = e2m1x8_to_e4m3(packed.x, table), w1 = e2m1x8_to_e4m3(packed.y, table);
+  const uint2 w2 = e2m1x8_to_e4m3(packed.z, table), w3 = e2m1x8_to_e4m3(packed.w, table);
+  uint4* dst = reinterpret_cast<uint4*>(out + static_cast<int64_t>(i) * 32);
+  dst[0] = make_uint4(w0.x, w0.y, w1.x, w1.y);
+  dst[1] = make_uint4(w2.x, w2.y, w3.x, w3.y);
 }
 
 // A packed weight expanded to E4M3 [rows, cols] in out, on stream s (per product, once to keep,
@@ -676,14 +681,14 @@ bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t 
 }
 
 void expand_fp8(const Fp8Source& w, uint8_t* out, cudaStream_t s, ExpandKernel kernel) {
-  const int64_t N = w.rows, K = w.cols, chunks = N * K / 16;
+  const int64_t N = w.rows, K = w.cols, chunks = N * K / 16, mx_blocks = N * K / 32;
   if (chunks <= 0) return;
-  if (kernel == ExpandKernel::kPerm && chunks < (int64_t{1} << 31))
-    expand_fp8_perm_kernel<uint32_t><<<blocks_for(chunks), kThreads, 0, s>>>(
-        w.codes, w.scales, w.row_exp, static_cast<uint32_t>(chunks), static_cast<uint32_t>(K / 16), out);
+  if (kernel == ExpandKernel::kPerm && mx_blocks < (int64_t{1} << 31))
+    expand_fp8_perm_kernel<uint32_t><<<blocks_for(mx_blocks), kThreads, 0, s>>>(
+        w.codes, w.scales, w.row_exp, static_cast<uint32_t>(mx_blocks), static_cast<uint32_t>(K / 32), out);
   else if (kernel == ExpandKernel::kPerm)
-    expand_fp8_perm_kernel<int64_t><<<blocks_for(chunks), kThreads, 0, s>>>(w.codes, w.scales, w.row_exp, chunks,
-                                                                           K / 16, out);
+    expand_fp8_perm_kernel<int64_t><<<blocks_for(mx_blocks), kThreads, 0, s>>>(w.codes, w.scales, w.row_exp,
+                                                                              mx_blocks, K / 32, out);
   else
     expand_fp8_kernel<<<blocks_for(chunks), kThreads, 0, s>>>(w.codes, w.scales, w.row_exp, chunks, K, out);
   STAVE_CUDA_LAUNCHED();
