@@ -166,6 +166,39 @@ TEST_P(BackendOps, SplitQueryGate) {
     }
 }
 
+// The rows of an embedding table, widened to fp32 bit for bit as ref::weight_row_f32 reads them:
+// BF16, F16 and F32 tables, a width the 16-byte form takes (40) and one it does not (36),
+// repeated ids, the first and last row, and no ids at all.
+TEST_P(BackendOps, EmbeddingRowsAreTheTableRows) {
+  std::mt19937 rng(12);
+  const int64_t vocab = 50;
+  for (const WeightFormat format : {WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kF32})
+    for (const int64_t dim : {40, 36}) {
+      SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(format) << ", dim " << dim);
+      const std::vector<float> values = rnd(rng, vocab * dim);
+      std::vector<uint16_t> half(values.size());
+      for (size_t i = 0; i < values.size(); ++i)
+        half[i] = format == WeightFormat::kBF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+      LinearWeight table;
+      table.name = "embed";
+      table.out = vocab;
+      table.in = dim;
+      table.format = format;
+      table.data = format == WeightFormat::kF32 ? static_cast<const void*>(values.data()) : half.data();
+      be().prepare_embedding(table);
+      for (const std::vector<int32_t>& ids :
+           {std::vector<int32_t>{3, 0, 49, 3, 17, 17, 8}, std::vector<int32_t>{49}, std::vector<int32_t>{}}) {
+        const int64_t L = static_cast<int64_t>(ids.size());
+        const Tensor h = be().empty({L, dim});
+        be().embedding_rows(table, ids, h);
+        std::vector<float> got(static_cast<size_t>(L * dim), -7.0f), want(got.size());
+        be().copy_to_host(h, got.data());
+        for (int64_t t = 0; t < L; ++t) ref::weight_row_f32(table, ids[t], want.data() + t * dim);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << L << " ids";
+      }
+    }
+}
+
 // Calls of 2 and 1 tokens are shorter than the history; 40 and 100 cross several runs of 16
 // tokens (CUDA's 4-tap kernel); a 3-tap conv takes the general form.
 TEST_P(BackendOps, Conv1dCarriesHistoryAcrossCalls) {

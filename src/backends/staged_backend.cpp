@@ -22,6 +22,10 @@ void StagedBackend::report() const {
 
 Tensor StagedBackend::empty(Tensor::Shape shape, DType dtype) const { return inner_->empty(std::move(shape), dtype); }
 void StagedBackend::fill_zero(const Tensor& t) const { timed("copies", [&] { inner_->fill_zero(t); }); }
+void StagedBackend::embedding_rows(const LinearWeight& table, std::span<const int32_t> ids, const Tensor& h) const {
+  timed("copies", [&] { inner_->embedding_rows(table, ids, h); });
+}
+
 void StagedBackend::copy_from_host(const void* host, const Tensor& dst) const {
   timed("copies", [&] { inner_->copy_from_host(host, dst); });
 }

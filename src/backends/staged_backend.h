@@ -31,6 +31,8 @@ class StagedBackend : public Backend {
   // to the host.
   void synchronize() const override;
   void prepare(const LinearWeight& w) const override { inner_->prepare(w); }
+  void embedding_rows(const LinearWeight& table, std::span<const int32_t> ids, const Tensor& h) const override;
+  void prepare_embedding(const LinearWeight& table) const override { inner_->prepare_embedding(table); }
   int64_t preferred_step_tokens() const override { return inner_->preferred_step_tokens(); }
 
   void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const override;

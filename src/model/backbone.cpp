@@ -62,16 +62,17 @@ Backbone::Backbone(const ModelConfig& config, const TensorStore& weights, const 
   const std::optional<quant::QuantPlan> plan = quant::QuantPlan::from_model_config(config);
   if (plan) plan->check_against(weights);
   // The embedding is a table, never quantized as an input; bind it like a linear to read rows
-  // on the host (only the rows of a request's tokens travel to the backend).
+  // (the backend's embedding_rows: on the host, or from a copy resident on the device).
   embed_tokens_ = bind_linear(weights, kEmbedTokens, config_.vocab_size, config_.hidden_size, false);
+  backend_.prepare_embedding(embed_tokens_);
   layers_.reserve(static_cast<size_t>(config_.num_hidden_layers));
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
     layers_.emplace_back(weights, config_, l, plan ? &*plan : nullptr, backend_);
   final_norm_ = backend_.to_device(Tensor::host(read_f32(weights, kFinalNorm, config_.hidden_size)));
 }
 
-void Backbone::embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides, float* h) const {
-  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size;
+void Backbone::check_ids(std::span<const int32_t> ids) const {
+  const int64_t L = static_cast<int64_t>(ids.size());
   for (int64_t t = 0; t < L; ++t) {
     const int32_t id = ids[t];
     if (id < 0 || id >= config_.vocab_size)
@@ -79,14 +80,28 @@ void Backbone::embed_rows(std::span<const int32_t> ids, std::span<const Embeddin
                                                   " is outside the vocabulary [0, " +
                                                   std::to_string(config_.vocab_size) + ")");
   }
+}
+
+void Backbone::embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides,
+                          const Tensor& h) const {
+  const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size;
+  check_ids(ids);
   for (const EmbeddingOverride& o : overrides)
     if (o.position < 0 || o.position >= L || o.values == nullptr)
       throw Error(ErrorKind::kInternal, "embedding override at position " + std::to_string(o.position) +
                                             " is outside the sequence of " + std::to_string(L) + " tokens");
+  if (overrides.empty()) {
+    backend_.embedding_rows(embed_tokens_, ids, h);
+    return;
+  }
+  // Overridden rows (images) are composed on the host, and the rows go to the backend at once.
+  const Tensor rows = h.device() == Device::kCpu ? h : backend_.host_staging({L, H});
+  float* out = rows.data<float>();
 #pragma omp parallel for schedule(static) if (L > 256)
-  for (int64_t t = 0; t < L; ++t) ref::weight_row_f32(embed_tokens_, ids[t], h + t * H);
+  for (int64_t t = 0; t < L; ++t) ref::weight_row_f32(embed_tokens_, ids[t], out + t * H);
   for (const EmbeddingOverride& o : overrides)
-    std::memcpy(h + o.position * H, o.values, static_cast<size_t>(H) * sizeof(float));
+    std::memcpy(out + o.position * H, o.values, static_cast<size_t>(H) * sizeof(float));
+  if (rows.raw() != h.raw()) backend_.copy_from_host(out, h);
 }
 
 void Backbone::rope_rows(std::span<const int32_t> positions, int64_t first, int64_t L, float* cos, float* sin) const {
@@ -130,10 +145,10 @@ Backbone::Sequence Backbone::start(std::span<const int32_t> ids, std::span<const
 Backbone::Sequence Backbone::rows_in(std::span<const int32_t> ids, std::span<const int32_t> positions,
                                      std::span<const EmbeddingOverride> overrides, int64_t first) const {
   const int64_t L = static_cast<int64_t>(ids.size()), H = config_.hidden_size, half = rope_.half();
-  Tensor h = backend_.host_staging({L, H}), cos = backend_.host_staging({L, half}), sin = backend_.host_staging({L, half});
-  embed_rows(ids, overrides, h.data<float>());
+  Tensor h = backend_.empty({L, H}), cos = backend_.host_staging({L, half}), sin = backend_.host_staging({L, half});
+  embed_rows(ids, overrides, h);
   rope_rows(positions, first, L, cos.data<float>(), sin.data<float>());
-  return Sequence{L, backend_.to_device(h), backend_.to_device(cos), backend_.to_device(sin), Tensor(), Tensor(), -1};
+  return Sequence{L, h, backend_.to_device(cos), backend_.to_device(sin), Tensor(), Tensor(), -1};
 }
 
 void Backbone::final_norm(float* h, int64_t rows) const {
@@ -206,23 +221,34 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
     starts[b + 1] = starts[b] + Lb;
   }
   const int64_t L = starts.back();
-  // Embedding rows and RoPE angles on the host (every id is checked before anything runs).
-  Tensor hh = backend_.host_staging({L, H}), cos = backend_.host_staging({L, half}),
-         sin = backend_.host_staging({L, half});
+  // RoPE angles on the host, the embedding rows of all sequences in one call (every id is
+  // checked before anything runs).
+  Tensor cos = backend_.host_staging({L, half}), sin = backend_.host_staging({L, half});
+  std::vector<int32_t> all_ids;
+  std::vector<EmbeddingOverride> all_overrides;
+  all_ids.reserve(static_cast<size_t>(L));
   for (int64_t b = 0; b < n_seq; ++b) {
     const BackboneSequence& q = sequences[b];
     const int64_t r0 = starts[b], Lb = starts[b + 1] - r0;
-    embed_rows(q.ids, q.overrides, hh.data<float>() + r0 * H);
+    for (const EmbeddingOverride& o : q.overrides) {
+      if (o.position < 0 || o.position >= Lb)  // checked here: shifted below, it could land in the next sequence
+        throw Error(ErrorKind::kInternal, "embedding override at position " + std::to_string(o.position) +
+                                              " is outside the sequence of " + std::to_string(Lb) + " tokens");
+      all_overrides.push_back({r0 + o.position, o.values});
+    }
+    check_ids(q.ids);  // naming the position within its sequence
+    all_ids.insert(all_ids.end(), q.ids.begin(), q.ids.end());
     rope_rows(q.positions, 0, Lb, cos.data<float>() + r0 * half, sin.data<float>() + r0 * half);
   }
   if (L == 0) return backend_.empty({0, H});
+  const Tensor h = backend_.empty({L, H});
+  embed_rows(all_ids, all_overrides, h);
   if (n_seq == 1) {  // one sequence: the stepped path
-    Sequence seq{L, backend_.to_device(hh), backend_.to_device(cos), backend_.to_device(sin), Tensor(), Tensor(), -1};
+    Sequence seq{L, h, backend_.to_device(cos), backend_.to_device(sin), Tensor(), Tensor(), -1};
     for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);
     final_norm(seq.h.data<float>(), L);
     return seq.h;
   }
-  const Tensor h = backend_.to_device(hh);
   const Tensor dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
   TokenBatch batch;
   batch.rows = L;
@@ -291,11 +317,7 @@ void Backbone::check_extend(std::span<const int32_t> ids, const SequenceState& s
     throw Error(ErrorKind::kRequestTooLarge, "the sequence would reach " + std::to_string(state.tokens + L) +
                                                  " tokens, past the model's max_position_embeddings " +
                                                  std::to_string(config_.max_position_embeddings));
-  for (int64_t t = 0; t < L; ++t)
-    if (ids[t] < 0 || ids[t] >= config_.vocab_size)
-      throw Error(ErrorKind::kInvalidRequest, "token id " + std::to_string(ids[t]) + " at position " +
-                                                  std::to_string(t) + " is outside the vocabulary [0, " +
-                                                  std::to_string(config_.vocab_size) + ")");
+  check_ids(ids);
 }
 
 std::vector<float> Backbone::extend(std::span<const int32_t> ids, SequenceState& state) const {
@@ -364,8 +386,9 @@ std::vector<float> Backbone::prefill_batch(std::span<const std::span<const int32
   // Step-major packing: step k holds tokens [k·C, (k+1)·C) of each sequence, at its position.
   std::vector<PackedStep> steps;
   std::vector<int64_t> last_row(static_cast<size_t>(n));
-  Tensor h = backend_.host_staging({total, H}), cos = backend_.host_staging({total, half}),
-         sin = backend_.host_staging({total, half});
+  Tensor cos = backend_.host_staging({total, half}), sin = backend_.host_staging({total, half});
+  std::vector<int32_t> packed_ids;  // in the packed rows' order
+  packed_ids.reserve(static_cast<size_t>(total));
   int64_t row = 0;
   for (int64_t c0 = 0; c0 < longest; c0 += C) {
     PackedStep step;
@@ -374,7 +397,8 @@ std::vector<float> Backbone::prefill_batch(std::span<const std::span<const int32
       const int64_t Lb = static_cast<int64_t>(ids[b].size());
       if (c0 >= Lb) continue;
       const int64_t t = std::min(C, Lb - c0), begin = states[b]->tokens + c0;
-      embed_rows(ids[b].subspan(static_cast<size_t>(c0), static_cast<size_t>(t)), {}, h.data<float>() + row * H);
+      const std::span<const int32_t> part = ids[b].subspan(static_cast<size_t>(c0), static_cast<size_t>(t));
+      packed_ids.insert(packed_ids.end(), part.begin(), part.end());
       rope_rows({}, begin, t, cos.data<float>() + row * half, sin.data<float>() + row * half);
       step.slices.push_back({row - step.row0, t, begin});
       step.which.push_back(static_cast<size_t>(b));
@@ -384,7 +408,9 @@ std::vector<float> Backbone::prefill_batch(std::span<const std::span<const int32
     step.rows = row - step.row0;
     steps.push_back(std::move(step));
   }
-  const Tensor dh = backend_.to_device(h), dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
+  const Tensor dh = backend_.empty({total, H});
+  embed_rows(packed_ids, {}, dh);
+  const Tensor dcos = backend_.to_device(cos), dsin = backend_.to_device(sin);
   const Tensor normed = backend_.empty({total, H}), residual = backend_.empty({total, H});
   std::vector<DecoderLayer::State*> pointers;
   for (size_t l = 0; l < layers_.size(); ++l) {

@@ -191,8 +191,12 @@ class Backbone {
                    std::span<const EmbeddingOverride> overrides, int64_t first) const;
   // h[rows, hidden] ← the final zero-centred RMSNorm of h, in place.
   void final_norm(float* h, int64_t rows) const;
-  // Checks ids against the vocabulary and writes their embedding rows (then the overrides).
-  void embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides, float* h) const;
+  // An Error naming the first id outside the vocabulary and its position.
+  void check_ids(std::span<const int32_t> ids) const;
+  // Checks ids against the vocabulary and writes their embedding rows (then the overrides) into h
+  // [ids.size(), hidden] in the backend's memory: by the backend's embedding_rows where no row is
+  // overridden, else on the host and copied in once.
+  void embed_rows(std::span<const int32_t> ids, std::span<const EmbeddingOverride> overrides, const Tensor& h) const;
 
   TextConfig config_;
   const Backend& backend_;

@@ -50,6 +50,18 @@ Tensor Backend::to_device(const Tensor& host) const {
   return t;
 }
 
+void Backend::embedding_rows(const LinearWeight& table, std::span<const int32_t> ids, const Tensor& h) const {
+  const int64_t L = static_cast<int64_t>(ids.size()), H = table.in;
+  if (h.numel() != L * H || h.dtype() != DType::kF32)
+    throw Error(ErrorKind::kInternal, "embedding rows of " + std::to_string(L) + " ids into " + h.describe());
+  if (L == 0) return;
+  const Tensor rows = h.device() == Device::kCpu ? h : host_staging({L, H});
+  float* out = rows.data<float>();
+#pragma omp parallel for schedule(static) if (L > 256)
+  for (int64_t t = 0; t < L; ++t) ref::weight_row_f32(table, ids[t], out + t * H);
+  if (rows.raw() != h.raw()) copy_from_host(out, h);
+}
+
 Tensor Backend::host_staging(Tensor::Shape shape, DType dtype) const { return Tensor::host_empty(std::move(shape), dtype); }
 
 Tensor Backend::to_host(const Tensor& t) const {

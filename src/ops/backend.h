@@ -62,6 +62,14 @@ class Backend {
   // Makes a linear weight resident in this backend's memory ahead of its first product (the
   // CPU backends use it in place from the mapped checkpoint; CUDA uploads it once).
   virtual void prepare(const LinearWeight& w) const {}
+  // h[t] = row ids[t] of an embedding table [vocab = table.out, dim = table.in] in fp32, the
+  // ids already checked to lie in the table; h [ids.size(), dim] in this backend's memory. The
+  // default reads the rows on the host (into h where it is host memory, else through host
+  // staging and copy_from_host); CUDA gathers them from a resident copy of the table.
+  virtual void embedding_rows(const LinearWeight& table, std::span<const int32_t> ids, const Tensor& h) const;
+  // Makes an embedding table ready for embedding_rows ahead of its first rows (a no-op where the
+  // rows are read on the host).
+  virtual void prepare_embedding(const LinearWeight& table) const {}
 
   // y[M, w.out] = x[M, w.in] · Wᵀ (+ bias); W4A4 activation quantization for MXFP4 weights.
   virtual void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const;

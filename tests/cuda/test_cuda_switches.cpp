@@ -78,6 +78,25 @@ TEST(CudaSwitches, FusedKernelChoice) {
   EXPECT_NE(msg.find("STAVE_CUDA_FUSED_KERNEL is 'rs'"), std::string::npos) << msg;
 }
 
+TEST(CudaSwitches, EmbedRowsChoice) {
+  for (const char* v : {static_cast<const char*>(nullptr), "", "rows"}) {
+    const test::ScopedEnv e("STAVE_CUDA_EMBED", v);
+    EXPECT_EQ(cuda::embed_rows_from_env(), cuda::EmbedRows::kRows);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EMBED", "device");
+    EXPECT_EQ(cuda::embed_rows_from_env(), cuda::EmbedRows::kDevice);
+  }
+  {
+    const test::ScopedEnv e("STAVE_CUDA_EMBED", "host");
+    EXPECT_EQ(cuda::embed_rows_from_env(), cuda::EmbedRows::kHost);
+  }
+  const test::ScopedEnv e("STAVE_CUDA_EMBED", "gpu");
+  const std::string msg = error_of([] { cuda::embed_rows_from_env(); });
+  EXPECT_NE(msg.find("STAVE_CUDA_EMBED is 'gpu'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'device'"), std::string::npos) << msg;
+}
+
 TEST(CudaSwitches, ExpandAheadIsOnUnlessOff) {
   for (const char* v : {static_cast<const char*>(nullptr), "", "on"}) {
     const test::ScopedEnv e("STAVE_CUDA_EXPAND_AHEAD", v);

@@ -113,9 +113,15 @@ bool fused_input_from_env() {
   return env_choice<bool>("STAVE_CUDA_FUSED_INPUT", {{"on", true}, {"off", false}});
 }
 
+EmbedRows embed_rows_from_env() {
+  return env_choice<EmbedRows>("STAVE_CUDA_EMBED",
+                               {{"rows", EmbedRows::kRows}, {"device", EmbedRows::kDevice}, {"host", EmbedRows::kHost}});
+}
+
 CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
     : precision_(precision),
       fused_input_(fused_input_from_env()),
+      embed_rows_(embed_rows_from_env()),
       fp8_weights_(options.fp8_weights.value_or(fp8_weights_from_env())),
       fp8_cache_{options.fp8_cache_bytes},
       options_(options),
@@ -124,6 +130,8 @@ CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
       pinned_(std::make_shared<PinnedPool>()),
       qk_(std::make_unique<DeviceBuffer>()),
       starts_(std::make_unique<DeviceBuffer>()),
+      ids_(std::make_unique<DeviceBuffer>()),
+      rows_(std::make_unique<DeviceBuffer>()),
       matmul_x_(std::make_unique<DeviceBuffer>()),
       matmul_y_(std::make_unique<DeviceBuffer>()) {
   // Freed blocks stay in the device's pool for the next forward instead of going back to the
@@ -198,6 +206,53 @@ void CudaBackend::synchronize() const { ctx_->synchronize(); }
 void CudaBackend::prepare(const LinearWeight& w) const {
   std::lock_guard lock(mutex_);
   resident(w);
+}
+
+namespace {
+bool gathers(const LinearWeight& table) {
+  return table.format == WeightFormat::kBF16 || table.format == WeightFormat::kF16 ||
+         table.format == WeightFormat::kF32;
+}
+}  // namespace
+
+void CudaBackend::prepare_embedding(const LinearWeight& table) const {
+  if (embed_rows_ != EmbedRows::kDevice || !gathers(table)) return;
+  std::lock_guard lock(mutex_);
+  resident(table);
+}
+
+void CudaBackend::embedding_rows(const LinearWeight& table, std::span<const int32_t> ids, const Tensor& h) const {
+  if (embed_rows_ == EmbedRows::kHost || !gathers(table)) return Backend::embedding_rows(table, ids, h);
+  const int64_t L = static_cast<int64_t>(ids.size());
+  check_on_gpu(h, "embedding_rows");
+  if (h.numel() != L * table.in || h.dtype() != DType::kF32)
+    throw Error(ErrorKind::kInternal, "embedding rows of " + std::to_string(L) + " ids into " + h.describe());
+  if (L == 0) return;
+  if (embed_rows_ == EmbedRows::kDevice) {
+    std::lock_guard lock(mutex_);
+    const DeviceLinear& d = resident(table);
+    // From pageable memory: staged before the call returns, so `ids` may go.
+    ids_->reserve(ids.size_bytes());
+    STAVE_CUDA_CHECK(
+        cudaMemcpyAsync(ids_->as<void>(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, ctx_->stream()));
+    if (!dev::embedding_rows(d.data.as<void>(), d.format, d.in, ids_->as<int32_t>(), L, h.data<float>(),
+                             ctx_->stream()))
+      throw Error(ErrorKind::kInternal, "embedding_rows: no GPU gather for the table " + table.name);
+    return;
+  }
+  // The stored rows, gathered into page-locked memory, go up in one copy and are widened there.
+  const size_t row_bytes = table.row_bytes(), bytes = static_cast<size_t>(L) * row_bytes;
+  const Tensor staged = host_staging({static_cast<int64_t>(bytes)}, DType::kU8);
+  uint8_t* dst = staged.data<uint8_t>();
+  const auto* src = static_cast<const uint8_t*>(table.data);
+#pragma omp parallel for schedule(static) if (L > 256)
+  for (int64_t t = 0; t < L; ++t) std::memcpy(dst + t * row_bytes, src + ids[t] * row_bytes, row_bytes);
+  std::lock_guard lock(mutex_);
+  rows_->reserve(bytes);
+  STAVE_CUDA_CHECK(cudaMemcpyAsync(rows_->as<void>(), dst, bytes, cudaMemcpyHostToDevice, ctx_->stream()));
+  if (!dev::embedding_rows(rows_->as<void>(), table.format, table.in, nullptr, L, h.data<float>(), ctx_->stream()))
+    throw Error(ErrorKind::kInternal, "embedding_rows: no GPU widening for the table " + table.name);
+  ctx_->synchronize();  // the page-locked rows go back to the pool when `staged` does
 }
 
 const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {

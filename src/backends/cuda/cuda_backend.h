@@ -34,6 +34,15 @@ struct SharedProduct;
 // silu_mul_linear, is on either way); anything else is an Error naming the variable.
 bool fused_input_from_env();
 
+// STAVE_CUDA_EMBED, where the embedding rows of a forward are read: unset or "rows" (the default
+// since 2026-12-07) has the host gather the ids' rows as stored (BF16: 2 bytes per value), send
+// them in one copy and widen them to fp32 on the GPU; "device" gathers them on the GPU from a copy
+// of the whole table kept there (+ the table's bytes of GPU memory: 2.4 GiB for Clef 27B's BF16
+// table); "host" widens them on the host and sends the fp32 rows, as before (twice the bytes over
+// PCIe, written by the host first); anything else is an Error naming the variable.
+enum class EmbedRows { kRows, kDevice, kHost };
+EmbedRows embed_rows_from_env();
+
 struct CudaBackendOptions {
   // matmul_nt weights stay resident on the GPU, keyed by address and shape. Only for weights
   // whose memory never changes while the backend lives (the engine's joint head).
@@ -66,6 +75,11 @@ class CudaBackend : public Backend {
   Tensor host_staging(Tensor::Shape shape, DType dtype = DType::kF32) const override;
   void synchronize() const override;
   void prepare(const LinearWeight& w) const override;
+  // By STAVE_CUDA_EMBED (EmbedRows): the stored rows gathered on the host and widened on the GPU,
+  // or gathered on the GPU from the table kept resident (uploaded by prepare_embedding), or (host,
+  // or a table format the GPU does not widen: MXFP4) widened on the host as the default does.
+  void prepare_embedding(const LinearWeight& table) const override;
+  void embedding_rows(const LinearWeight& table, std::span<const int32_t> ids, const Tensor& h) const override;
 
   void linear(const LinearWeight& w, const float* x, int64_t M, float* y) const override;
   // One W4A4 quantization of x for the FP8 products that share it (dev::linear_shared_input).
@@ -129,6 +143,7 @@ class CudaBackend : public Backend {
 
   Precision precision_;
   bool fused_input_;  // STAVE_CUDA_FUSED_INPUT
+  EmbedRows embed_rows_;  // STAVE_CUDA_EMBED
   Fp8Weights fp8_weights_;
   mutable Fp8Cache fp8_cache_;  // the kept copies' budget (fp8_weights_ kResident); under mutex_
   CudaBackendOptions options_;
@@ -138,6 +153,8 @@ class CudaBackend : public Backend {
   std::shared_ptr<PinnedPool> pinned_;           // page-locked host memory for to_host
   mutable std::unique_ptr<DeviceBuffer> qk_;     // the delta rule's normalised q and k
   mutable std::unique_ptr<DeviceBuffer> starts_;  // packed sequences' row offsets
+  mutable std::unique_ptr<DeviceBuffer> ids_;     // embedding_rows' token ids (EmbedRows::kDevice)
+  mutable std::unique_ptr<DeviceBuffer> rows_;    // embedding_rows' stored rows (EmbedRows::kRows)
   // Keyed by everything that describes the weight (pointers, shape, format): the memory of a
   // LinearWeight must stay unchanged while this backend lives (model weights are mapped once).
   mutable std::map<std::tuple<const void*, const void*, const void*, int64_t, int64_t, int, bool, int>,

@@ -185,6 +185,11 @@ void gated_delta_rule(const GatedDeltaDims& dims, const GatedDeltaInput& in, flo
                       int64_t sequences = 1);
 void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
                 const float* sin, cudaStream_t s);
+// embedding_ops.cu: h[t] = fp32(row ids[t] of table), or of row t where ids is null, for a BF16,
+// F16 or F32 table [rows, in] in device memory (ids device int32 [L], each a row of the table; h
+// device fp32 [L, in]). False (nothing done) for other formats.
+bool embedding_rows(const void* table, WeightFormat format, int64_t in, const int32_t* ids, int64_t L, float* h,
+                    cudaStream_t s);
 // qg [rows, 2d] (per head [q | gate]) -> q [rows, d], gate [rows, d].
 void split_query_gate(const float* qg, int64_t rows, int64_t d, float* q, float* gate, cudaStream_t s);
 
