@@ -1,6 +1,7 @@
 #include "ops/rope.h"
 
 #include <cmath>
+#include <vector>
 
 #include "ops/torch_cpu_order.h"
 
@@ -19,18 +20,25 @@ void mrope_cos_sin(const RopeSpec& spec, const int32_t* pos_t, const int32_t* po
   const int64_t half = spec.half();
   const int32_t* rows[3] = {pos_t, pos_h, pos_w};
   const float theta = static_cast<float>(spec.theta);
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  std::vector<const int32_t*> pos(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     // HF: 1.0 / (base ** (arange(0, dim, 2).float() / dim)) in fp32.
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(spec.rotary_dim);
-    const float inv_freq = 1.0f / std::pow(theta, exponent);
-    const int32_t* pos = rows[spec.axis_of(i)];
-    for (int64_t t = 0; t < tokens; ++t) {
-      const float phi = static_cast<float>(pos[t]) * inv_freq;
+    inv_freq[i] = 1.0f / std::pow(theta, exponent);
+    pos[i] = rows[spec.axis_of(i)];
+  }
+  // Every element on its own, so the same values on any number of threads: a long prefill's
+  // tokens are split over the threads. This is host time before the first layer can start (on one
+  // core of the development machine, 1.3 ms at 2048 tokens and 9 ms at 8192).
+#pragma omp parallel for schedule(static) if (tokens > 256)
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const float phi = static_cast<float>(pos[i][t]) * inv_freq[i];
       // torch.cos / torch.sin of the fp32 angle: MKL VML's kernels, not the rounded exact value.
       cos[t * half + i] = torch_order::cos(phi);
       sin[t * half + i] = torch_order::sin(phi);
     }
-  }
 }
 
 void apply_rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, const float* cos,
