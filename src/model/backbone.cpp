@@ -221,9 +221,8 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
     starts[b + 1] = starts[b] + Lb;
   }
   const int64_t L = starts.back();
-  // RoPE angles on the host, the embedding rows of all sequences in one call (every id is
-  // checked before anything runs).
-  Tensor cos = backend_.host_staging({L, half}), sin = backend_.host_staging({L, half});
+  // The embedding rows of all sequences in one call (every id is checked before anything runs),
+  // then the RoPE angles on the host while the rows may still be on their way.
   std::vector<int32_t> all_ids;
   std::vector<EmbeddingOverride> all_overrides;
   all_ids.reserve(static_cast<size_t>(L));
@@ -238,11 +237,15 @@ Tensor Backbone::forward_batch(std::span<const BackboneSequence> sequences, std:
     }
     check_ids(q.ids);  // naming the position within its sequence
     all_ids.insert(all_ids.end(), q.ids.begin(), q.ids.end());
-    rope_rows(q.positions, 0, Lb, cos.data<float>() + r0 * half, sin.data<float>() + r0 * half);
   }
   if (L == 0) return backend_.empty({0, H});
   const Tensor h = backend_.empty({L, H});
   embed_rows(all_ids, all_overrides, h);
+  Tensor cos = backend_.host_staging({L, half}), sin = backend_.host_staging({L, half});
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const int64_t r0 = starts[b], Lb = starts[b + 1] - r0;
+    rope_rows(sequences[b].positions, 0, Lb, cos.data<float>() + r0 * half, sin.data<float>() + r0 * half);
+  }
   if (n_seq == 1) {  // one sequence: the stepped path
     Sequence seq{L, h, backend_.to_device(cos), backend_.to_device(sin), Tensor(), Tensor(), -1};
     for (int64_t l = 0; l < num_layers(); ++l) run_layer(l, seq);

@@ -143,7 +143,12 @@ CudaBackend::CudaBackend(Precision precision, CudaBackendOptions options)
   uint64_t keep = std::numeric_limits<uint64_t>::max();
   STAVE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 }
-CudaBackend::~CudaBackend() = default;
+CudaBackend::~CudaBackend() {
+  if (rows_copied_) {
+    cudaEventSynchronize(rows_copied_);
+    cudaEventDestroy(rows_copied_);
+  }
+}
 
 // --- memory ---
 
@@ -241,6 +246,8 @@ void CudaBackend::embedding_rows(const LinearWeight& table, std::span<const int3
     return;
   }
   // The stored rows, gathered into page-locked memory, go up in one copy and are widened there.
+  // The call returns without waiting for the copy (the host goes on, e.g. to the RoPE tables):
+  // the page-locked rows stay held until the copy's event has passed.
   const size_t row_bytes = table.row_bytes(), bytes = static_cast<size_t>(L) * row_bytes;
   const Tensor staged = host_staging({static_cast<int64_t>(bytes)}, DType::kU8);
   uint8_t* dst = staged.data<uint8_t>();
@@ -248,11 +255,15 @@ void CudaBackend::embedding_rows(const LinearWeight& table, std::span<const int3
 #pragma omp parallel for schedule(static) if (L > 256)
   for (int64_t t = 0; t < L; ++t) std::memcpy(dst + t * row_bytes, src + ids[t] * row_bytes, row_bytes);
   std::lock_guard lock(mutex_);
+  if (!rows_copied_) STAVE_CUDA_CHECK(cudaEventCreateWithFlags(&rows_copied_, cudaEventDisableTiming));
+  STAVE_CUDA_CHECK(cudaEventSynchronize(rows_copied_));  // the last call's copy (rows_ is reused)
+  rows_staged_ = Tensor();
   rows_->reserve(bytes);
   STAVE_CUDA_CHECK(cudaMemcpyAsync(rows_->as<void>(), dst, bytes, cudaMemcpyHostToDevice, ctx_->stream()));
+  STAVE_CUDA_CHECK(cudaEventRecord(rows_copied_, ctx_->stream()));
+  rows_staged_ = staged;
   if (!dev::embedding_rows(rows_->as<void>(), table.format, table.in, nullptr, L, h.data<float>(), ctx_->stream()))
     throw Error(ErrorKind::kInternal, "embedding_rows: no GPU widening for the table " + table.name);
-  ctx_->synchronize();  // the page-locked rows go back to the pool when `staged` does
 }
 
 const DeviceLinear& CudaBackend::resident(const LinearWeight& w) const {

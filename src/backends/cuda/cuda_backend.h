@@ -16,6 +16,8 @@
 #include "backends/cuda/fp8_weights.h"
 #include "ops/backend.h"
 
+struct CUevent_st;  // cudaEvent_t's pointee, declared as the CUDA runtime does
+
 namespace stave::cuda {
 
 class GpuContext;
@@ -155,6 +157,11 @@ class CudaBackend : public Backend {
   mutable std::unique_ptr<DeviceBuffer> starts_;  // packed sequences' row offsets
   mutable std::unique_ptr<DeviceBuffer> ids_;     // embedding_rows' token ids (EmbedRows::kDevice)
   mutable std::unique_ptr<DeviceBuffer> rows_;    // embedding_rows' stored rows (EmbedRows::kRows)
+  // The page-locked rows of the last embedding_rows (kRows) and the event of their copy: kept
+  // until the copy is done, so that the call need not wait for it (the next call, or the
+  // backend's end, does). Under mutex_.
+  mutable Tensor rows_staged_;
+  mutable ::CUevent_st* rows_copied_ = nullptr;  // a cudaEvent_t (no CUDA header here)
   // Keyed by everything that describes the weight (pointers, shape, format): the memory of a
   // LinearWeight must stay unchanged while this backend lives (model weights are mapped once).
   mutable std::map<std::tuple<const void*, const void*, const void*, int64_t, int64_t, int, bool, int>,
