@@ -41,7 +41,9 @@ bool fused_input_from_env();
 // them in one copy and widen them to fp32 on the GPU; "device" gathers them on the GPU from a copy
 // of the whole table kept there (+ the table's bytes of GPU memory: 2.4 GiB for Clef 27B's BF16
 // table); "host" widens them on the host and sends the fp32 rows, as before (twice the bytes over
-// PCIe, written by the host first); anything else is an Error naming the variable.
+// PCIe, written by the host first); anything else is an Error naming the variable. On an H100
+// (2026-12-07), the 27B's backbone at 8192 tokens: host 570.9 ms, rows 567.6, device 566.2 (GPU
+// memory 16.9 → 19.2 GiB).
 enum class EmbedRows { kRows, kDevice, kHost };
 EmbedRows embed_rows_from_env();
 

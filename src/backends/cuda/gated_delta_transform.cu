@@ -154,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) wu_kernel(const bf16* kn, const bf16
   __pipeline_commit();
   // v's rows, where they are 16-byte aligned (the packed projection's): every load of this
   // thread issued here, before the first barrier, so that they are in flight together with the
-  // k̂ copies and β, g (one round trip to memory instead of one per step of a loop).
+  // k̂ copies and β, g (one round trip to memory instead of one per step of a loop; on an H100,
+  // 2026-12-07: 0.169 → 0.162 ms per 27B layer at 2048 tokens, 0.641 → 0.609 at 8192).
   const bool v_aligned = aligned16(v, stride);
   constexpr int kVSteps = kC * kD / 4 / kThreads;
   static_assert(kC * kD / 4 % kThreads == 0, "v's float4s split evenly over the threads");
