@@ -97,8 +97,7 @@ void Backbone::embed_rows(std::span<const int32_t> ids, std::span<const Embeddin
   // Overridden rows (images) are composed on the host, and the rows go to the backend at once.
   const Tensor rows = h.device() == Device::kCpu ? h : backend_.host_staging({L, H});
   float* out = rows.data<float>();
-#pragma omp parallel for schedule(static) if (L > 256)
-  for (int64_t t = 0; t < L; ++t) ref::weight_row_f32(embed_tokens_, ids[t], out + t * H);
+  ref::weight_rows_f32(embed_tokens_, ids, out);
   for (const EmbeddingOverride& o : overrides)
     std::memcpy(out + o.position * H, o.values, static_cast<size_t>(H) * sizeof(float));
   if (rows.raw() != h.raw()) backend_.copy_from_host(out, h);

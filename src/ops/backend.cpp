@@ -57,8 +57,7 @@ void Backend::embedding_rows(const LinearWeight& table, std::span<const int32_t>
   if (L == 0) return;
   const Tensor rows = h.device() == Device::kCpu ? h : host_staging({L, H});
   float* out = rows.data<float>();
-#pragma omp parallel for schedule(static) if (L > 256)
-  for (int64_t t = 0; t < L; ++t) ref::weight_row_f32(table, ids[t], out + t * H);
+  ref::weight_rows_f32(table, ids, out);
   if (rows.raw() != h.raw()) copy_from_host(out, h);
 }
 

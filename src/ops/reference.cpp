@@ -34,6 +34,12 @@ void weight_row_f32(const LinearWeight& w, int64_t r, float* out) {
   }
 }
 
+void weight_rows_f32(const LinearWeight& w, std::span<const int32_t> ids, float* out) {
+  const int64_t L = static_cast<int64_t>(ids.size());
+#pragma omp parallel for schedule(static) if (L > 256)
+  for (int64_t t = 0; t < L; ++t) weight_row_f32(w, ids[t], out + t * w.in);
+}
+
 void linear(const LinearWeight& w, const float* x, int64_t M, float* y) {
   const int64_t K = w.in, N = w.out;
   const float* xin = x;

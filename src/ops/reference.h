@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #include "formats/linear_weight.h"
 
@@ -15,6 +16,9 @@ void linear(const LinearWeight& w, const float* x, int64_t M, float* y);
 
 // Dequantizes/widens row r of W into out[w.in].
 void weight_row_f32(const LinearWeight& w, int64_t r, float* out);
+// out[t] = row ids[t] of w in fp32 (weight_row_f32 for each id; the rows split over the host's
+// threads for more than 256 ids): an embedding table's rows, read on the host.
+void weight_rows_f32(const LinearWeight& w, std::span<const int32_t> ids, float* out);
 
 // y = x / sqrt(mean(x²) + eps) · (1 + w)   (Qwen3.5's zero-centred RMSNorm; y may alias x)
 void rms_norm_zero_centered(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y);
