@@ -50,10 +50,14 @@ Tensor Backend::to_device(const Tensor& host) const {
   return t;
 }
 
+void Backend::check_embedding_out(const LinearWeight& table, int64_t ids, const Tensor& h) {
+  if (h.numel() != ids * table.in || h.dtype() != DType::kF32)
+    throw Error(ErrorKind::kInternal, "embedding rows of " + std::to_string(ids) + " ids into " + h.describe());
+}
+
 void Backend::embedding_rows(const LinearWeight& table, std::span<const int32_t> ids, const Tensor& h) const {
   const int64_t L = static_cast<int64_t>(ids.size()), H = table.in;
-  if (h.numel() != L * H || h.dtype() != DType::kF32)
-    throw Error(ErrorKind::kInternal, "embedding rows of " + std::to_string(L) + " ids into " + h.describe());
+  check_embedding_out(table, L, h);
   if (L == 0) return;
   const Tensor rows = h.device() == Device::kCpu ? h : host_staging({L, H});
   float* out = rows.data<float>();

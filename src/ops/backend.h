@@ -183,6 +183,10 @@ class Backend {
   // `hidden` [L, spec.hidden_size] (host memory, or a GPU backend's own device memory) and the
   // spec's weights must outlive the returned object.
   virtual std::unique_ptr<HeadMemory> head_memory(const HeadMemorySpec& spec, HiddenRows hidden, int64_t L) const;
+
+ protected:
+  // embedding_rows' check of its output: an Error unless h is fp32 [ids, table.in] in shape.
+  static void check_embedding_out(const LinearWeight& table, int64_t ids, const Tensor& h);
 };
 
 // fp32 reference kernels (never changes numerics; the oracle).

@@ -230,8 +230,7 @@ void CudaBackend::embedding_rows(const LinearWeight& table, std::span<const int3
   if (embed_rows_ == EmbedRows::kHost || !gathers(table)) return Backend::embedding_rows(table, ids, h);
   const int64_t L = static_cast<int64_t>(ids.size());
   check_on_gpu(h, "embedding_rows");
-  if (h.numel() != L * table.in || h.dtype() != DType::kF32)
-    throw Error(ErrorKind::kInternal, "embedding rows of " + std::to_string(L) + " ids into " + h.describe());
+  check_embedding_out(table, L, h);
   if (L == 0) return;
   if (embed_rows_ == EmbedRows::kDevice) {
     std::lock_guard lock(mutex_);
