@@ -84,11 +84,11 @@ STAVE_CUDA_EXPAND_DEPTH=1 STAVE_CUDA_EXPAND_KERNEL=float "${suite:-$bin}/stave_t
   --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
 STAVE_CUDA_EXPAND_DEPTH=1 STAVE_CUDA_EXPAND_KERNEL=float "$bin/stave_cuda_tests" \
   --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
-# Row-fitting tiles below 1,024 rows (STAVE_CUDA_FP8_CLUSTER=fit, an experiment) under the
-# fast-precision model suites and the fixture decisions.
-echo "== again with STAVE_CUDA_FP8_CLUSTER=fit"
-STAVE_CUDA_FP8_CLUSTER=fit "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
-STAVE_CUDA_FP8_CLUSTER=fit "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
+# The heuristic's tiles below 1,024 rows (STAVE_CUDA_FP8_CLUSTER=pairs, the default before
+# the row-fitting tiles) under the fast-precision model suites and the fixture decisions.
+echo "== again with STAVE_CUDA_FP8_CLUSTER=pairs"
+STAVE_CUDA_FP8_CLUSTER=pairs "${suite:-$bin}/stave_tests" --gtest_filter='Devices/*mxfp4_cuda_fast*' || status=1
+STAVE_CUDA_FP8_CLUSTER=pairs "$bin/stave_cuda_tests" --gtest_filter='*Fixture*:*Decision*:*Fast*' || status=1
 # The fused MXFP4 GEMM's own tests in a process of their own: a kernel fault poisons the CUDA
 # context, and every later test in the same process would fail with it.
 if [ $# -eq 0 ]; then

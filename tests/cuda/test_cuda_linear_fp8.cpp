@@ -75,12 +75,12 @@ TEST(CudaLinearFp8, BothScaleModesRaggedAndClefShapes) {
     }
 }
 
-// STAVE_CUDA_FP8_CLUSTER=fit: from 512 to 1,023 padded rows, a product whose rows 128-row tiles
-// pad more than a 176- or 136-row tile would runs with that tile (plans_fit_tile counts it);
-// rows that 128 divides, fewer than 512 and 1,024 or more keep the heuristic's. At the 27B's GDN z shape
-// (6144 × 5120, whose heuristic tile at 528 rows is 128 × 128 on an H100), its products stay
-// within the FP8 path's bound of the default rule's (the reference is too slow on the CPU here:
-// the small shapes above hold the path to it).
+// STAVE_CUDA_FP8_CLUSTER=fit (the default, also unset): from 512 to 1,023 padded rows, a product
+// whose rows 128-row tiles pad more than a 176- or 136-row tile would runs with that tile
+// (plans_fit_tile counts it); rows that 128 divides, fewer than 512 and 1,024 or more keep the
+// heuristic's. At the 27B's GDN z shape (6144 × 5120, whose heuristic tile at 528 rows is 128 ×
+// 128 on an H100), its products stay within the FP8 path's bound of the "pairs" rule's (the
+// reference is too slow on the CPU here: the small shapes above hold the path to it).
 TEST(CudaLinearFp8, FitTilesGiveTheSameProductsWithinTheBound) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(31);
@@ -96,10 +96,10 @@ TEST(CudaLinearFp8, FitTilesGiveTheSameProductsWithinTheBound) {
     const auto x = test::random_floats(rng, M * K, -2.0f, 2.0f);
     std::vector<float> want;
     {
-      const test::ScopedEnv rule("STAVE_CUDA_FP8_CLUSTER", nullptr);  // read at a context's first FP8 product
+      const test::ScopedEnv rule("STAVE_CUDA_FP8_CLUSTER", "pairs");  // read at a context's first FP8 product
       want = run_linear(pairs, d, x, M);
     }
-    const test::ScopedEnv rule("STAVE_CUDA_FP8_CLUSTER", "fit");
+    const test::ScopedEnv rule("STAVE_CUDA_FP8_CLUSTER", nullptr);  // the default: fit
     const auto before = cuda::linear_fp8_stats();
     const auto got = run_linear(fit, d, x, M);
     const auto after = cuda::linear_fp8_stats();

@@ -178,7 +178,7 @@ Fp8Accum fp8_accum_from_env() {
 // process, so the same input gives the same bits run after run.
 static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 0); }
 
-// STAVE_CUDA_FP8_CLUSTER: unset or "pairs" → the heuristic's algorithm with thread-block clusters
+// STAVE_CUDA_FP8_CLUSTER: "pairs" → the heuristic's algorithm with thread-block clusters
 // of 1 × 2 × 1 where it asks for 1 × 1 × 1, the product has N ≥ kPairsFromN outputs and at least
 // kPairsFromRows (padded) rows, and cublasLtMatmulAlgoCheck accepts it; "heuristic" → the
 // heuristic's own configuration. Fewer rows (batched decode steps: one or two row tiles) keep the
@@ -190,18 +190,22 @@ static int algo_index_from_env() { return env_int("STAVE_CUDA_FP8_ALGO", 0, 31, 
 // < 1 ms at 512. The tile and the stages are the heuristic's; the fixture decisions' worst
 // differences did not change. ("tall", 1 × 4 × 1 clusters below 1,024 rows, measured slower end
 // to end on an H100, 2026-12-07: 27B backbone 64.4 → 72.1 ms at 516 tokens; removed.)
-// "fit" (an experiment): as "pairs", and from kPairsFromRows to kFitBelowRows padded rows (fewer,
+// Unset or "fit" (the default since 2026-12-07 16:30): as "pairs", and from kPairsFromRows to
+// kFitBelowRows padded rows (fewer,
 // the batched decode steps, were not searched) the tile whose token side
 // covers them with the fewest padded rows (fit_tile): the heuristic's 128 × 128 tile computes 640
 // rows for a 516-token decision (528 padded), a quarter of the products' work for 16 rows. At 528
 // rows bench_cuda_fp8_gemm's search (an H100) found 64 × 176 tiles (3 × 176 = 528) in 4 × 1 × 1
 // clusters 1.45–1.73× faster than the heuristic's for MLP down, GDN qkv and GDN out, and 128 × 136
-// tiles 1.43–1.54× for MLP up, GDN z and attention q.
+// tiles 1.43–1.54× for MLP up, GDN z and attention q. On the 64-layer 27B (an H100, 2026-12-07,
+// `stave bench --prompt-tokens 516,700,2048`, alternated twice): 72.6 / 72.5 → 58.9 / 58.5 ms at
+// 516 tokens, 71.7 / 72.0 against 72.0 / 71.6 at 700 (704 rows: four 176-row tiles, no faster than
+// six of 128), 2048 tokens untouched.
 enum class ClusterRule { kPairs, kHeuristic, kFit };
 static ClusterRule cluster_rule_from_env() {
-  return env_choice<ClusterRule>("STAVE_CUDA_FP8_CLUSTER", {{"pairs", ClusterRule::kPairs},
-                                                            {"heuristic", ClusterRule::kHeuristic},
-                                                            {"fit", ClusterRule::kFit}});
+  return env_choice<ClusterRule>("STAVE_CUDA_FP8_CLUSTER", {{"fit", ClusterRule::kFit},
+                                                            {"pairs", ClusterRule::kPairs},
+                                                            {"heuristic", ClusterRule::kHeuristic}});
 }
 constexpr int64_t kFitBelowRows = 1024;
 
