@@ -230,7 +230,8 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   const size_t sc_halves = inter_in_pass ? 0 : halves;
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
   const size_t qk = static_cast<size_t>(T) * nk * kD;
-  Scratch scratch(2 * halves * Scratch::round_up(qk * sizeof(bf16)) + Scratch::round_up(per_chunk * kC * sizeof(float)) +
+  Scratch scratch(2 * halves * Scratch::round_up(qk * sizeof(bf16)) +
+                      (wgmma ? 3 : 1) * Scratch::round_up(per_chunk * kC * sizeof(float)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
                       sc_halves * Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
@@ -241,6 +242,10 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   x.qn = scratch.take<bf16>(qk);
   x.kn = scratch.take<bf16>(qk);
   x.gcum = scratch.take<float>(per_chunk * kC);
+  if (wgmma) {
+    x.gexp = scratch.take<float>(per_chunk * kC);
+    x.gdec = scratch.take<float>(per_chunk * kC);
+  }
   x.W = scratch.take<bf16>(per_chunk * kC * kD);
   x.U = scratch.take<float>(per_chunk * kC * kD);
   if (!inter_in_pass) x.Sc = scratch.take<bf16>(per_chunk * kD * kD);

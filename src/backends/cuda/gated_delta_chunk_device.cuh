@@ -117,10 +117,12 @@ __device__ inline void fetch_rows(const bf16* x, int64_t t0, int len, int n_k, i
 // The 16 × 16 tiles on and below the diagonal of X Yᵀ (X, Y: BF16 [64][kLdB], rows of d_k =
 // 128) into out (fp32 [64][kLdA]), the block's warps taking the ten tiles in turn; with kSplit
 // X and Y come with their lo halves Xl, Yl and each product is three. Tiles above the diagonal
-// are not written.
-template <int kThreads, bool kSplit>
+// are not written. tile_done(ti, tj), called by the whole warp once its tile (row block ti,
+// column block tj) is in `out`, finishes that tile right away (the mask and gates): no pass over
+// the whole matrix behind a barrier of the block.
+template <int kThreads, bool kSplit, class TileDone>
 __device__ inline void lower_tiles_xyt(const bf16* X, const bf16* Xl, const bf16* Y, const bf16* Yl, float* out,
-                                       int warp) {
+                                       int warp, TileDone&& tile_done) {
   for (int tile = warp; tile < 16; tile += kThreads / 32) {
     const int ti = tile / 4, tj = tile % 4;
     if (tj > ti) continue;
@@ -142,6 +144,8 @@ __device__ inline void lower_tiles_xyt(const bf16* X, const bf16* Xl, const bf16
       }
     }
     wmma::store_matrix_sync(out + ti * 16 * kLdA + tj * 16, acc, kLdA, wmma::mem_row_major);
+    __syncwarp();
+    tile_done(ti, tj);
   }
 }
 
@@ -230,6 +234,28 @@ __device__ inline void store_vnew_then_scale(float (&v)[kC / 8][4], const float*
         else
           *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
       }
+      v[n][2 * half] *= d0;
+      v[n][2 * half + 1] *= d1;
+    }
+  }
+}
+
+// store_vnew_then_scale with the factors exp(G_last − G) of the chunk's rows given (gd, [64]),
+// as the transform wrote them (ChunkScratch::gdec): the same products, no exponential here.
+template <bool kSplit>
+__device__ inline void store_vnew_then_scale_by(float (&v)[kC / 8][4], const float* gd, bf16* vt, bf16* vt_lo,
+                                                int col0, int g, int t) {
+#pragma unroll
+  for (int n = 0; n < kC / 8; ++n) {
+    const float d0 = gd[8 * n + 2 * t], d1 = gd[8 * n + 2 * t + 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
+      uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
+      if constexpr (kSplit)
+        pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
+      else
+        *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
       v[n][2 * half] *= d0;
       v[n][2 * half + 1] *= d1;
     }

@@ -12,9 +12,12 @@
 namespace stave::cuda::dev::delta_chunk {
 
 // The scratch of one call: q̂, k̂ (and their lo halves), G, W, U, S_c, v_new (and theirs).
+// gexp, gdec (the warp-group pass's; null otherwise): exp(G) and exp(G_last − G) per chunk row,
+// written by the transform so that the pass reads each chunk's factors instead of forming them.
 struct ChunkScratch {
   __nv_bfloat16 *qn, *kn, *qn_lo = nullptr, *kn_lo = nullptr;
   float* gcum;
+  float *gexp = nullptr, *gdec = nullptr;
   __nv_bfloat16* W;
   float* U;
   __nv_bfloat16 *Sc = nullptr, *vnew = nullptr, *Sc_lo = nullptr, *vnew_lo = nullptr;

@@ -132,7 +132,18 @@ __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(co
   }
   __pipeline_wait_prior(0);
   __syncthreads();
-  lower_tiles_xyt<kThreads, kSplit>(Qs, Ql, KV, KVl, QK, warp);  // q̂ k̂ᵀ on and below the diagonal
+  // P = q̂ k̂ᵀ ⊙ causal (diagonal included) ⊙ exp(Gᵢ − Gⱼ) in BF16 (and its lo half), each tile
+  // by the warp that formed it; P's blocks above the diagonal are not read (the products below).
+  const int lane = tid % 32;
+  lower_tiles_xyt<kThreads, kSplit>(Qs, Ql, KV, KVl, QK, warp, [&](int ti, int tj) {
+#pragma unroll
+    for (int q = lane; q < 16 * 16; q += 32) {
+      const int i = 16 * ti + q / 16, j = 16 * tj + q % 16;
+      const float x = j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
+      P[i * kLdT + j] = __float2bfloat16(x);
+      if constexpr (kSplit) Pl[i * kLdT + j] = __float2bfloat16(x - __bfloat162float(P[i * kLdT + j]));
+    }
+  });
   __syncthreads();
   const bf16* vn = vnew + slot * kC * kD;
   if constexpr (kT) {
@@ -148,12 +159,6 @@ __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(co
     }
   }
   __pipeline_commit();
-  for (int e = tid; e < kC * kC; e += kThreads) {
-    const int i = e / kC, j = e % kC;
-    const float x = j <= i ? QK[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
-    P[i * kLdT + j] = __float2bfloat16(x);
-    if constexpr (kSplit) Pl[i * kLdT + j] = __float2bfloat16(x - __bfloat162float(P[i * kLdT + j]));
-  }
   for (int e = tid; e < (kInterDone ? 0 : kC * kD / 2); e += kThreads) {
     const int r = e / (kD / 2), a = 2 * (e % (kD / 2));
     __nv_bfloat162* x = reinterpret_cast<__nv_bfloat162*>(Qs + r * kLdB + a);

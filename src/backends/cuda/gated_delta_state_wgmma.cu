@@ -55,11 +55,12 @@ constexpr int kTileBytes = 2 * kAtomBytes; // [64][128] BF16
 // Tiles per chunk: W, k̂, q̂ (and with split operands k̂'s and q̂'s lo halves).
 template <bool kSplit>
 constexpr int kTiles = kSplit ? 5 : 3;
-// Shared memory: two buffer sets of tiles (chunk parity), then two of G (64 floats each), then
-// the warps' Uᵀ columns (kLdU rows), then the TMA form's two mbarriers (one per buffer set).
-// Tiles 1024-byte aligned (the swizzle is by address).
+// Shared memory: two buffer sets of tiles (chunk parity), then two of G's factors (exp(G) and
+// exp(G_last − G), 64 floats each), then the warps' Uᵀ columns (kLdU rows), then the TMA form's
+// two mbarriers (one per buffer set). Tiles 1024-byte aligned (the swizzle is by address).
+constexpr int kGf = 2 * kC;  // floats of G's factors per buffer set
 template <bool kSplit>
-constexpr size_t kWgSmem = 2 * kTiles<kSplit> * kTileBytes + 2 * kC * sizeof(float) + kWgCols * kLdU * sizeof(float) +
+constexpr size_t kWgSmem = 2 * kTiles<kSplit> * kTileBytes + 2 * kGf * sizeof(float) + kWgCols * kLdU * sizeof(float) +
                            2 * sizeof(uint64_t);
 static_assert(kWgSmem<true> + 1024 + 1024 <= 228 * 1024, "the split wgmma pass must fit one SM");
 
@@ -88,15 +89,17 @@ struct TileMaps {
 };
 
 // Starts chunk slot's W ([64][128] BF16, rows past the chunk already zero), its k̂ and q̂ rows
-// (and their lo halves) and G into one buffer set, and commits them. kTma: thread 0 issues the
+// (and their lo halves) and its factors exp(G), exp(G_last − G) (gf: [2][64]) into one buffer
+// set, and commits them. kTma: thread 0 issues the
 // tiles as 2 TMA boxes each, completing on `bar` (G still by cp.async); rows past the chunk then
 // hold the next rows' k̂ and q̂ (finite; they meet zero rows of v_new, and their outputs are not
-// written) or TMA's zeros past the last token, where the cp.async form writes zeros.
+// written) or TMA's zeros past the last token, where the cp.async form writes zeros (G's
+// factors still by cp.async).
 template <bool kSplit, bool kTma>
 __device__ inline void fetch_chunk(const TileMaps& maps, uint64_t* bar, const bf16* W, const bf16* kn,
-                                   const bf16* kn_lo, const bf16* qn, const bf16* qn_lo, const float* gcum,
-                                   int64_t slot, int64_t t0, int len, int n_k, int kh, unsigned char* tiles, float* gc,
-                                   int tid) {
+                                   const bf16* kn_lo, const bf16* qn, const bf16* qn_lo, const float* gexp,
+                                   const float* gdec, int64_t slot, int64_t t0, int len, int n_k, int kh,
+                                   unsigned char* tiles, float* gf, int tid) {
   if constexpr (kTma) {
     if (tid == 0) {
       hopper::mbar_arrive_expect_tx(bar, kTiles<kSplit> * kTileBytes);
@@ -121,7 +124,10 @@ __device__ inline void fetch_chunk(const TileMaps& maps, uint64_t* bar, const bf
       fetch_tile_rows(qn_lo, t0, len, n_k, kh, tiles + 4 * kTileBytes, tid);
     }
   }
-  if (tid < kC / 4) copy16(gc + 4 * tid, gcum + slot * kC + 4 * tid);
+  if (tid < kC / 4)
+    copy16(gf + 4 * tid, gexp + slot * kC + 4 * tid);
+  else if (tid < kC / 2)
+    copy16(gf + 4 * tid, gdec + slot * kC + 4 * (tid - kC / 4));
   __pipeline_commit();
 }
 
@@ -141,18 +147,21 @@ __device__ inline uint64_t mn_major_desc(uint32_t tile, int kt) {
 template <bool kSplit, bool kTma>
 __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     const __grid_constant__ TileMaps maps, const bf16* kn, const bf16* kn_lo, const bf16* qn, const bf16* qn_lo,
-    const float* gcum, const bf16* W, const float* Ut, int64_t tokens, const int* table, int nc, int n_k, int n_v,
-    float* states, bf16* vnt, bf16* vnt_lo, float* out) {
+    const float* gexp, const float* gdec, const bf16* W, const float* Ut, int64_t tokens, const int* table, int nc,
+    int n_k, int n_v, float* states, bf16* vnt, bf16* vnt_lo, float* out) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The swizzle is by address bits: the tiles start 1024-byte aligned.
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  // The swizzle is by address bits: the tiles start 1024-byte aligned. The offset is added to
+  // smem_raw (not formed through an integer) so that the compiler keeps every pointer below in
+  // the shared window: shared loads, not generic ones (Nsight Compute, 2026-12-07: the generic
+  // loads of G and Uᵀ were long-scoreboard stalls on the chunk's critical path).
+  unsigned char* smem = smem_raw + ((1024 - (hopper::smem_u32(smem_raw) & 1023)) & 1023);
   unsigned char* tiles = smem;                                           // 2 × kTiles tiles
-  float* gbuf = reinterpret_cast<float*>(smem + 2 * kTiles<kSplit> * kTileBytes);  // 2 × [64] G
-  uint64_t* bars = reinterpret_cast<uint64_t*>(gbuf + 2 * kC + kWgCols * kLdU);     // the TMA form's
+  float* gbuf = reinterpret_cast<float*>(smem + 2 * kTiles<kSplit> * kTileBytes);  // 2 × [2][64] G's factors
+  uint64_t* bars = reinterpret_cast<uint64_t*>(gbuf + 2 * kGf + kWgCols * kLdU);    // the TMA form's
   const int h = blockIdx.x, b = blockIdx.z, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int col0 = blockIdx.y * kWgCols + warp * 16;  // this warp's first state column
-  float* Ub = gbuf + 2 * kC + warp * 16 * kLdU;       // [16][kLdU] this warp's Uᵀ
+  float* Ub = gbuf + 2 * kGf + warp * 16 * kLdU;      // [16][kLdU] this warp's Uᵀ
   const int kh = h / (n_v / n_k);
   const bf16* klo = kSplit ? kn_lo : nullptr;
   const bf16* qlo = kSplit ? qn_lo : nullptr;
@@ -174,8 +183,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     int64_t t0;
     int len;
     chunk_rows(table, nc, tokens, c_begin, t0, len);
-    fetch_chunk<kSplit, kTma>(maps, &bars[0], W, kn, klo, qn, qlo, gcum, static_cast<int64_t>(c_begin) * n_v + h, t0,
-                              len, n_k, kh, tiles, gbuf, tid);
+    fetch_chunk<kSplit, kTma>(maps, &bars[0], W, kn, klo, qn, qlo, gexp, gdec, static_cast<int64_t>(c_begin) * n_v + h,
+                              t0, len, n_k, kh, tiles, gbuf, tid);
     fetch_u_warp(Ut, static_cast<int64_t>(c_begin) * n_v + h, col0, Ub, lane);
   }
   uint32_t va[kC / 16][4], val[kC / 16][4];  // the update's A fragments, alive until its MMAs are done
@@ -185,7 +194,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     unsigned char* tl = tiles + parity * kTiles<kSplit> * kTileBytes;
     const uint32_t w_tile = hopper::smem_u32(tl), k_tile = w_tile + kTileBytes, q_tile = w_tile + 2 * kTileBytes;
     const uint32_t kl_tile = w_tile + 3 * kTileBytes, ql_tile = w_tile + 4 * kTileBytes;
-    const float* gc = gbuf + parity * kC;
+    const float* ge = gbuf + parity * kGf;  // exp(G) of the chunk's rows
+    const float* gd = ge + kC;                // exp(G_last − G)
     int64_t t0;
     int len;
     chunk_rows(table, nc, tokens, ci, t0, len);
@@ -202,13 +212,6 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     if constexpr (kTma) hopper::mbar_wait(&bars[parity], ((ci - c_begin) >> 1) & 1);  // this set's n-th use
     fence_proxy_async();
     __syncthreads();
-    if (ci + 1 < c_end) {
-      int64_t next_t0;
-      int next_len;
-      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
-      fetch_chunk<kSplit, kTma>(maps, &bars[parity ^ 1], W, kn, klo, qn, qlo, gcum, slot + n_v, next_t0, next_len, n_k,
-                                kh, tiles + (parity ^ 1) * kTiles<kSplit> * kTileBytes, gbuf + (parity ^ 1) * kC, tid);
-    }
     // v_newᵀ starts as Uᵀ: element i of tile n is (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
     float v[kC / 8][4];
 #pragma unroll
@@ -219,8 +222,6 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
         v[n][2 * half] = x.x;
         v[n][2 * half + 1] = x.y;
       }
-    __syncwarp();  // every lane has read its part of Uᵀ: the next chunk's may come into Ub
-    if (ci + 1 < c_end) fetch_u_warp(Ut, slot + n_v, col0, Ub, lane);
     // −Sᵀ as A fragments (hi and, split, lo) for the 8 k16 steps over d_k; O_interᵀ from zero.
     uint32_t a[kD / 16][4], al[kD / 16][4];
 #pragma unroll
@@ -248,16 +249,27 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
       wgmma_bf16_m64n64k16_rs(o, a[kk], k_major_desc(q_tile, kk));
     }
     wgmma_commit();
+    // The next chunk's copies start once this chunk's MMAs are issued: an MMA starts when the
+    // last of the four warps issues it, so no warp does other work before them.
+    __syncwarp();  // every lane has read its part of Uᵀ: the next chunk's may come into Ub
+    if (ci + 1 < c_end) {
+      fetch_u_warp(Ut, slot + n_v, col0, Ub, lane);
+      int64_t next_t0;
+      int next_len;
+      chunk_rows(table, nc, tokens, ci + 1, next_t0, next_len);
+      fetch_chunk<kSplit, kTma>(maps, &bars[parity ^ 1], W, kn, klo, qn, qlo, gexp, gdec, slot + n_v, next_t0,
+                                next_len, n_k, kh, tiles + (parity ^ 1) * kTiles<kSplit> * kTileBytes,
+                                gbuf + (parity ^ 1) * kGf, tid);
+    }
     wgmma_wait<1>();  // group 1 done: v_newᵀ
     fence_all(v);
     // v_newᵀ out (BF16, hi and lo), then its columns scaled by exp(G_last − G) as the update's A.
-    const float g_last = gc[len - 1];
     bf16* vt = vnt + slot * kD * kC;
     bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
-    store_vnew_then_scale<kSplit>(v, gc, g_last, vt, vt_lo, col0, g, t);
+    store_vnew_then_scale_by<kSplit>(v, gd, vt, vt_lo, col0, g, t);
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) accumulators_as_a_pair<kSplit>(va[kt], val[kt], v[2 * kt], v[2 * kt + 1], 1.0f);
-    const float decay = __expf(g_last);
+    const float decay = ge[len - 1];  // exp(G_last)
 #pragma unroll
     for (int j = 0; j < kD / 8; ++j)
 #pragma unroll
@@ -277,15 +289,27 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     fence_all(o);
     fence_all(a);
     if constexpr (kSplit) fence_all(al);
-    // Element i of tile n is (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2).
-    float* o_rows = out + static_cast<int64_t>(h) * kD + col0;
+    // Element i of tile n is (column col0 + g + 8·(i / 2), row 8n + 2t + i % 2): from this
+    // thread's first row on, rows 8n and 8n + 1 further. A whole chunk writes without a row test.
+    float* o_row = out + (t0 + 2 * t) * row_stride + static_cast<int64_t>(h) * kD + col0 + g;
+    if (len == kC) {
 #pragma unroll
-    for (int n = 0; n < kC / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = 8 * n + 2 * t + i % 2;
-        if (row < len) o_rows[(t0 + row) * row_stride + g + 8 * (i / 2)] = -o[n][i] * __expf(gc[row]);
+      for (int n = 0; n < kC / 8; ++n, o_row += 8 * row_stride) {
+        const float e0 = ge[8 * n + 2 * t], e1 = ge[8 * n + 2 * t + 1];
+        o_row[0] = -o[n][0] * e0;
+        o_row[row_stride] = -o[n][1] * e1;
+        o_row[8] = -o[n][2] * e0;
+        o_row[row_stride + 8] = -o[n][3] * e1;
       }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kC / 8; ++n, o_row += 8 * row_stride)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = 8 * n + 2 * t + i % 2;
+          if (row < len) o_row[(i % 2) * row_stride + 8 * (i / 2)] = -o[n][i] * ge[row];
+        }
+    }
   }
   wgmma_wait<0>();
   fence_all(s);
@@ -313,7 +337,7 @@ void launch(const ChunkGrid& g, const ChunkScratch& x, float* states, float* out
     }
   }
   state_wgmma_kernel<kSplit, kTma><<<dim3(g.nv, kD / kWgCols, static_cast<unsigned>(g.n_seq)), kWgThreads, smem, s>>>(
-      maps, x.kn, x.kn_lo, x.qn, x.qn_lo, x.gcum, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.vnew,
+      maps, x.kn, x.kn_lo, x.qn, x.qn_lo, x.gexp, x.gdec, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.vnew,
       x.vnew_lo, out);
   STAVE_CUDA_LAUNCHED();
 }

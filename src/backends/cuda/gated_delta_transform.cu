@@ -78,28 +78,50 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
     if (c / kTb > r / kTb) Tf[e] = 0.0f;
   }
   __syncthreads();
+  // Each thread forms 4 neighbouring columns of a row (kQuad): one load of A's or T_ii's value
+  // serves all four, T's and X's four come as one float4, and the four sums are independent
+  // chains (Nsight Compute, 2026-12-07: one column per thread, each FMA waiting on its two
+  // shared loads, took a fifth of the transform's samples). Every sum keeps its order (k, then
+  // n or m), so the values are those of one column per thread.
+  constexpr int kQuad = 4;
   for (int dist = 1; dist < kN; ++dist) {
     const int blocks = kN - dist;  // (i, j) = (b + dist, b)
-    for (int e = tid; e < blocks * kTb * kTb; e += kThreads) {
-      const int b = e / (kTb * kTb), r = (e / kTb) % kTb, c = e % kTb, i = b + dist, j = b;
-      float x = 0.0f;
+    for (int e = tid; e < blocks * kTb * kTb / kQuad; e += kThreads) {
+      const int b = e / (kTb * kTb / kQuad), r = (e / (kTb / kQuad)) % kTb, c = kQuad * (e % (kTb / kQuad));
+      const int i = b + dist, j = b;
+      float x[kQuad] = {};
       for (int k = j; k < i; ++k) {
         const float* a = Af + (i * kTb + r) * kLdA + k * kTb;
         const float* t = Tf + (k * kTb) * kC + j * kTb + c;
 #pragma unroll
-        for (int n = 0; n < kTb; ++n) x += a[n] * t[n * kC];
+        for (int n = 0; n < kTb; ++n) {
+          const float an = a[n];
+          const float4 tn = *reinterpret_cast<const float4*>(t + n * kC);
+          x[0] += an * tn.x;
+          x[1] += an * tn.y;
+          x[2] += an * tn.z;
+          x[3] += an * tn.w;
+        }
       }
-      scratch[e] = x;
+      *reinterpret_cast<float4*>(scratch + b * kTb * kTb + r * kTb + c) = make_float4(x[0], x[1], x[2], x[3]);
     }
     __syncthreads();
-    for (int e = tid; e < blocks * kTb * kTb; e += kThreads) {
-      const int b = e / (kTb * kTb), r = (e / kTb) % kTb, c = e % kTb, i = b + dist, j = b;
+    for (int e = tid; e < blocks * kTb * kTb / kQuad; e += kThreads) {
+      const int b = e / (kTb * kTb / kQuad), r = (e / (kTb / kQuad)) % kTb, c = kQuad * (e % (kTb / kQuad));
+      const int i = b + dist, j = b;
       const float* tii = Tf + (i * kTb + r) * kC + i * kTb;
       const float* x = scratch + b * kTb * kTb + c;
-      float y = 0.0f;
+      float y[kQuad] = {};
 #pragma unroll
-      for (int m = 0; m < kTb; ++m) y += tii[m] * x[m * kTb];
-      Tf[(i * kTb + r) * kC + j * kTb + c] = -y;
+      for (int m = 0; m < kTb; ++m) {
+        const float tm = tii[m];
+        const float4 xm = *reinterpret_cast<const float4*>(x + m * kTb);
+        y[0] += tm * xm.x;
+        y[1] += tm * xm.y;
+        y[2] += tm * xm.z;
+        y[3] += tm * xm.w;
+      }
+      *reinterpret_cast<float4*>(Tf + (i * kTb + r) * kC + j * kTb + c) = make_float4(-y[0], -y[1], -y[2], -y[3]);
     }
     __syncthreads();
   }
@@ -127,7 +149,7 @@ template <bool kUt, bool kSplit, int kThreads>
 __global__ void __launch_bounds__(kThreads) wu_kernel(const bf16* kn, const bf16* kn_lo, const float* v,
                                                         int64_t stride, const float* g, const float* beta,
                                                         int64_t tokens, const int* table, int nc, int n_k, int n_v,
-                                                        float* gcum, bf16* W, float* U) {
+                                                        float* gcum, float* gexp, float* gdec, bf16* W, float* U) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kHalves = kSplit ? 2 : 1;
   bf16* Ks = reinterpret_cast<bf16*>(smem);               // [64][kLdB] k̂, then β k̂ exp(G)
@@ -207,14 +229,27 @@ __global__ void __launch_bounds__(kThreads) wu_kernel(const bf16* kn, const bf16
   }
   __pipeline_wait_prior(0);
   __syncthreads();
-  if (tid < kC) gcum[slot * kC + tid] = gc[tid];
-  // k̂ k̂ᵀ, the tiles on and below the diagonal.
-  lower_tiles_xyt<kThreads, kSplit>(Ks, Kl, Ks, Kl, Af, warp);
-  __syncthreads();
-  for (int e = tid; e < kC * kC; e += kThreads) {
-    const int i = e / kC, j = e % kC;
-    Af[i * kLdA + j] = j < i ? bt[i] * Af[i * kLdA + j] * __expf(gc[i] - gc[j]) : 0.0f;
+  if (tid < kC) {
+    gcum[slot * kC + tid] = gc[tid];
+    // The pass's factors, the same expressions as it formed them (__expf of G and of G_last − G,
+    // G_last the chunk's last row): the same bits.
+    if (gexp) {
+      gexp[slot * kC + tid] = ex[tid];
+      gdec[slot * kC + tid] = __expf(gc[len - 1] - gc[tid]);
+    }
   }
+  // A = strictly-lower β k̂ k̂ᵀ ⊙ exp(Gᵢ − Gⱼ), each tile by the warp that formed it (Nsight
+  // Compute, 2026-12-07: the pass over the whole matrix behind its own barrier took 14 % of the
+  // kernel's samples). Tiles above the diagonal are not read (invert_unit_lower).
+  const int lane = tid % 32;
+  lower_tiles_xyt<kThreads, kSplit>(Ks, Kl, Ks, Kl, Af, warp, [&](int ti, int tj) {
+#pragma unroll
+    for (int q = lane; q < 16 * 16; q += 32) {
+      const int i = 16 * ti + q / 16, j = 16 * tj + q % 16;
+      float& a = Af[i * kLdA + j];
+      a = j < i ? bt[i] * a * __expf(gc[i] - gc[j]) : 0.0f;
+    }
+  });
   __syncthreads();
   invert_unit_lower<kThreads>(Af, Tf, X, tid);  // ends synchronized: Af is free for Tb
   for (int e = tid; e < kC * kC / 2; e += kThreads) {
@@ -245,45 +280,70 @@ __global__ void __launch_bounds__(kThreads) wu_kernel(const bf16* kn, const bf16
   float* Wst = Tf + warp * 16 * kLdWst;
   float* Uc = U + slot * kC * kD;
   bf16* Wc = W + slot * kC * kD;
-  const int lane = tid % 32;
-  for (int tile = warp; tile < (kC / 16) * (kD / 16); tile += kThreads / 32) {
-    const int ti = tile / (kD / 16), tn = tile % (kD / 16);
-    FragC w, u;
-    wmma::fill_fragment(w, 0.0f);
-    wmma::fill_fragment(u, 0.0f);
-    for (int kk = 0; kk <= ti; ++kk) {
-      FragA a;
-      FragB b;
-      wmma::load_matrix_sync(a, Tb + ti * 16 * kLdT + kk * 16, kLdT);
-      if constexpr (kSplit) {
-        FragA al;
-        FragB bl;
-        wmma::load_matrix_sync(al, Tl + ti * 16 * kLdT + kk * 16, kLdT);
-        wmma::load_matrix_sync(b, Ks + kk * 16 * kLdB + tn * 16, kLdB);
-        wmma::load_matrix_sync(bl, Kl + kk * 16 * kLdB + tn * 16, kLdB);
-        mma3(w, a, al, b, bl);
-        wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
-        wmma::load_matrix_sync(bl, Vl + kk * 16 * kLdB + tn * 16, kLdB);
-        mma3(u, a, al, b, bl);
-      } else {
-        wmma::load_matrix_sync(b, Ks + kk * 16 * kLdB + tn * 16, kLdB);
-        wmma::mma_sync(w, a, b, w);
-        wmma::load_matrix_sync(b, Vs + kk * 16 * kLdB + tn * 16, kLdB);
-        wmma::mma_sync(u, a, b, u);
+  // Each warp takes whole columns of tiles tn (W's and U's), two row blocks at a time, k step by
+  // k step: each B block of k̂ and β v is loaded once for the row blocks that use it (24 loads of
+  // K's and V's blocks per column where one tile at a time took 40; all four row blocks at once
+  // would hold 130 registers, one block per SM). Every tile still sums its k steps in order, so
+  // the values are those of one tile at a time.
+  constexpr int kRowBlocks = kC / 16, kPair = 2;
+  for (int tn = warp; tn < kD / 16; tn += kThreads / 32) {
+#pragma unroll
+    for (int t0b = 0; t0b < kRowBlocks; t0b += kPair) {
+      FragC w[kPair], u[kPair];
+#pragma unroll
+      for (int p = 0; p < kPair; ++p) {
+        wmma::fill_fragment(w[p], 0.0f);
+        wmma::fill_fragment(u[p], 0.0f);
+      }
+#pragma unroll
+      for (int kk = 0; kk < t0b + kPair; ++kk) {
+        FragB bk, bv;
+        wmma::load_matrix_sync(bk, Ks + kk * 16 * kLdB + tn * 16, kLdB);
+        wmma::load_matrix_sync(bv, Vs + kk * 16 * kLdB + tn * 16, kLdB);
+        if constexpr (kSplit) {
+          FragB bkl, bvl;
+          wmma::load_matrix_sync(bkl, Kl + kk * 16 * kLdB + tn * 16, kLdB);
+          wmma::load_matrix_sync(bvl, Vl + kk * 16 * kLdB + tn * 16, kLdB);
+#pragma unroll
+          for (int p = 0; p < kPair; ++p) {
+            const int ti = t0b + p;
+            if (kk > ti) continue;  // T's blocks above the diagonal are 0
+            FragA a, al;
+            wmma::load_matrix_sync(a, Tb + ti * 16 * kLdT + kk * 16, kLdT);
+            wmma::load_matrix_sync(al, Tl + ti * 16 * kLdT + kk * 16, kLdT);
+            mma3(w[p], a, al, bk, bkl);
+            mma3(u[p], a, al, bv, bvl);
+          }
+        } else {
+#pragma unroll
+          for (int p = 0; p < kPair; ++p) {
+            const int ti = t0b + p;
+            if (kk > ti) continue;
+            FragA a;
+            wmma::load_matrix_sync(a, Tb + ti * 16 * kLdT + kk * 16, kLdT);
+            wmma::mma_sync(w[p], a, bk, w[p]);
+            wmma::mma_sync(u[p], a, bv, u[p]);
+          }
+        }
+      }
+#pragma unroll
+      for (int p = 0; p < kPair; ++p) {
+        const int ti = t0b + p;
+        wmma::store_matrix_sync(Wst, w[p], kLdWst, wmma::mem_row_major);
+        if constexpr (kUt)
+          wmma::store_matrix_sync(Uc + tn * 16 * kC + ti * 16, u[p], kC, wmma::mem_col_major);
+        else
+          wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u[p], kD, wmma::mem_row_major);
+        __syncwarp();
+        // 16 rows of 16: lane l writes row l / 2, columns 8 (l % 2) … +7, as four BF16 pairs.
+        const int r = lane / 2, c0 = 8 * (lane % 2);
+        __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(Wc + (ti * 16 + r) * kD + tn * 16 + c0);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          dst[q] = __floats2bfloat162_rn(Wst[r * kLdWst + c0 + 2 * q], Wst[r * kLdWst + c0 + 2 * q + 1]);
+        __syncwarp();
       }
     }
-    wmma::store_matrix_sync(Wst, w, kLdWst, wmma::mem_row_major);
-    if constexpr (kUt)
-      wmma::store_matrix_sync(Uc + tn * 16 * kC + ti * 16, u, kC, wmma::mem_col_major);
-    else
-      wmma::store_matrix_sync(Uc + ti * 16 * kD + tn * 16, u, kD, wmma::mem_row_major);
-    __syncwarp();
-    // 16 rows of 16: lane l writes row l / 2, columns 8 (l % 2) … +7, as four BF16 pairs.
-    const int r = lane / 2, c0 = 8 * (lane % 2);
-    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(Wc + (ti * 16 + r) * kD + tn * 16 + c0);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) dst[q] = __floats2bfloat162_rn(Wst[r * kLdWst + c0 + 2 * q], Wst[r * kLdWst + c0 + 2 * q + 1]);
-    __syncwarp();
   }
 }
 
@@ -301,7 +361,8 @@ template <bool kUt, bool kSplit, int kThreads>
 void launch_wu(const GatedDeltaInput& in, const ChunkGrid& g, const ChunkScratch& x, cudaStream_t s) {
   allow_smem(wu_kernel<kUt, kSplit, kThreads>, kWuSmem<kSplit>);
   wu_kernel<kUt, kSplit, kThreads><<<dim3(g.nc, g.nv), kThreads, kWuSmem<kSplit>, s>>>(
-      x.kn, x.kn_lo, in.v, in.stride, in.g, in.beta, g.tokens, g.table, g.nc, g.nk, g.nv, x.gcum, x.W, x.U);
+      x.kn, x.kn_lo, in.v, in.stride, in.g, in.beta, g.tokens, g.table, g.nc, g.nk, g.nv, x.gcum, x.gexp, x.gdec, x.W,
+      x.U);
   STAVE_CUDA_LAUNCHED();
 }
 template <bool kUt, bool kSplit>
