@@ -1,7 +1,8 @@
 // The chunked gated delta rule, step 3 on Hopper's warp-group MMA (STAVE_CUDA_DELTA_STATE=wgmma:
 // 0.264 → 0.233 ms per 27B layer at 2048 tokens on an H200, 12 % off the mma.sync pass, not the 4×
 // its instruction count suggested; =wgmma-tma, the default since 2026-12-07 08:00, loads the
-// tiles by TMA: 0.232 → 0.169 ms on an H100): the register pass of
+// tiles by TMA: 0.232 → 0.169 ms on an H100; 0.169 → 0.123 ms since 2026-12-07 17:00, below:
+// the gates' factors read, shared loads, the next chunk's copies after the MMAs): the register pass of
 // gated_delta_state.cu in its whole-out form (the state in registers, the inter-chunk output formed
 // from it and written into the output), with each chunk's products as a handful of wgmma
 // instructions instead of hundreds of mma.sync.
