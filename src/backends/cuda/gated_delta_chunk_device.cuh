@@ -215,14 +215,14 @@ __device__ inline void store_state_fragment(const float (&s)[kTiles][4], float* 
 
 // v_newᵀ (8 n8 tiles over the chunk's rows; element i of tile n is column col0 + g + 8·(i / 2),
 // row 8n + 2t + i % 2) out as BF16 into vt ([d_v][64]; with kSplit the residues into vt_lo), then
-// scaled in place by exp(G_last − G) of its rows for the update. With kHalves = 2 this warp
-// writes only the rows of its d_k half (half_k); every warp scales all of its rows.
-template <bool kSplit, int kHalves = 1>
-__device__ inline void store_vnew_then_scale(float (&v)[kC / 8][4], const float* gc, float g_last, bf16* vt,
-                                             bf16* vt_lo, int col0, int g, int t, int half_k = 0) {
+// scaled in place by factor(row), exp(G_last − G) of its rows, for the update. With kHalves = 2
+// this warp writes only the rows of its d_k half (half_k); every warp scales all of its rows.
+template <bool kSplit, int kHalves = 1, class Factor>
+__device__ inline void store_vnew_then_scale_with(float (&v)[kC / 8][4], Factor&& factor, bf16* vt, bf16* vt_lo,
+                                                  int col0, int g, int t, int half_k = 0) {
 #pragma unroll
   for (int n = 0; n < kC / 8; ++n) {
-    const float d0 = __expf(g_last - gc[8 * n + 2 * t]), d1 = __expf(g_last - gc[8 * n + 2 * t + 1]);
+    const float d0 = factor(8 * n + 2 * t), d1 = factor(8 * n + 2 * t + 1);
     const bool mine = kHalves == 1 || n / (kC / 8 / kHalves) == half_k;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -240,26 +240,19 @@ __device__ inline void store_vnew_then_scale(float (&v)[kC / 8][4], const float*
   }
 }
 
-// store_vnew_then_scale with the factors exp(G_last − G) of the chunk's rows given (gd, [64]),
-// as the transform wrote them (ChunkScratch::gdec): the same products, no exponential here.
+// The factors formed here from G (gc) and G_last.
+template <bool kSplit, int kHalves = 1>
+__device__ inline void store_vnew_then_scale(float (&v)[kC / 8][4], const float* gc, float g_last, bf16* vt,
+                                             bf16* vt_lo, int col0, int g, int t, int half_k = 0) {
+  store_vnew_then_scale_with<kSplit, kHalves>(v, [&](int r) { return __expf(g_last - gc[r]); }, vt, vt_lo, col0, g, t,
+                                              half_k);
+}
+
+// The factors as the transform wrote them (gd, [64]; ChunkScratch::gdec): the same values.
 template <bool kSplit>
 __device__ inline void store_vnew_then_scale_by(float (&v)[kC / 8][4], const float* gd, bf16* vt, bf16* vt_lo,
                                                 int col0, int g, int t) {
-#pragma unroll
-  for (int n = 0; n < kC / 8; ++n) {
-    const float d0 = gd[8 * n + 2 * t], d1 = gd[8 * n + 2 * t + 1];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t at = (col0 + g + 8 * half) * kC + 8 * n + 2 * t;
-      uint32_t* dst = reinterpret_cast<uint32_t*>(vt + at);
-      if constexpr (kSplit)
-        pack_bf16_split(v[n][2 * half], v[n][2 * half + 1], *dst, *reinterpret_cast<uint32_t*>(vt_lo + at));
-      else
-        *dst = pack_bf16(v[n][2 * half], v[n][2 * half + 1]);
-      v[n][2 * half] *= d0;
-      v[n][2 * half + 1] *= d1;
-    }
-  }
+  store_vnew_then_scale_with<kSplit>(v, [&](int r) { return gd[r]; }, vt, vt_lo, col0, g, t);
 }
 
 constexpr int kLdU = kC + 8;  // fp32 [16][72]: a warp's Uᵀ columns in shared memory
