@@ -60,9 +60,9 @@ void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool spli
 void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, bool tma, float* states, float* out,
                         cudaStream_t s);
 // The same pass handing v_new to the output kernel as fp32 fragments (x.vnew_f32) and scaling
-// the state by the chunk's decay while v_new's MMAs run (TMA form; false, with nothing launched,
-// where the driver's tensor-map entry point is missing).
-bool launch_state_wgmma_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
+// the state by the chunk's decay while v_new's MMAs run (TMA form only: the caller takes it
+// where tensor_maps_available()).
+void launch_state_wgmma_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
                             cudaStream_t s);
 // 4. The outputs (S_c and v_new transposed after the register pass; split operands need it so).
 // inter_done: out already holds the inter-chunk part (StatePass::kWholeOut); the kernel adds the

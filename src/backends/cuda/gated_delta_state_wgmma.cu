@@ -386,14 +386,12 @@ void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, b
     launch<false, false>(g, x, states, out, s);
 }
 
-bool launch_state_wgmma_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
+void launch_state_wgmma_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
                             cudaStream_t s) {
-  if (!tensor_maps_available()) return false;
   if (split)
     launch<true, true, true>(g, x, states, out, s);
   else
     launch<false, true, true>(g, x, states, out, s);
-  return true;
 }
 
 }  // namespace stave::cuda::dev::delta_chunk
