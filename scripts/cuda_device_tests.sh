@@ -54,14 +54,6 @@ for state in whole-out wgmma whole whole-prefetch halves; do
 done
 echo "== again with STAVE_CUDA_DELTA_WU=narrow"
 STAVE_CUDA_DELTA_WU=narrow "${suite:-$bin}/stave_tests" --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' || status=1
-# v_new handed from the warp-group pass to the output kernel as fp32 (STAVE_CUDA_DELTA_VNEW=fp32,
-# an experiment; BF16 pairs are the default) with split and with plain BF16 operands, under the
-# op suite's delta-rule cases and the fast-precision model suites.
-for delta in auto chunk-bf16; do
-  echo "== again with STAVE_CUDA_DELTA_VNEW=fp32 STAVE_CUDA_DELTA=$delta"
-  STAVE_CUDA_DELTA_VNEW=fp32 STAVE_CUDA_DELTA=$delta "${suite:-$bin}/stave_tests" \
-    --gtest_filter='Devices/BackendOps.GatedDelta*cuda*:Devices/*cuda_fast*' || status=1
-done
 # The BF16 flash attention on mma.sync (STAVE_CUDA_FLASH_BF16=mma; wgmma is the default) under the
 # op suite and the fast-precision model suites (CudaOps.AttentionCausalFlashBf16 runs every form).
 for flash in mma; do

@@ -83,7 +83,6 @@
 #include "backends/cuda/gated_delta_chunk.h"
 #include "backends/cuda/gated_delta_chunk_device.cuh"
 #include "backends/cuda/gated_delta_chunk_launch.h"
-#include "backends/cuda/tensor_map.h"
 #include "stave/errors.h"
 #include "util/env_choice.h"
 
@@ -195,15 +194,6 @@ delta_chunk::StatePass state_pass_from_env() {
 // or "narrow" (4 warps in the same shared memory).
 bool wu_wide_from_env() { return env_choice<bool>("STAVE_CUDA_DELTA_WU", {{"wide", true}, {"narrow", false}}); }
 
-// STAVE_CUDA_DELTA_VNEW: how the warp-group pass (TMA form) hands v_new to the output kernel:
-// "pairs" (the default: BF16, hi and lo with split operands, stored 4 bytes at a time in the
-// output kernel's layout) or "fp32" (an experiment since 2026-12-07 17:45, not yet run on a GPU:
-// the pass's fp32 accumulators in their order, 16 bytes at a time, the same bytes with split
-// operands; the output kernel forms the same BF16 pairs; and the pass scales the state by the
-// chunk's decay while v_new's MMAs run). Nsight Compute put 47 % of the pass's samples between
-// v_new's MMAs and the update's, where the pairs are formed and stored.
-bool vnew_f32_from_env() { return env_choice<bool>("STAVE_CUDA_DELTA_VNEW", {{"pairs", false}, {"fp32", true}}); }
-
 }  // namespace
 
 bool gated_delta_chunk_applies(const GatedDeltaDims& dims, int64_t tokens, int64_t sequences) {
@@ -241,8 +231,6 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   const delta_chunk::StatePass pass = state_pass_from_env();
   const bool wgmma = registers && (pass == delta_chunk::StatePass::kWgmma || pass == delta_chunk::StatePass::kWgmmaTma);
   const bool inter_in_pass = wgmma || (registers && pass == delta_chunk::StatePass::kWholeOut);  // no S_c scratch
-  const bool vnew_f32 = wgmma && pass == delta_chunk::StatePass::kWgmmaTma && vnew_f32_from_env() &&
-                        tensor_maps_available();
   const size_t halves = split ? 2 : 1;
   const size_t sc_halves = inter_in_pass ? 0 : halves;
   const size_t per_chunk = static_cast<size_t>(nc) * nv;
@@ -252,8 +240,7 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
                       Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up(per_chunk * kC * kD * sizeof(float)) +
                       sc_halves * Scratch::round_up(per_chunk * kD * kD * sizeof(bf16)) +
-                      (vnew_f32 ? Scratch::round_up(per_chunk * kC * kD * sizeof(float))
-                                : halves * Scratch::round_up(per_chunk * kC * kD * sizeof(bf16))) +
+                      halves * Scratch::round_up(per_chunk * kC * kD * sizeof(bf16)) +
                       Scratch::round_up((2 * nc + n_seq + 1) * sizeof(int)),
                   s);
   ChunkScratch x;
@@ -267,15 +254,12 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   x.W = scratch.take<bf16>(per_chunk * kC * kD);
   x.U = scratch.take<float>(per_chunk * kC * kD);
   if (!inter_in_pass) x.Sc = scratch.take<bf16>(per_chunk * kD * kD);
-  if (vnew_f32)
-    x.vnew_f32 = scratch.take<float>(per_chunk * kC * kD);
-  else
-    x.vnew = scratch.take<bf16>(per_chunk * kC * kD);
+  x.vnew = scratch.take<bf16>(per_chunk * kC * kD);
   if (split) {
     x.qn_lo = scratch.take<bf16>(qk);
     x.kn_lo = scratch.take<bf16>(qk);
     if (!inter_in_pass) x.Sc_lo = scratch.take<bf16>(per_chunk * kD * kD);
-    if (!vnew_f32) x.vnew_lo = scratch.take<bf16>(per_chunk * kC * kD);
+    x.vnew_lo = scratch.take<bf16>(per_chunk * kC * kD);
   }
   int* table = nullptr;
   if (n_seq > 1) {
@@ -293,19 +277,14 @@ void gated_delta_rule_chunked(const GatedDeltaDims& dims, const GatedDeltaInput&
   g_profiler.mark(1, s);
   delta_chunk::launch_transform(in, grid, x, registers, split, wu_wide_from_env(), s);
   g_profiler.mark(2, s);
-  if (vnew_f32)
-    delta_chunk::launch_state_wgmma_f32(grid, x, split, states, out, s);
-  else if (wgmma)
+  if (wgmma)
     delta_chunk::launch_state_wgmma(grid, x, split, pass == delta_chunk::StatePass::kWgmmaTma, states, out, s);
   else if (registers)
     delta_chunk::launch_state_registers(grid, x, split, pass, states, out, s);
   else
     delta_chunk::launch_state_shared(grid, x, states, s);
   g_profiler.mark(3, s);
-  if (vnew_f32)
-    delta_chunk::launch_output_f32(grid, x, split, out, s);
-  else
-    delta_chunk::launch_output(grid, x, registers, split, inter_in_pass, out, s);
+  delta_chunk::launch_output(grid, x, registers, split, inter_in_pass, out, s);
   g_profiler.mark(4, s);
   g_profiler.collect();
 }

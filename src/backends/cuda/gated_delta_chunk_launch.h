@@ -21,11 +21,6 @@ struct ChunkScratch {
   __nv_bfloat16* W;
   float* U;
   __nv_bfloat16 *Sc = nullptr, *vnew = nullptr, *Sc_lo = nullptr, *vnew_lo = nullptr;
-  // v_new as fp32 in the warp-group pass's fragment order (STAVE_CUDA_DELTA_VNEW=fp32; null
-  // otherwise): per (chunk, v head) 2 column blocks × 128 threads × 32 floats, thread p's float
-  // 4n + i being column 64 (p / 128) + 16 (p / 32 % 4) + (p % 32) / 4 + 8 (i / 2), chunk row
-  // 8n + 2 (p % 4) + i % 2. The output kernel splits it; vnew and vnew_lo are then not used.
-  float* vnew_f32 = nullptr;
 };
 
 // The call's shape: tokens, the chunk table (device; null for one sequence), chunks, k and v
@@ -59,17 +54,10 @@ void launch_state_registers(const ChunkGrid& g, const ChunkScratch& x, bool spli
 // pass's work, out written with the inter-chunk part, x.Sc not needed.
 void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, bool tma, float* states, float* out,
                         cudaStream_t s);
-// The same pass handing v_new to the output kernel as fp32 fragments (x.vnew_f32) and scaling
-// the state by the chunk's decay while v_new's MMAs run (TMA form only: the caller takes it
-// where tensor_maps_available()).
-void launch_state_wgmma_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
-                            cudaStream_t s);
 // 4. The outputs (S_c and v_new transposed after the register pass; split operands need it so).
 // inter_done: out already holds the inter-chunk part (StatePass::kWholeOut); the kernel adds the
 // intra-chunk part to it.
 void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, bool split, bool inter_done, float* out,
                    cudaStream_t s);
-// Step 4 after launch_state_wgmma_f32: v_new from x.vnew_f32.
-void launch_output_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* out, cudaStream_t s);
 
 }  // namespace stave::cuda::dev::delta_chunk

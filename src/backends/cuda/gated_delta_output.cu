@@ -66,16 +66,12 @@ __device__ __forceinline__ void mma3_b_block(FragC& acc, const FragA& a, const F
   }
 }
 
-// kVnewF32 (with kInterDone): v_new arrives as fp32 fragments (ChunkScratch::vnew_f32), each
-// thread of the pass's 256 (two column blocks) by one thread here, split into BF16 here: the
-// same BF16 pairs the pass would have stored.
-template <bool kT, bool kSplit, bool kInterDone, bool kVnewF32 = false>
+template <bool kT, bool kSplit, bool kInterDone>
 __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(const bf16* qn, const bf16* kn, const bf16* qn_lo,
                                                           const bf16* kn_lo, const float* gcum, const bf16* Sc,
                                                           const bf16* Sc_lo, const bf16* vnew, const bf16* vnew_lo,
-                                                          const float* vnew_f32, int64_t tokens, const int* table,
-                                                          int nc, int n_k, int n_v, float* out) {
-  static_assert(!kVnewF32 || kInterDone, "fp32 v_new comes from the warp-group pass");
+                                                          int64_t tokens, const int* table, int nc, int n_k, int n_v,
+                                                          float* out) {
   static_assert(!kSplit || kT, "split operands come with the register pass's transposed layout");
   static_assert(!kInterDone || kT, "the inter-chunk part comes from the register pass");
   using L = OutLayout<kT, kSplit, kInterDone>;
@@ -149,28 +145,8 @@ __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(co
     }
   });
   __syncthreads();
-  const bf16* vn = kVnewF32 ? nullptr : vnew + slot * kC * kD;
-  if constexpr (kVnewF32) {
-    static_assert(kOutThreads<kSplit, kInterDone> == 2 * 128, "one thread per thread of the pass");
-    // Pass thread p = tid: its 32 floats, 4n + i being column 64 (p / 128) + 16 (p / 32 % 4) + g +
-    // 8 (i / 2) and row 8n + 2t + i % 2 (g = p % 32 / 4, t = p % 4); two rows of a column are one
-    // BF16 pair of KV ([128 columns][kLdVt], rows contiguous).
-    const float4* src = reinterpret_cast<const float4*>(vnew_f32 + slot * kC * kD) + tid * (kC / 8);
-    const int col = 64 * (tid / 128) + 16 * (tid / 32 % 4) + tid % 32 / 4, row = 2 * (tid % 4);
-#pragma unroll
-    for (int n = 0; n < kC / 8; ++n) {
-      const float4 x = __ldcg(src + n);
-      uint32_t* hi_a = reinterpret_cast<uint32_t*>(KV + col * kLdVt + 8 * n + row);
-      uint32_t* hi_b = reinterpret_cast<uint32_t*>(KV + (col + 8) * kLdVt + 8 * n + row);
-      if constexpr (kSplit) {
-        pack_bf16_split(x.x, x.y, *hi_a, *reinterpret_cast<uint32_t*>(KVl + col * kLdVt + 8 * n + row));
-        pack_bf16_split(x.z, x.w, *hi_b, *reinterpret_cast<uint32_t*>(KVl + (col + 8) * kLdVt + 8 * n + row));
-      } else {
-        *hi_a = pack_bf16(x.x, x.y);
-        *hi_b = pack_bf16(x.z, x.w);
-      }
-    }
-  } else if constexpr (kT) {
+  const bf16* vn = vnew + slot * kC * kD;
+  if constexpr (kT) {
     for (int e = tid; e < kD * kC / 8; e += kThreads) {
       const int r = e / (kC / 8), c = e % (kC / 8);
       copy16(KV + r * kLdVt + 8 * c, vn + r * kC + 8 * c);
@@ -265,13 +241,13 @@ __global__ void __launch_bounds__(kOutThreads<kSplit, kInterDone>) out_kernel(co
 }  // namespace
 
 namespace {
-template <bool kT, bool kSplit, bool kInterDone = false, bool kVnewF32 = false>
+template <bool kT, bool kSplit, bool kInterDone = false>
 void launch_out(const ChunkGrid& g, const ChunkScratch& x, float* out, cudaStream_t s) {
   constexpr size_t smem = kOutSmem<kT, kSplit, kInterDone>;
-  allow_smem(out_kernel<kT, kSplit, kInterDone, kVnewF32>, smem);
-  out_kernel<kT, kSplit, kInterDone, kVnewF32><<<dim3(g.nc, g.nv), kOutThreads<kSplit, kInterDone>, smem, s>>>(
-      x.qn, x.kn, x.qn_lo, x.kn_lo, x.gcum, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo, x.vnew_f32, g.tokens, g.table, g.nc, g.nk,
-      g.nv, out);
+  allow_smem(out_kernel<kT, kSplit, kInterDone>, smem);
+  out_kernel<kT, kSplit, kInterDone><<<dim3(g.nc, g.nv), kOutThreads<kSplit, kInterDone>, smem, s>>>(
+      x.qn, x.kn, x.qn_lo, x.kn_lo, x.gcum, x.Sc, x.Sc_lo, x.vnew, x.vnew_lo, g.tokens, g.table, g.nc, g.nk, g.nv,
+      out);
   STAVE_CUDA_LAUNCHED();
 }
 }  // namespace
@@ -291,13 +267,6 @@ void launch_output(const ChunkGrid& g, const ChunkScratch& x, bool transposed, b
     launch_out<true, false>(g, x, out, s);
   else
     launch_out<false, false>(g, x, out, s);
-}
-
-void launch_output_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* out, cudaStream_t s) {
-  if (split)
-    launch_out<true, true, true, true>(g, x, out, s);
-  else
-    launch_out<true, false, true, true>(g, x, out, s);
 }
 
 }  // namespace stave::cuda::dev::delta_chunk

@@ -145,15 +145,11 @@ __device__ inline uint64_t mn_major_desc(uint32_t tile, int kt) {
   return hopper::sw128_mn_desc(tile + kt * 2 * 1024, kAtomBytes);
 }
 
-// kVnewF32 (STAVE_CUDA_DELTA_VNEW=fp32, an experiment): v_new goes to the output kernel as this
-// thread's 32 fp32 accumulators in their order (eight 16-byte stores; ChunkScratch::vnew_f32), which
-// splits them there, instead of as BF16 pairs stored 4 bytes at a time; and the state is scaled by
-// the chunk's decay while v_new's MMAs run instead of after them. The same values either way.
-template <bool kSplit, bool kTma, bool kVnewF32 = false>
+template <bool kSplit, bool kTma>
 __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
     const __grid_constant__ TileMaps maps, const bf16* kn, const bf16* kn_lo, const bf16* qn, const bf16* qn_lo,
     const float* gexp, const float* gdec, const bf16* W, const float* Ut, int64_t tokens, const int* table, int nc,
-    int n_k, int n_v, float* states, bf16* vnt, bf16* vnt_lo, float* vnf, float* out) {
+    int n_k, int n_v, float* states, bf16* vnt, bf16* vnt_lo, float* out) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The swizzle is by address bits: the tiles start 1024-byte aligned. The offset is added to
   // smem_raw (not formed through an integer) so that the compiler keeps every pointer below in
@@ -266,42 +262,19 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
                                 next_len, n_k, kh, tiles + (parity ^ 1) * kTiles<kSplit> * kTileBytes,
                                 gbuf + (parity ^ 1) * kGf, tid);
     }
-    if constexpr (kVnewF32) {  // s is read by no MMA in flight (v_new's and O_inter's take −Sᵀ's copies)
-      const float decay = ge[len - 1];  // exp(G_last)
-#pragma unroll
-      for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[j][i] *= decay;
-    }
     wgmma_wait<1>();  // group 1 done: v_newᵀ
     fence_all(v);
-    // v_newᵀ out (BF16, hi and lo; or fp32 fragments), then its columns scaled by exp(G_last − G)
-    // as the update's A.
-    if constexpr (kVnewF32) {
-      float4* dst = reinterpret_cast<float4*>(vnf + slot * kD * kC) + (blockIdx.y * kWgThreads + tid) * (kC / 8);
-#pragma unroll
-      for (int n = 0; n < kC / 8; ++n) {
-        dst[n] = make_float4(v[n][0], v[n][1], v[n][2], v[n][3]);
-        const float d0 = gd[8 * n + 2 * t], d1 = gd[8 * n + 2 * t + 1];
-        v[n][0] *= d0;
-        v[n][1] *= d1;
-        v[n][2] *= d0;
-        v[n][3] *= d1;
-      }
-    } else {
-      bf16* vt = vnt + slot * kD * kC;
-      bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
-      store_vnew_then_scale_by<kSplit>(v, gd, vt, vt_lo, col0, g, t);
-    }
+    // v_newᵀ out (BF16, hi and lo), then its columns scaled by exp(G_last − G) as the update's A.
+    bf16* vt = vnt + slot * kD * kC;
+    bf16* vt_lo = kSplit ? vnt_lo + slot * kD * kC : nullptr;
+    store_vnew_then_scale_by<kSplit>(v, gd, vt, vt_lo, col0, g, t);
 #pragma unroll
     for (int kt = 0; kt < kC / 16; ++kt) accumulators_as_a_pair<kSplit>(va[kt], val[kt], v[2 * kt], v[2 * kt + 1], 1.0f);
-    if constexpr (!kVnewF32) {
-      const float decay = ge[len - 1];  // exp(G_last)
+    const float decay = ge[len - 1];  // exp(G_last)
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j)
+    for (int j = 0; j < kD / 8; ++j)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) s[j][i] *= decay;
-    }
+      for (int i = 0; i < 4; ++i) s[j][i] *= decay;
     wgmma_fence();
     // Group 3: Sᵀ += (scaled v_new)ᵀ k̂ over the chunk's rows (k̂ MN-major; small terms first).
 #pragma unroll
@@ -348,10 +321,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) state_wgmma_kernel(
   store_state_fragment(s, st, 0, col0, g, t);
 }
 
-template <bool kSplit, bool kTma, bool kVnewF32 = false>
+template <bool kSplit, bool kTma>
 void launch(const ChunkGrid& g, const ChunkScratch& x, float* states, float* out, cudaStream_t s) {
   constexpr size_t smem = kWgSmem<kSplit> + 1024;  // + the alignment of the tiles
-  allow_smem(state_wgmma_kernel<kSplit, kTma, kVnewF32>, smem);
+  allow_smem(state_wgmma_kernel<kSplit, kTma>, smem);
   TileMaps maps{};
   if constexpr (kTma) {
     const int64_t w_rows = static_cast<int64_t>(g.nc) * g.nv * kC, qk_cols = static_cast<int64_t>(g.nk) * kD * 2;
@@ -364,10 +337,9 @@ void launch(const ChunkGrid& g, const ChunkScratch& x, float* states, float* out
       maps.ql = byte_map(x.qn_lo, g.tokens, qk_cols, 128, kC, sw);
     }
   }
-  state_wgmma_kernel<kSplit, kTma, kVnewF32>
-      <<<dim3(g.nv, kD / kWgCols, static_cast<unsigned>(g.n_seq)), kWgThreads, smem, s>>>(
-          maps, x.kn, x.kn_lo, x.qn, x.qn_lo, x.gexp, x.gdec, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states,
-          x.vnew, x.vnew_lo, x.vnew_f32, out);
+  state_wgmma_kernel<kSplit, kTma><<<dim3(g.nv, kD / kWgCols, static_cast<unsigned>(g.n_seq)), kWgThreads, smem, s>>>(
+      maps, x.kn, x.kn_lo, x.qn, x.qn_lo, x.gexp, x.gdec, x.W, x.U, g.tokens, g.table, g.nc, g.nk, g.nv, states, x.vnew,
+      x.vnew_lo, out);
   STAVE_CUDA_LAUNCHED();
 }
 
@@ -384,14 +356,6 @@ void launch_state_wgmma(const ChunkGrid& g, const ChunkScratch& x, bool split, b
     launch<false, true>(g, x, states, out, s);
   else
     launch<false, false>(g, x, states, out, s);
-}
-
-void launch_state_wgmma_f32(const ChunkGrid& g, const ChunkScratch& x, bool split, float* states, float* out,
-                            cudaStream_t s) {
-  if (split)
-    launch<true, true, true>(g, x, states, out, s);
-  else
-    launch<false, true, true>(g, x, states, out, s);
 }
 
 }  // namespace stave::cuda::dev::delta_chunk
