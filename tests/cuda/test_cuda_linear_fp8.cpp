@@ -197,9 +197,9 @@ std::vector<float> quantization_rows(std::mt19937& rng, int64_t M, int64_t K) {
 }
 
 // The FP8 path's activations are mxfp4::qdq_row's values exactly: E4M3 byte × 2^R_a per row, for
-// both kernel forms (the register one at every K the Clef shapes have, the warp one beyond it,
-// at each G: 96 and 4096 take 1, 5120 and 6144 2, 12288 4, 17408 and 32768 8)
-// and every scale mode; the two forms write the same bytes.
+// every kernel form (the register one at every K the Clef shapes have, the warp one beyond it,
+// at each G: 96 and 4096 take 1, 5120 and 6144 2, 12288 4, 17408 and 32768 8; the staged one up
+// to 32,768) and every scale mode; the forms write the same bytes.
 TEST(CudaLinearFp8, ActivationQuantizationIsQdqRowBitForBit) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -214,8 +214,8 @@ TEST(CudaLinearFp8, ActivationQuantizationIsQdqRowBitForBit) {
       cuda::DeviceBuffer dx, dq(static_cast<size_t>(M * K)), ds(static_cast<size_t>(M) * sizeof(float));
       dx.upload(x.data(), x.size() * sizeof(float));
       std::vector<std::vector<uint8_t>> bytes;
-      for (int form : {1, 2}) {
-        if (form == 1 && K > 32768) continue;
+      for (int form : {1, 2, 3}) {
+        if ((form == 1 || form == 3) && K > 32768) continue;
         STAVE_CUDA_CHECK(cudaMemset(dq.as<void>(), 0x7f, dq.bytes()));  // poison: E4M3 NaN
         cuda::dev::quantize_rows_fp8(dx.as<float>(), M, K, mode, dq.as<uint8_t>(), ds.as<float>(), form, nullptr);
         STAVE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -235,9 +235,7 @@ TEST(CudaLinearFp8, ActivationQuantizationIsQdqRowBitForBit) {
                             << want[first] << ", byte " << int(q[first]) << ", row scale " << scale[first / K] << ")";
         bytes.push_back(std::move(q));
       }
-      if (bytes.size() == 2) {
-        EXPECT_TRUE(bytes[0] == bytes[1]) << "the two forms' bytes differ";
-      }
+      for (size_t f = 1; f < bytes.size(); ++f) EXPECT_TRUE(bytes[f] == bytes[0]) << "form " << f + 1 << "'s bytes differ";
     }
 }
 
@@ -293,8 +291,9 @@ TEST(CudaLinearFp8, SharedInputEqualsSeparateProducts) {
 
 // SwiGLU's down projection with silu(gate) ⊙ up formed inside the quantization: bit-identical to
 // silu_mul_fast followed by the product, at a register width of each kind (K 256: 1 group per
-// thread, 17408: 8, the 27B's intermediate size); not taken at M ≤ 4 (small-M kernel), in exact
-// precision, or for K beyond the register form (the caller composes); gate and up not written.
+// thread, 17408: 8, the 27B's intermediate size) and with the staged rows (STAVE_CUDA_QUANT_ROWS,
+// 17408); not taken at M ≤ 4 (small-M kernel), in exact precision, or for K beyond the register
+// form (the caller composes); gate and up not written.
 TEST(CudaLinearFp8, SiluMulLinearEqualsComposition) {
   STAVE_REQUIRE_GPU();
   std::mt19937 rng(13);
@@ -302,32 +301,34 @@ TEST(CudaLinearFp8, SiluMulLinearEqualsComposition) {
     const int64_t N = K > 1000 ? 64 : 128;
     const Mxfp4Weight h = make_mxfp4(rng, N, K, 118, 130, true, "down");
     const cuda::DeviceLinear d = cuda::upload_linear(h.w, true);
-    for (const int64_t M : {int64_t{3}, int64_t{37}, int64_t{300}}) {
-      SCOPED_TRACE(::testing::Message() << "K " << K << " M " << M);
-      cuda::GpuContext ctx(false);
-      ctx.set_linear_path(cuda::LinearPath::kFp8);
-      const auto g = test::random_floats(rng, M * K, -6.0f, 6.0f), u = test::random_floats(rng, M * K, -3.0f, 3.0f);
-      cuda::DeviceBuffer dg, du, dp(static_cast<size_t>(M * K) * sizeof(float)),
-          dy(static_cast<size_t>(M * N) * sizeof(float));
-      dg.upload(g.data(), g.size() * sizeof(float));
-      du.upload(u.data(), u.size() * sizeof(float));
-      STAVE_CUDA_CHECK(cudaMemset(dy.as<void>(), 0xff, dy.bytes()));
-      const bool fused = cuda::dev::silu_mul_linear_fused(ctx, d, dg.as<float>(), du.as<float>(), M, dy.as<float>());
-      EXPECT_EQ(fused, M > 4 && K <= 32768);
-      // The composition, as CudaBackend's fallback runs it.
-      cuda::dev::silu_mul_fast(dg.as<float>(), du.as<float>(), M * K, dp.as<float>(), ctx.stream());
-      std::vector<float> product(static_cast<size_t>(M * K));
-      ctx.synchronize();
-      dp.download(product.data(), product.size() * sizeof(float));
-      const auto want = run_linear(ctx, d, product, M);
-      std::vector<float> gate_after(g.size());
-      dg.download(gate_after.data(), gate_after.size() * sizeof(float));
-      EXPECT_TRUE(gate_after == g) << "gate was written";
-      if (!fused) continue;
-      std::vector<float> got(static_cast<size_t>(M * N));
-      dy.download(got.data(), got.size() * sizeof(float));
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
-    }
+    for (const int64_t M : {int64_t{3}, int64_t{37}, int64_t{300}})
+      for (const char* rows : {"registers", "staged"}) {
+        SCOPED_TRACE(::testing::Message() << "K " << K << " M " << M << " rows " << rows);
+        const test::ScopedEnv form("STAVE_CUDA_QUANT_ROWS", rows);  // read when ctx makes its FP8 state
+        cuda::GpuContext ctx(false);
+        ctx.set_linear_path(cuda::LinearPath::kFp8);
+        const auto g = test::random_floats(rng, M * K, -6.0f, 6.0f), u = test::random_floats(rng, M * K, -3.0f, 3.0f);
+        cuda::DeviceBuffer dg, du, dp(static_cast<size_t>(M * K) * sizeof(float)),
+            dy(static_cast<size_t>(M * N) * sizeof(float));
+        dg.upload(g.data(), g.size() * sizeof(float));
+        du.upload(u.data(), u.size() * sizeof(float));
+        STAVE_CUDA_CHECK(cudaMemset(dy.as<void>(), 0xff, dy.bytes()));
+        const bool fused = cuda::dev::silu_mul_linear_fused(ctx, d, dg.as<float>(), du.as<float>(), M, dy.as<float>());
+        EXPECT_EQ(fused, M > 4 && K <= 32768);
+        // The composition, as CudaBackend's fallback runs it.
+        cuda::dev::silu_mul_fast(dg.as<float>(), du.as<float>(), M * K, dp.as<float>(), ctx.stream());
+        std::vector<float> product(static_cast<size_t>(M * K));
+        ctx.synchronize();
+        dp.download(product.data(), product.size() * sizeof(float));
+        const auto want = run_linear(ctx, d, product, M);
+        std::vector<float> gate_after(g.size());
+        dg.download(gate_after.data(), gate_after.size() * sizeof(float));
+        EXPECT_TRUE(gate_after == g) << "gate was written";
+        if (!fused) continue;
+        std::vector<float> got(static_cast<size_t>(M * N));
+        dy.download(got.data(), got.size() * sizeof(float));
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+      }
   }
   cuda::GpuContext exact(true);
   std::mt19937 r2(14);

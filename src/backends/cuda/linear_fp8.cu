@@ -231,6 +231,9 @@ struct Fp8Gemm {
   // STAVE_CUDA_FP8_ROWS=padded: every product over the padded Mp rows through scratch and a copy,
   // as before 2026-12-06 (for A/B runs); unset or "exact": straight into the output.
   bool padded_rows = env_choice<bool>("STAVE_CUDA_FP8_ROWS", {{"exact", false}, {"padded", true}});
+  // STAVE_CUDA_QUANT_ROWS=staged: activation rows of 16,416 values or more (SwiGLU's product of
+  // the 27B) quantized through shared memory (quantize_fp8.h); "registers": the register form.
+  bool staged_rows = env_choice<bool>("STAVE_CUDA_QUANT_ROWS", {{"registers", false}, {"staged", true}});
   bool ahead = expand_ahead_from_env();
   int ahead_depth = expand_depth_from_env();  // STAVE_CUDA_EXPAND_DEPTH
   std::unique_ptr<ExpandAhead> expand_ahead;  // made on the first expansion with `ahead`
@@ -638,7 +641,8 @@ bool linear_fp8_quantize_input(GpuContext& ctx, const DeviceLinear& w, const flo
   const int64_t N = w.out, K = w.in;
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
   if (!ctx.fp8_gemm().plan(op.Mp, N, K, scales_in_gemm(ctx))) return false;
-  launch_quantize_rows_fp8(x, M, op.Mp, K, mode_code(w.input_scale_mode), op.x, op.x_scale, ctx.stream());
+  launch_quantize_rows_fp8(x, M, op.Mp, K, mode_code(w.input_scale_mode), op.x, op.x_scale, ctx.stream(), 0,
+                           ctx.fp8_gemm().staged_rows);
   return true;
 }
 
@@ -647,7 +651,7 @@ bool linear_fp8_quantize_formed_input(GpuContext& ctx, const DeviceLinear& w, co
   const Fp8Operands op = fp8_operands(ctx, w, M, true);
   if (!ctx.fp8_gemm().plan(op.Mp, w.out, w.in, scales_in_gemm(ctx))) return false;
   return launch_quantize_formed(x, pro, M, op.Mp, w.in, mode_code(w.input_scale_mode), op.x, op.x_scale,
-                                ctx.stream());
+                                ctx.stream(), ctx.fp8_gemm().staged_rows);
 }
 
 bool linear_fp8_has_plan(GpuContext& ctx, const DeviceLinear& w, int64_t M) {

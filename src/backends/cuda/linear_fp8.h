@@ -68,8 +68,9 @@ bool linear_fp8_applies(const GpuContext& ctx, const DeviceLinear& w);
 bool linear_fp8(GpuContext& ctx, const DeviceLinear& w, const float* x, int64_t M, float* y);
 // The activation side alone (tests): rows of x [M, K] (K % 32 == 0) quantized bit-exactly as
 // mxfp4::qdq_row and written as E4M3 xq [M, K] with 2^R_a per row in row_scale [M]. `form`:
-// 0 the one the path picks for K, 1 the register form (K ≤ 32,768, x 16-byte aligned), 2 the
-// two-pass warp form.
+// 0 the one the path picks for K by default, 1 the register form (K ≤ 32,768, x 16-byte
+// aligned), 2 the two-pass warp form, 3 the staged form (K ≤ 32,768, x 16-byte aligned; rows
+// through shared memory, STAVE_CUDA_QUANT_ROWS=staged).
 void quantize_rows_fp8(const float* x, int64_t M, int64_t K, mxfp4::ScaleMode mode, uint8_t* xq, float* row_scale,
                        int form, cudaStream_t s);
 // linear_fp8 in two steps, so that products over the same input quantize it once: the first

@@ -24,14 +24,17 @@ inline int mode_code(mxfp4::ScaleMode m) {
 // Rows of K values (x [M, K], K % 32 == 0) into E4M3 xq [Mp, K] + 2^R_a per row in row_scale
 // [Mp]; rows M … Mp − 1 are zeros with scale 1. form 0: the register form where the row fits
 // 8 · 8 · 512 values and x is 16-byte aligned, else the two-pass warp form; 2: the warp form.
+// staged (form 0): rows of 16,416 to 32,768 values through shared memory instead of registers
+// (the same bytes; STAVE_CUDA_QUANT_ROWS).
 void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, int mode, uint8_t* xq,
-                              float* row_scale, cudaStream_t s, int form = 0);
+                              float* row_scale, cudaStream_t s, int form = 0, bool staged = false);
 // The register form with the row formed by `pro` as it is loaded (x and pro's operands [M, K]):
 // true, or false with nothing launched where that form does not take the shape (K % 32 ≠ 0, K
 // beyond 32,768, an operand not 16-byte aligned, a gated norm's heads not 8 · 2^k ≤ 256 values
-// dividing K).
+// dividing K). staged: as launch_quantize_rows_fp8's, for the element-wise prologues (plain, SiLU
+// ⊙ up, sigmoid gate).
 bool launch_quantize_formed(const float* x, const dev::RowPrologue& pro, int64_t M, int64_t Mp, int64_t K, int mode,
-                            uint8_t* xq, float* row_scale, cudaStream_t s);
+                            uint8_t* xq, float* row_scale, cudaStream_t s, bool staged = false);
 // Activation blocks so far that lay more than 14 binades below their row's largest (rounded to
 // E4M3's subnormals); waits for the device.
 uint64_t activation_blocks_rounded();
