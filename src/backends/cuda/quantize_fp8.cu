@@ -241,12 +241,12 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
 
 // The same quantization with the row staged in shared memory, for long rows with an element-wise
 // prologue (kPlain, kSiluUp, kSigmoidGate): the register form holds a 17,408-value row (SwiGLU's,
-// the 27B's) as 8 groups a thread in 97 registers, two blocks of 288 threads per SM, and its
-// loads go out in a few rounds as registers free up. Here each thread has kStagedUnroll groups'
+// the 27B's) as 8 groups a thread in about 100 registers, two blocks of 288 threads per SM, and
+// its loads go out in a few rounds as registers free up. Here each thread has kStagedUnroll groups'
 // loads in flight at a time, writes the formed values to shared memory (K · 4 bytes: three
 // blocks per SM at K = 17,408) and its block exponents' maximum to a register; the second pass
 // reads its own groups back. The same prologue, exponents, roundings and bytes as the register
-// form (the groups are the same 8 values of the same threads' lanes).
+// form (each MX block's 4 groups of 8 on 4 neighbouring lanes, as there).
 constexpr int kStagedThreads = 256;
 constexpr int kStagedUnroll = 4;
 template <Prologue kP>
