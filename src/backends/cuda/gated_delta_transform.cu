@@ -57,14 +57,6 @@ __global__ void qk_norm_kernel(const float* q, const float* k, int64_t stride, i
 //      (the T_kj all nearer the diagonal), through X in `scratch` (≥ 3 · 256 floats).
 // Blocks above the diagonal are set to 0. Tf [64][64]. Ends with the block synchronized.
 constexpr int kTb = 16;  // block of the inverse
-
-// acc[q] += s · v's q-th value, for 4 neighbouring columns (the inverse's quad sums).
-__device__ __forceinline__ void add_scaled4(float (&acc)[4], float s, const float4& v) {
-  acc[0] += s * v.x;
-  acc[1] += s * v.y;
-  acc[2] += s * v.z;
-  acc[3] += s * v.w;
-}
 template <int kThreads>
 __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, int tid) {
   constexpr int kN = kC / kTb;  // 4 blocks per side
@@ -103,7 +95,12 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
         const float* t = Tf + (k * kTb) * kC + j * kTb + c;
 #pragma unroll
         for (int n = 0; n < kTb; ++n) {
-          add_scaled4(x, a[n], *reinterpret_cast<const float4*>(t + n * kC));
+          const float an = a[n];
+          const float4 tn = *reinterpret_cast<const float4*>(t + n * kC);
+          x[0] += an * tn.x;
+          x[1] += an * tn.y;
+          x[2] += an * tn.z;
+          x[3] += an * tn.w;
         }
       }
       *reinterpret_cast<float4*>(scratch + b * kTb * kTb + r * kTb + c) = make_float4(x[0], x[1], x[2], x[3]);
@@ -117,7 +114,12 @@ __device__ void invert_unit_lower(const float* Af, float* Tf, float* scratch, in
       float y[kQuad] = {};
 #pragma unroll
       for (int m = 0; m < kTb; ++m) {
-        add_scaled4(y, tii[m], *reinterpret_cast<const float4*>(x + m * kTb));
+        const float tm = tii[m];
+        const float4 xm = *reinterpret_cast<const float4*>(x + m * kTb);
+        y[0] += tm * xm.x;
+        y[1] += tm * xm.y;
+        y[2] += tm * xm.z;
+        y[3] += tm * xm.w;
       }
       *reinterpret_cast<float4*>(Tf + (i * kTb + r) * kC + j * kTb + c) = make_float4(-y[0], -y[1], -y[2], -y[3]);
     }
