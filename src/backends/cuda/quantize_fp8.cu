@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/activations.cuh"
 #include "backends/cuda/cuda_check.h"
@@ -249,12 +250,15 @@ __global__ void __launch_bounds__(kRegsThreads) quantize_rows_fp8_regs_kernel(co
 // form (each MX block's 4 groups of 8 on 4 neighbouring lanes, as there).
 constexpr int kStagedThreads = 256;
 constexpr int kStagedUnroll = 4;
+// The prologues the staged form takes: those of one value each.
+__host__ __device__ constexpr bool elementwise(Prologue p) {
+  return p == Prologue::kPlain || p == Prologue::kSiluUp || p == Prologue::kSigmoidGate;
+}
 template <Prologue kP>
 __global__ void __launch_bounds__(kStagedThreads, 3) quantize_rows_fp8_staged_kernel(const float* x, RowPrologue pro,
                                                                                   int64_t M, int64_t K, int mode,
                                                                                   uint8_t* xq, float* row_scale) {
-  static_assert(kP == Prologue::kPlain || kP == Prologue::kSiluUp || kP == Prologue::kSigmoidGate,
-                "the staged form takes element-wise prologues only");
+  static_assert(elementwise(kP), "the staged form takes element-wise prologues only");
   extern __shared__ float4 staged[];  // group g's first 4 values at g, its last 4 at groups + g
   const int64_t r = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31;
@@ -362,9 +366,22 @@ bool launch_quantize_staged(const float* x, const RowPrologue& pro, int64_t M, i
 // With `staged`, rows from this length on take the staged form (where the register form would
 // hold 8 groups a thread).
 constexpr int64_t kStagedFromK = 8 * 4 * int64_t{kRegsThreads} + 32;
-bool staged_applies(bool staged, Prologue kind, int64_t K) {
-  return staged && K >= kStagedFromK &&
-         (kind == Prologue::kPlain || kind == Prologue::kSiluUp || kind == Prologue::kSigmoidGate);
+bool staged_applies(bool staged, Prologue kind, int64_t K) { return staged && K >= kStagedFromK && elementwise(kind); }
+
+// Calls launch(std::integral_constant<Prologue, kind>{}) and returns its answer, so that a kernel
+// templated on the prologue is launched with the instance for `kind` (as with_row_groups does for
+// the groups).
+template <class Launch>
+bool with_prologue(Prologue kind, Launch&& launch) {
+  switch (kind) {
+    case Prologue::kPlain: return launch(std::integral_constant<Prologue, Prologue::kPlain>{});
+    case Prologue::kSiluUp: return launch(std::integral_constant<Prologue, Prologue::kSiluUp>{});
+    case Prologue::kSigmoidGate: return launch(std::integral_constant<Prologue, Prologue::kSigmoidGate>{});
+    case Prologue::kGatedNorm: return launch(std::integral_constant<Prologue, Prologue::kGatedNorm>{});
+    case Prologue::kAddNorm: return launch(std::integral_constant<Prologue, Prologue::kAddNorm>{});
+    case Prologue::kNorm: return launch(std::integral_constant<Prologue, Prologue::kNorm>{});
+  }
+  return false;
 }
 
 // Rows of K values into E4M3 + 2^R_a per row: the register form where the row fits 8 · 8 ·
@@ -383,30 +400,16 @@ void launch_quantize_rows_fp8(const float* x, int64_t M, int64_t Mp, int64_t K, 
 
 bool launch_quantize_formed(const float* x, const RowPrologue& pro, int64_t M, int64_t Mp, int64_t K, int mode,
                             uint8_t* xq, float* row_scale, cudaStream_t s, bool staged) {
-  if (staged_applies(staged, pro.kind, K)) {
-    const bool launched =
-        pro.kind == Prologue::kSiluUp
-            ? launch_quantize_staged<Prologue::kSiluUp>(x, pro, M, Mp, K, mode, xq, row_scale, s)
-        : pro.kind == Prologue::kSigmoidGate
-            ? launch_quantize_staged<Prologue::kSigmoidGate>(x, pro, M, Mp, K, mode, xq, row_scale, s)
-            : launch_quantize_staged<Prologue::kPlain>(x, pro, M, Mp, K, mode, xq, row_scale, s);
-    if (launched) return true;
-  }
-  switch (pro.kind) {
-    case Prologue::kPlain:
-      return launch_quantize_regs<Prologue::kPlain>(x, pro, M, Mp, K, mode, xq, row_scale, s);
-    case Prologue::kSiluUp:
-      return launch_quantize_regs<Prologue::kSiluUp>(x, pro, M, Mp, K, mode, xq, row_scale, s);
-    case Prologue::kSigmoidGate:
-      return launch_quantize_regs<Prologue::kSigmoidGate>(x, pro, M, Mp, K, mode, xq, row_scale, s);
-    case Prologue::kGatedNorm:
-      return launch_quantize_regs<Prologue::kGatedNorm>(x, pro, M, Mp, K, mode, xq, row_scale, s);
-    case Prologue::kAddNorm:
-      return launch_quantize_regs<Prologue::kAddNorm>(x, pro, M, Mp, K, mode, xq, row_scale, s);
-    case Prologue::kNorm:
-      return launch_quantize_regs<Prologue::kNorm>(x, pro, M, Mp, K, mode, xq, row_scale, s);
-  }
-  return false;
+  if (staged_applies(staged, pro.kind, K) && with_prologue(pro.kind, [&](auto p) {
+        if constexpr (elementwise(decltype(p)::value))
+          return launch_quantize_staged<decltype(p)::value>(x, pro, M, Mp, K, mode, xq, row_scale, s);
+        else
+          return false;
+      }))
+    return true;
+  return with_prologue(pro.kind, [&](auto p) {
+    return launch_quantize_regs<decltype(p)::value>(x, pro, M, Mp, K, mode, xq, row_scale, s);
+  });
 }
 
 uint64_t activation_blocks_rounded() {
