@@ -26,6 +26,7 @@
 #include "backends/cuda/flash_softmax.cuh"
 #include "backends/cuda/hopper.cuh"
 #include "backends/cuda/wgmma_bf16.cuh"
+#include "util/env_choice.h"
 
 namespace stave::cuda::dev {
 namespace {
@@ -100,6 +101,7 @@ struct Block {
   int key_end, n_tiles;
   int n_active;   // key tiles some row of this warp group sees (a prefix of the block's)
   int limit[2];   // last visible key of this thread's rows g and g + 8 of its warp's 16
+  int wg_limit0;  // last visible key of this warp group's first row (the smallest limit of its rows)
   int64_t q_stride, kv_stride;
 
   __device__ Block(const unsigned char* smem_raw, int tokens, int q_pos0, int nq, int nkv) {
@@ -124,6 +126,7 @@ struct Block {
     n_active = min(n_tiles, (q_pos0 + wg_row0 + 63) / kKeys + 1);
     limit[0] = q_pos0 + warp_row0 + g;
     limit[1] = limit[0] + 8;
+    wg_limit0 = q_pos0 + wg_row0;
     q_base = sQ + wg * 64 * 128;
   }
   __device__ void load_q(const bf16* q, int tokens) const {
@@ -133,6 +136,12 @@ struct Block {
   __device__ void load_tile(uint32_t tiles, const bf16* x, int j) const {
     load_rows<D>(tiles + (j & 1) * kTileBytes, x, kv_stride, static_cast<int64_t>(kv_head) * D, j * kKeys, kKeys,
                  key_end);
+  }
+  // Whether every row of this warp group sees every key of tile j (no key past key_end or past a
+  // row's limit): its softmax needs no masks.
+  __device__ __forceinline__ bool whole(int j) const {
+    const int last = (j + 1) * kKeys - 1;
+    return last < key_end && last <= wg_limit0;
   }
   // s = Q Kᵀ for key tile j (from zero), issued; the caller commits.
   __device__ __forceinline__ void issue_s(float (&s)[kKeys / 8][4], int j) const {
@@ -167,7 +176,13 @@ struct Block {
 
 // Grid: (query heads, query tiles of 128). The contract of flash_bf16_kernel (attention_flash_bf16.cu).
 // Per key tile: S, then its softmax, then its P V, which runs on while the next tile's S is issued.
-template <int D>
+// kLean (FlashTile::kLean): the softmax of flash::softmax_tile_fma (the scale inside the
+// exponential's FMA, no masks on tiles the warp group sees whole), O rescaled only where a row's
+// max moved (by a factor of exactly 1 otherwise: the same bits), and each next tile's copy issued
+// after this tile's MMAs instead of before them. Else (kPlain) flash::softmax_tile's softmax, as the
+// mma.sync kernels, and the copies first. Between S's wait and P V's issue the tensor cores have
+// nothing of this block's to do, so every instruction there counts.
+template <int D, bool kLean>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_wgmma_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                        float* __restrict__ out, int tokens, int q_pos0, int nq, int nkv, float scale_log2) {
@@ -195,13 +210,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
-    if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, jt + 1);
-    cp_async_commit();
+    if constexpr (!kLean) {
+      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, jt + 1);
+      cp_async_commit();
+    }
     const bool active = jt < blk.n_active;  // some row of this warp group sees a key of the tile
     if (active) {
       wgmma_fence();
       blk.issue_s(s, jt);
       wgmma_commit();
+    }
+    if constexpr (kLean) {  // the copy's issue after the MMAs' (its buffer is not theirs)
+      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, jt + 1);
+      cp_async_commit();
     }
     wgmma_wait<0>();  // S of tile jt, and P V of the last tile this warp group took part in
     fence_all(s);
@@ -209,9 +230,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_all(p);
     if (active) {
       float rescale[2];
-      flash::softmax_tile<kKeys, true>(s, jt * kKeys, blk.key_end, true, blk.limit, scale_log2, blk.t, row_max,
-                                       row_sum, rescale);
-      flash::rescale_rows(o, rescale);
+      if constexpr (kLean) {
+        if (blk.whole(jt))
+          flash::softmax_tile_fma<kKeys, false>(s, jt * kKeys, blk.key_end, blk.limit, scale_log2, blk.t, row_max,
+                                                row_sum, rescale);
+        else
+          flash::softmax_tile_fma<kKeys, true>(s, jt * kKeys, blk.key_end, blk.limit, scale_log2, blk.t, row_max,
+                                               row_sum, rescale);
+        if (rescale[0] != 1.0f || rescale[1] != 1.0f) flash::rescale_rows(o, rescale);
+      } else {
+        flash::softmax_tile<kKeys, true>(s, jt * kKeys, blk.key_end, true, blk.limit, scale_log2, blk.t, row_max,
+                                         row_sum, rescale);
+        flash::rescale_rows(o, rescale);
+      }
       flash::pack_p<kKeys>(s, p);
     }
     // V of tile jt has landed (pending after this: K of tile jt + 1); every warp group is done
@@ -219,12 +250,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
-    if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sV, v, jt + 1);
-    cp_async_commit();
+    if constexpr (!kLean) {
+      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sV, v, jt + 1);
+      cp_async_commit();
+    }
     if (active) {
       wgmma_fence();
       blk.issue_pv(o, p, jt);
       wgmma_commit();
+    }
+    if constexpr (kLean) {
+      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sV, v, jt + 1);
+      cp_async_commit();
     }
   }
   wgmma_wait<0>();
@@ -233,11 +270,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   blk.store(o, row_sum, out, tokens);
 }
 
-template <int D>
+template <int D, bool kLean>
 void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int64_t tokens, int64_t q_pos0,
             const bf16* k, const bf16* v, float* out) {
   constexpr size_t smem = smem_bytes<D>();
-  constexpr auto kernel = flash_wgmma_kernel<D>;
+  constexpr auto kernel = flash_wgmma_kernel<D, kLean>;
   static const bool configured = [] {
     STAVE_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -255,12 +292,20 @@ void launch(cudaStream_t stream, const AttentionShape& shape, const bf16* q, int
 
 bool flash_wgmma_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
 
+FlashTile flash_tile_from_env() {
+  return env_choice<FlashTile>("STAVE_CUDA_FLASH_TILE", {{"plain", FlashTile::kPlain}, {"lean", FlashTile::kLean}});
+}
+
 void flash_wgmma(cudaStream_t stream, const AttentionShape& shape, const __nv_bfloat16* q, int64_t tokens,
-                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out) {
+                 int64_t q_pos0, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, FlashTile tile) {
+  if (tile == FlashTile::kDefault) tile = flash_tile_from_env();
+  const bool lean = tile == FlashTile::kLean;
   if (shape.head_dim == 256)
-    launch<256>(stream, shape, q, tokens, q_pos0, k, v, out);
+    lean ? launch<256, true>(stream, shape, q, tokens, q_pos0, k, v, out)
+         : launch<256, false>(stream, shape, q, tokens, q_pos0, k, v, out);
   else
-    launch<128>(stream, shape, q, tokens, q_pos0, k, v, out);
+    lean ? launch<128, true>(stream, shape, q, tokens, q_pos0, k, v, out)
+         : launch<128, false>(stream, shape, q, tokens, q_pos0, k, v, out);
 }
 
 }  // namespace stave::cuda::dev

@@ -64,6 +64,49 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kKeys / 8][4], int j0, i
   for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
 }
 
+// softmax_tile's base-2 form with fewer instructions per score, for the warp-group MMA kernel
+// (attention_flash_wgmma.cu), whose tensor cores wait while it runs:
+// - the scale goes into one FMA per score, p = exp2(fma(s, scale, −max)), where softmax_tile
+//   rounds s · scale first. The running max is the same number: rounding is monotonic and
+//   scale > 0, so the largest raw score times the scale is the largest scaled score;
+// - kMask = false for a tile that every row of the caller sees whole (no key past key_end or past
+//   a row's limit): no per-score tests. Causal masking only.
+template <int kKeys, bool kMask>
+__device__ __forceinline__ void softmax_tile_fma(float (&s)[kKeys / 8][4], int j0, int key_end, const int (&limit)[2],
+                                                 float scale, int t, float (&row_max)[2], float (&row_sum)[2],
+                                                 float (&rescale)[2]) {
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1;
+      if constexpr (kMask) {
+        const int key = j0 + n * 8 + 2 * t + (e & 1);
+        if (key >= key_end || key > limit[r]) s[n][e] = -INFINITY;
+      }
+      tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+    }
+  float shift[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m = fmaxf(row_max[r], quad_max(tile_max[r]) * scale);
+    shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
+    rescale[r] = exp2f(row_max[r] - shift[r]);
+    row_max[r] = m;
+  }
+  float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = exp2f(fmaf(s[n][e], scale, -shift[e >> 1]));
+      tile_sum[e >> 1] += s[n][e];
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
+}
+
 // The output's rows g and g + 8 (kTiles n8 tiles of them) times their rescale factors.
 template <int kTiles>
 __device__ __forceinline__ void rescale_rows(float (&o)[kTiles][4], const float (&rescale)[2]) {
