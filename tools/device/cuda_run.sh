@@ -11,6 +11,9 @@
 #   per-stage profile (STAGE_KERNELS="auto gemm": attention choices), "serve" the server under
 #   concurrent load with and without --batch-tokens. FLA_DIR: the torch step's fla peer.
 #   "elementwise": the element-wise ops at 27B shapes beside the compositions they replace.
+#   "attention" (ATTENTION_SETTINGS: an A/B of the flash kernel's forms), "sdpa" (PyTorch's
+#   SDPA backends), "linear" (LINEAR_SETTINGS: an A/B of bench_linear's FP8 products), "ncu"
+#   (Nsight Compute on the flash kernel): see each step below.
 #   COMPARE_GEMM_ATTENTION=1 — bench again with STAVE_CUDA_ATTENTION=gemm (same run).
 #   LAYERS=N — synth N layers of clef-27b (same widths, the 3:1 layer pattern; default 64, the
 #              whole model). The synth takes ~10 s per 4 layers on the device's 16 cores.
@@ -291,8 +294,72 @@ if [[ " $steps " == *" sweep "* ]]; then
       tee -a "$OUT/bench_fp8_algo.txt"
   done
 fi
-# STEPS=attention: the fast attention kernels side by side at the 27B / 9B shapes.
+# STEPS=attention: the fast attention kernels side by side at the 27B / 9B shapes. With
+# ATTENTION_SETTINGS (entries as AB_SETTINGS's, e.g. "STAVE_CUDA_FLASH_TILE=plain
+# STAVE_CUDA_FLASH_TILE=lean"): the attention op test once per entry, then the benchmarks matching
+# ATTENTION_FILTER (default 'wgmma_27b/(2048|8192)') once per entry, alternated twice.
 if [[ " $steps " == *" attention "* ]]; then
-  timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_attention" --benchmark_counters_tabular=true 2>&1 |
-    tee "$OUT/bench_attention.txt"
+  if [ -z "${ATTENTION_SETTINGS:-}" ]; then
+    timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_attention" --benchmark_counters_tabular=true 2>&1 |
+      tee "$OUT/bench_attention.txt"
+  else
+    for setting in $ATTENTION_SETTINGS; do
+      vars="$(setting_vars "$setting")"
+      echo "== op test, ${vars:-the defaults}: $(env $vars timeout 90 "$bin/stave_cuda_tests" \
+        --gtest_filter='CudaOps.Attention*' 2>&1 | grep -E 'PASSED|FAILED|Failure' | tr '\n' ' ')" |
+        tee -a "$OUT/bench_attention.txt"
+    done
+    for round in 1 2; do
+      for setting in $ATTENTION_SETTINGS; do
+        vars="$(setting_vars "$setting")"
+        echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_attention.txt"
+        env $vars timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_attention" \
+          --benchmark_filter="${ATTENTION_FILTER:-wgmma_27b/(2048|8192)}" --benchmark_min_time=0.2s \
+          --benchmark_counters_tabular=true 2>&1 | grep -E '^BM_' | tee -a "$OUT/bench_attention.txt"
+      done
+    done
+  fi
+  pack_results
+fi
+# STEPS=sdpa: PyTorch's SDPA backends (flash, cuDNN, memory-efficient) at the same shapes
+# (tools/reference/sdpa_backends.py), beside bench_cuda_attention's figures.
+if [[ " $steps " == *" sdpa "* ]]; then
+  timeout "${BENCH_TIMEOUT:-120}" env PYTHONUNBUFFERED=1 python3 tools/reference/sdpa_backends.py 2048 8192 2>&1 |
+    tee "$OUT/sdpa_backends.txt"
+  pack_results
+fi
+# STEPS=linear: bench_linear's products matching LINEAR_FILTER (default '^cuda_fp8/mlp_down') once
+# per LINEAR_SETTINGS entry (as AB_SETTINGS's; default: the register and the staged row
+# quantization, STAVE_CUDA_QUANT_ROWS), alternated twice, after the FP8 linear tests under each.
+if [[ " $steps " == *" linear "* ]]; then
+  settings="${LINEAR_SETTINGS:-STAVE_CUDA_QUANT_ROWS=registers STAVE_CUDA_QUANT_ROWS=staged}"
+  for setting in $settings; do
+    vars="$(setting_vars "$setting")"
+    echo "== tests, ${vars:-the defaults}: $(env $vars timeout 120 "$bin/stave_cuda_tests" \
+      --gtest_filter='CudaLinearFp8.*:*Fixture*:*Decision*' 2>&1 | grep -E 'PASSED|FAILED|Failure' | tr '\n' ' ')" |
+      tee -a "$OUT/bench_linear.txt"
+  done
+  for round in 1 2; do
+    for setting in $settings; do
+      vars="$(setting_vars "$setting")"
+      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_linear.txt"
+      env $vars timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_linear" --benchmark_filter="${LINEAR_FILTER:-^cuda_fp8/mlp_down}" \
+        --benchmark_min_time=0.1s 2>&1 | grep -E '^cuda' | tee -a "$OUT/bench_linear.txt"
+    done
+  done
+  pack_results
+fi
+# STEPS=ncu: Nsight Compute (where the machine has it) on the BF16 flash kernel at the 27B's
+# heads and 8192 tokens, once per ATTENTION_SETTINGS entry (or once with the defaults).
+if [[ " $steps " == *" ncu "* ]]; then
+  ncu="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
+  for setting in ${ATTENTION_SETTINGS:--}; do
+    vars="$(setting_vars "$setting")"
+    echo "== ${vars:-the defaults}" >> "$OUT/ncu_attention.txt"
+    env $vars timeout "${BENCH_TIMEOUT:-120}" "$ncu" --kernel-name regex:wgmma --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section ComputeWorkloadAnalysis \
+      "$bin/bench_cuda_attention" --benchmark_filter='bf16_wgmma_27b/8192' --benchmark_min_time=0.01s \
+      >> "$OUT/ncu_attention.txt" 2>&1
+  done
+  pack_results
 fi
