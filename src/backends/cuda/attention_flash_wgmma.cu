@@ -137,6 +137,12 @@ struct Block {
     load_rows<D>(tiles + (j & 1) * kTileBytes, x, kv_stride, static_cast<int64_t>(kv_head) * D, j * kKeys, kKeys,
                  key_end);
   }
+  // Starts the copy of key tile j + 1 (if there is one) into its buffer of `tiles`, and commits
+  // the cp.async group (empty past the last tile, so that the groups keep their count).
+  __device__ void load_next(uint32_t tiles, const bf16* x, int j) const {
+    if (j + 1 < n_tiles) load_tile(tiles, x, j + 1);
+    cp_async_commit();
+  }
   // Whether every row of this warp group sees every key of tile j (no key past key_end or past a
   // row's limit): its softmax needs no masks.
   __device__ __forceinline__ bool whole(int j) const {
@@ -210,20 +216,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
-    if constexpr (!kLean) {
-      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, jt + 1);
-      cp_async_commit();
-    }
+    if constexpr (!kLean) blk.load_next(blk.sK, k, jt);
     const bool active = jt < blk.n_active;  // some row of this warp group sees a key of the tile
     if (active) {
       wgmma_fence();
       blk.issue_s(s, jt);
       wgmma_commit();
     }
-    if constexpr (kLean) {  // the copy's issue after the MMAs' (its buffer is not theirs)
-      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sK, k, jt + 1);
-      cp_async_commit();
-    }
+    if constexpr (kLean) blk.load_next(blk.sK, k, jt);  // after the MMAs' issue (its buffer is not theirs)
     wgmma_wait<0>();  // S of tile jt, and P V of the last tile this warp group took part in
     fence_all(s);
     fence_all(o);
@@ -250,19 +250,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
-    if constexpr (!kLean) {
-      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sV, v, jt + 1);
-      cp_async_commit();
-    }
+    if constexpr (!kLean) blk.load_next(blk.sV, v, jt);
     if (active) {
       wgmma_fence();
       blk.issue_pv(o, p, jt);
       wgmma_commit();
     }
-    if constexpr (kLean) {
-      if (jt + 1 < blk.n_tiles) blk.load_tile(blk.sV, v, jt + 1);
-      cp_async_commit();
-    }
+    if constexpr (kLean) blk.load_next(blk.sV, v, jt);
   }
   wgmma_wait<0>();
   fence_all(o);

@@ -26,6 +26,15 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Raises a row's running max to m (the largest of it and the tile's scaled scores): the shift the
+// tile's exponentials take, and the factor the row's output and sum so far are multiplied by.
+template <bool kBase2>
+__device__ __forceinline__ void raise_row_max(float m, float& row_max, float& shift, float& rescale) {
+  shift = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
+  rescale = kBase2 ? exp2f(row_max - shift) : expf(row_max - shift);
+  row_max = m;
+}
+
 // One tile of kKeys keys from j0 on: scale the scores and mask those past key_end (and, causal,
 // past each row's last visible key limit[r]), raise the rows' running max, turn s into
 // p = exp(s − max) and add them to the rows' sums. kBase2: the scale includes log2(e) and the
@@ -46,12 +55,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kKeys / 8][4], int j0, i
     }
   float shift[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float m = fmaxf(row_max[r], quad_max(tile_max[r]));
-    shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
-    rescale[r] = kBase2 ? exp2f(row_max[r] - shift[r]) : expf(row_max[r] - shift[r]);
-    row_max[r] = m;
-  }
+  for (int r = 0; r < 2; ++r)
+    raise_row_max<kBase2>(fmaxf(row_max[r], quad_max(tile_max[r])), row_max[r], shift[r], rescale[r]);
   float tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int n = 0; n < kKeys / 8; ++n)
@@ -89,12 +94,8 @@ __device__ __forceinline__ void softmax_tile_fma(float (&s)[kKeys / 8][4], int j
     }
   float shift[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float m = fmaxf(row_max[r], quad_max(tile_max[r]) * scale);
-    shift[r] = m == -INFINITY ? 0.0f : m;  // a row with no visible key yet keeps p = 0
-    rescale[r] = exp2f(row_max[r] - shift[r]);
-    row_max[r] = m;
-  }
+  for (int r = 0; r < 2; ++r)
+    raise_row_max<true>(fmaxf(row_max[r], quad_max(tile_max[r]) * scale), row_max[r], shift[r], rescale[r]);
   float tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int n = 0; n < kKeys / 8; ++n)
