@@ -71,6 +71,32 @@ steps="${STEPS:-tests bench torch}"
 # A setting of AB_SETTINGS or DELTA_SETTINGS (VAR=VALUE[,VAR=VALUE…], or - for the defaults) as
 # the words `env` takes.
 setting_vars() { if [ "$1" = - ]; then echo ""; else echo "${1//,/ }"; fi; }
+# For each entry of SETTINGS (one word-split string of such entries), one line in $OUT/FILE: LABEL,
+# the entry's variables and the lines of the gtest binary's output (run under them, with
+# --gtest_filter=FILTER, for at most LIMIT seconds) that match PATTERN:
+#   settings_tests FILE LABEL LIMIT PATTERN SETTINGS BINARY FILTER
+settings_tests() {
+  local file=$1 label=$2 limit=$3 pattern=$4 settings=$5 binary=$6 filter=$7 setting vars
+  for setting in $settings; do
+    vars="$(setting_vars "$setting")"
+    echo "== $label, ${vars:-the defaults}: $(env $vars timeout "$limit" "$binary" --gtest_filter="$filter" 2>&1 |
+      grep -E "$pattern" | tr '\n' ' ')" | tee -a "$OUT/$file"
+  done
+}
+# CMD… once per entry of SETTINGS under its variables, alternated twice (BENCH_TIMEOUT each), the
+# output lines matching KEEP into $OUT/FILE: settings_alternated FILE KEEP SETTINGS CMD…
+settings_alternated() {
+  local file=$1 keep=$2 settings=$3 round setting vars
+  shift 3
+  for round in 1 2; do
+    for setting in $settings; do
+      vars="$(setting_vars "$setting")"
+      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/$file"
+      env $vars timeout "${BENCH_TIMEOUT:-120}" "$@" 2>&1 | grep -E "$keep" | tee -a "$OUT/$file"
+      pack_results
+    done
+  done
+}
 layers="${LAYERS:-64}"
 cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
 export LD_LIBRARY_PATH="$payload/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -236,37 +262,19 @@ if [[ " $steps " == *" delta "* ]]; then
   if [ -z "$settings" ]; then
     for pass in ${DELTA_FORMS:-auto chunk-bf16}; do settings+=" STAVE_CUDA_DELTA=$pass"; done
   fi
-  for setting in $settings; do
-    vars="$(setting_vars "$setting")"
-    echo "== op cases, ${vars:-the defaults}: $(env $vars timeout 60 "$bin/stave_tests" \
-      --gtest_filter='Devices/BackendOps.GatedDelta*cuda*' 2>&1 | grep -E 'PASSED|FAILED' | tr '\n' ' ')" |
-      tee -a "$OUT/bench_delta.txt"
-  done
-  for round in 1 2; do
-    for setting in $settings; do
-      vars="$(setting_vars "$setting")"
-      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_delta.txt"
-      env $vars timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_gated_delta" --benchmark_filter=_chunk/ \
-        --benchmark_min_time=0.2 --benchmark_counters_tabular=true 2>&1 | grep gated_delta | tee -a "$OUT/bench_delta.txt"
-    done
-  done
+  settings_tests bench_delta.txt "op cases" 60 'PASSED|FAILED' "$settings" "$bin/stave_tests" \
+    'Devices/BackendOps.GatedDelta*cuda*'
+  settings_alternated bench_delta.txt gated_delta "$settings" "$bin/bench_gated_delta" --benchmark_filter=_chunk/ \
+    --benchmark_min_time=0.2 --benchmark_counters_tabular=true
 fi
 # bench_decide on the synth release once per setting (VAR=VALUE[,VAR=VALUE…] or - for the
 # defaults), alternated twice, into $OUT/FILE: decide_alternated FILE FILTER SETTING...
 decide_alternated() {
-  local file=$1 filter=$2 round setting vars
+  local file=$1 filter=$2
   shift 2
   synth_release
-  for round in 1 2; do
-    for setting in "$@"; do
-      vars="$(setting_vars "$setting")"
-      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/$file"
-      env $vars STAVE_BENCH_MODEL=$rel STAVE_BENCH_DEVICE=cuda STAVE_BENCH_PRECISION=fast \
-        timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_decide" --benchmark_filter="$filter" \
-        --benchmark_counters_tabular=true 2>&1 | grep -E "Decide" | tee -a "$OUT/$file"
-      pack_results
-    done
-  done
+  settings_alternated "$file" Decide "$*" env STAVE_BENCH_MODEL="$rel" STAVE_BENCH_DEVICE=cuda \
+    STAVE_BENCH_PRECISION=fast "$bin/bench_decide" --benchmark_filter="$filter" --benchmark_counters_tabular=true
 }
 if [[ " $steps " == *" ab "* ]]; then
   # shellcheck disable=SC2086
@@ -303,21 +311,11 @@ if [[ " $steps " == *" attention "* ]]; then
     timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_attention" --benchmark_counters_tabular=true 2>&1 |
       tee "$OUT/bench_attention.txt"
   else
-    for setting in $ATTENTION_SETTINGS; do
-      vars="$(setting_vars "$setting")"
-      echo "== op test, ${vars:-the defaults}: $(env $vars timeout 90 "$bin/stave_cuda_tests" \
-        --gtest_filter='CudaOps.Attention*' 2>&1 | grep -E 'PASSED|FAILED|Failure' | tr '\n' ' ')" |
-        tee -a "$OUT/bench_attention.txt"
-    done
-    for round in 1 2; do
-      for setting in $ATTENTION_SETTINGS; do
-        vars="$(setting_vars "$setting")"
-        echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_attention.txt"
-        env $vars timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_cuda_attention" \
-          --benchmark_filter="${ATTENTION_FILTER:-wgmma_27b/(2048|8192)}" --benchmark_min_time=0.2s \
-          --benchmark_counters_tabular=true 2>&1 | grep -E '^BM_' | tee -a "$OUT/bench_attention.txt"
-      done
-    done
+    settings_tests bench_attention.txt "op test" 90 'PASSED|FAILED|Failure' "$ATTENTION_SETTINGS" \
+      "$bin/stave_cuda_tests" 'CudaOps.Attention*'
+    settings_alternated bench_attention.txt '^BM_' "$ATTENTION_SETTINGS" "$bin/bench_cuda_attention" \
+      --benchmark_filter="${ATTENTION_FILTER:-wgmma_27b/(2048|8192)}" --benchmark_min_time=0.2s \
+      --benchmark_counters_tabular=true
   fi
   pack_results
 fi
@@ -333,20 +331,10 @@ fi
 # quantization, STAVE_CUDA_QUANT_ROWS), alternated twice, after the FP8 linear tests under each.
 if [[ " $steps " == *" linear "* ]]; then
   settings="${LINEAR_SETTINGS:-STAVE_CUDA_QUANT_ROWS=registers STAVE_CUDA_QUANT_ROWS=staged}"
-  for setting in $settings; do
-    vars="$(setting_vars "$setting")"
-    echo "== tests, ${vars:-the defaults}: $(env $vars timeout 120 "$bin/stave_cuda_tests" \
-      --gtest_filter='CudaLinearFp8.*:*Fixture*:*Decision*' 2>&1 | grep -E 'PASSED|FAILED|Failure' | tr '\n' ' ')" |
-      tee -a "$OUT/bench_linear.txt"
-  done
-  for round in 1 2; do
-    for setting in $settings; do
-      vars="$(setting_vars "$setting")"
-      echo "== round $round, ${vars:-the defaults}" | tee -a "$OUT/bench_linear.txt"
-      env $vars timeout "${BENCH_TIMEOUT:-120}" "$bin/bench_linear" --benchmark_filter="${LINEAR_FILTER:-^cuda_fp8/mlp_down}" \
-        --benchmark_min_time=0.1s 2>&1 | grep -E '^cuda' | tee -a "$OUT/bench_linear.txt"
-    done
-  done
+  settings_tests bench_linear.txt tests 120 'PASSED|FAILED|Failure' "$settings" "$bin/stave_cuda_tests" \
+    'CudaLinearFp8.*:*Fixture*:*Decision*'
+  settings_alternated bench_linear.txt '^cuda' "$settings" "$bin/bench_linear" \
+    --benchmark_filter="${LINEAR_FILTER:-^cuda_fp8/mlp_down}" --benchmark_min_time=0.1s
   pack_results
 fi
 # STEPS=ncu: Nsight Compute (where the machine has it) on the BF16 flash kernel at the 27B's
